@@ -1,0 +1,222 @@
+"""The annotation API: operations, phases, progress and metadata.
+
+With no recording active every call is a near-free no-op, so annotated code can ship.
+A recording is active under ``rls-prof`` (started by the bootstrap before user code) or
+after ``rlscope.start(output_dir)``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar
+
+from rlscope._version import __version__
+from rlscope.errors import RLScopeError
+from rlscope.recorder import load_recorder
+from rlscope.trace import format as fmt
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_recorder: ModuleType | None = None  # the active recorder module, or None
+_output_dir: str | None = None
+_lock = threading.Lock()
+
+
+class _NoopScope:
+    """Returned while nothing is recorded; still works as a decorator."""
+
+    __slots__ = ("kind", "name")
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+
+    def __enter__(self) -> _NoopScope:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+    def __call__(self, func: F) -> F:
+        return _decorate(self, func)
+
+    def __repr__(self) -> str:
+        return f"<rlscope {self.kind} {self.name!r} (not recording)>"
+
+
+_noop_ops: dict[str, _NoopScope] = {}
+_noop_phases: dict[str, _NoopScope] = {}
+
+
+def _noop(cache: dict[str, _NoopScope], kind: str, name: str) -> _NoopScope:
+    s = cache.get(name)
+    if s is None:
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name must be a str, not {type(name).__name__}")
+        s = cache[name] = _NoopScope(kind, name)
+    return s
+
+
+def operation(name: str) -> Any:
+    """Mark an algorithmic operation ("inference", "simulation", "backprop", ...).
+
+    Use as ``with rlscope.operation("inference"): ...`` or as a decorator. Operations nest;
+    each thread has its own stack.
+    """
+    rec = _recorder
+    if rec is None:
+        return _noop(_noop_ops, "operation", name)
+    return rec.operation(name)
+
+
+def phase(name: str) -> Any:
+    """Mark a coarse phase of the run ("warmup", "training", "evaluation")."""
+    rec = _recorder
+    if rec is None:
+        return _noop(_noop_phases, "phase", name)
+    return rec.phase(name)
+
+
+def push_operation(name: str) -> None:
+    """Open an operation without a with-block; close it with :func:`pop_operation`."""
+    rec = _recorder
+    if rec is not None:
+        rec.push_operation(name)
+
+
+def pop_operation(name: str | None = None) -> None:
+    """Close the innermost operation opened by :func:`push_operation` on this thread.
+
+    Raises :class:`RLScopeError` if nothing is open or ``name`` is not the innermost.
+    """
+    rec = _recorder
+    if rec is not None:
+        rec.pop_operation(name)
+
+
+def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
+    """Record training progress; lets reports extrapolate to the full run."""
+    rec = _recorder
+    if rec is not None:
+        rec.progress(int(timesteps), -1 if total_timesteps is None else int(total_timesteps))
+
+
+def set_metadata(**kv: Any) -> None:
+    """Attach run metadata (algo, env, framework, ...); values must be JSON-serialisable."""
+    rec = _recorder
+    if rec is None:
+        return
+    for key, value in kv.items():
+        try:
+            encoded = json.dumps(value)
+        except (TypeError, ValueError):
+            raise RLScopeError(f"set_metadata({key}=...): value of type "
+                               f"{type(value).__name__} is not JSON-serialisable; "
+                               "pass a str, number, bool, list or dict") from None
+        rec.metadata(key, encoded)
+
+
+def current_operations() -> list[str]:
+    """Names of the scopes open on this thread, outermost first."""
+    rec = _recorder
+    return [] if rec is None else list(rec.thread_stack())
+
+
+def is_active() -> bool:
+    return _recorder is not None
+
+
+def output_dir() -> str | None:
+    return _output_dir
+
+
+def start(output_dir: str | os.PathLike[str], recorder: str = "native",
+          flush_interval_s: float = 0.5, max_buffer_bytes: int = 256 << 20) -> str:
+    """Start recording this process into ``output_dir``; returns the trace file's path."""
+    global _recorder, _output_dir
+    with _lock:
+        if _recorder is not None:
+            raise RLScopeError(f"rlscope is already recording into {_output_dir}; "
+                               "call rlscope.stop() before starting again")
+        try:
+            rec, note = load_recorder(recorder)
+        except ValueError as e:
+            raise RLScopeError(str(e)) from None
+        if note:
+            print(f"rlscope: {note}", file=sys.stderr)
+        out = os.path.abspath(os.fspath(output_dir))
+        try:
+            os.makedirs(out, exist_ok=True)
+        except OSError as e:
+            raise RLScopeError(f"cannot create output directory {out}: {e.strerror}") from None
+        rec.configure(RLScopeError, _decorate)
+        path = fmt.trace_file_path(out)
+        rec.start(path, list(getattr(sys, "orig_argv", sys.argv)), _process_name(),
+                  __version__, float(flush_interval_s), int(max_buffer_bytes))
+        _recorder, _output_dir = rec, out
+        return path
+
+
+def stop() -> None:
+    """Stop recording: close open scopes of this thread, flush and close the trace."""
+    global _recorder, _output_dir
+    with _lock:
+        rec = _recorder
+        if rec is None:
+            return
+        _recorder = None
+        rec.stop()
+        _output_dir = None
+
+
+def flush() -> None:
+    """Write everything recorded so far (the writer also flushes periodically)."""
+    rec = _recorder
+    if rec is not None:
+        rec.flush()
+
+
+def _process_name() -> str:
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else sys.executable
+    return os.path.basename(argv0) or "python"
+
+
+def _decorate(scope: Any, func: F) -> F:
+    """Wrap ``func`` so each call runs inside the scope, looked up at call time (so a
+    function decorated before recording starts is still recorded)."""
+    if not callable(func):
+        raise TypeError(f"rlscope.{scope.kind}({scope.name!r}) decorates callables, "
+                        f"not {type(func).__name__}")
+    factory = operation if scope.kind == "operation" else phase
+    name = scope.name
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with factory(name):
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _after_fork_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread may have held it at fork
+    rec = _recorder
+    if rec is not None and _output_dir is not None:
+        rec.after_fork_child(fmt.trace_file_path(_output_dir))
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:
+            # multiprocessing's forked workers leave through os._exit(), skipping
+            # atexit; its own exit hook runs finalizers, so flush from there.
+            mp_util.Finalize(None, stop, exitpriority=0)
+
+
+os.register_at_fork(after_in_child=_after_fork_child)
+atexit.register(stop)

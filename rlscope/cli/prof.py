@@ -1,0 +1,124 @@
+"""``rls-prof -o DIR -- COMMAND...``: run a command with every Python process in it profiled."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from rlscope import _autostart as env
+from rlscope.cli.common import run
+from rlscope.errors import UsageError
+from rlscope.recorder import RECORDERS
+from rlscope.run_metadata import finish_run_metadata, start_run_metadata, write_run_metadata
+from rlscope.trace import format as fmt
+
+BOOTSTRAP_DIR = str(Path(__file__).resolve().parent.parent / "_bootstrap")
+
+
+def child_environment(output_dir: str, recorder: str, flush_interval_s: float,
+                      base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment contract: what a profiled process (and its children) inherit."""
+    e = dict(os.environ if base is None else base)
+    e[env.ENV_OUTPUT_DIR] = output_dir
+    e[env.ENV_RECORDER] = recorder
+    e[env.ENV_FLUSH_INTERVAL] = repr(flush_interval_s)
+    e[env.ENV_BOOTSTRAP] = BOOTSTRAP_DIR
+    old = e.get("PYTHONPATH")
+    e["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + old if old else "")
+    return e
+
+
+def _prepare_output(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {out} exists and is not a directory; choose another -o")
+    existing = [*out.glob("*" + fmt.FILE_SUFFIX), *out.glob("run.json")] if out.is_dir() else []
+    if existing:
+        if not force:
+            raise UsageError(f"{out} already holds a trace; choose another -o or pass "
+                             "--force to replace it")
+        for f in existing:
+            f.unlink()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create output directory {out}: {e.strerror}") from None
+
+
+def _resolve(command: tuple[str, ...]) -> None:
+    exe = command[0]
+    if os.sep in exe:
+        if not os.access(exe, os.X_OK) or os.path.isdir(exe):
+            raise UsageError(f"{exe} is not an executable file")
+    elif shutil.which(exe) is None:
+        raise UsageError(f"command not found: {exe}")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=True)
+@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
+              help="Trace directory to create.")
+@click.option("--recorder", type=click.Choice(RECORDERS), default="native", show_default=True,
+              help="Event recorder: the native extension or the pure-Python fallback.")
+@click.option("--flush-interval", type=click.FloatRange(0.01, 60.0), default=0.5,
+              show_default=True, help="Seconds between periodic writes of the trace.")
+@click.option("--force", is_flag=True, help="Replace a trace already in the output directory.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def prof(output: Path, recorder: str, flush_interval: float, force: bool, quiet: bool,
+         command: tuple[str, ...]) -> int:
+    """Run COMMAND with every Python process it starts profiled into OUTPUT.
+
+    Example: rls-prof -o runs/ppo -- python train.py --steps 20000
+    """
+    _resolve(command)
+    out = output.resolve()
+    _prepare_output(out, force)
+    meta = start_run_metadata(list(command), recorder)
+    write_run_metadata(out, meta)
+    child_env = child_environment(str(out), recorder, flush_interval)
+
+    interrupted: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        interrupted.append(signum)
+        if signum != signal.SIGINT:  # the terminal already sent SIGINT to the child
+            proc.send_signal(signum)
+
+    try:
+        proc = subprocess.Popen(list(command), env=child_env)
+    except OSError as e:
+        raise UsageError(f"cannot run {command[0]}: {e.strerror}") from None
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        returncode = proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    status = returncode if returncode >= 0 else 128 - returncode
+    finish_run_metadata(meta, returncode, interrupted)
+    write_run_metadata(out, meta)
+    files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
+    if not quiet:
+        how = (f"exited with status {returncode}" if returncode >= 0
+               else f"killed by signal {signal.Signals(-returncode).name}")
+        if not files:
+            click.echo(f"rls-prof: {command[0]} {how}; no Python process recorded a trace in "
+                       f"{out} (is rlscope installed in the interpreter it runs?)", err=True)
+        else:
+            click.echo(f"rls-prof: {command[0]} {how}; trace of {len(files)} process"
+                       f"{'es' if len(files) != 1 else ''} in {out}\n"
+                       f"rls-prof: analyse with: rls-analyze report {out}", err=True)
+    return status
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(prof, "rls-prof", argv))
+
+
+if __name__ == "__main__":
+    main()

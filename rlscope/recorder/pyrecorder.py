@@ -1,0 +1,455 @@
+"""Pure-Python recorder: the fallback when the native extension is unavailable, and the
+test oracle for it.
+
+It exposes the same functions as ``rlscope._native`` (start, stop, operation, phase,
+push_operation, pop_operation, progress, metadata, flush, ...) and writes the same trace
+format, encoding chunks with the generated protobuf classes. Events are appended to a
+per-thread deque (append and popleft are atomic under the GIL); a writer thread drains
+the deques into chunks.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rlscope.trace import format as fmt
+
+_now = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux, like the native recorder
+_MAX_DEPTH = 256
+_CHUNK_EVENTS = 65536
+_ARG = 255  # internal: an argument of the preceding event, value in the time field
+
+FORMAT_VERSION = fmt.FORMAT_VERSION
+
+_error_type: type[Exception] = RuntimeError
+_decorate: Callable[[Any, Callable[..., Any]], Callable[..., Any]] | None = None
+
+
+def configure(error_type: type[Exception], decorate: Callable[..., Any]) -> None:
+    global _error_type, _decorate
+    _error_type = error_type
+    _decorate = decorate
+
+
+class _ThreadState:
+    __slots__ = ("events", "index", "name", "stack", "tid")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.tid = threading.get_native_id()
+        self.name = threading.current_thread().name
+        self.events: collections.deque[tuple[int, int, int]] = collections.deque()
+        self.stack: list[tuple[int, int]] = []  # (begin kind, name id)
+
+
+class _Recording:
+    """State of one active recording (one file)."""
+
+    def __init__(self, path: str, argv: list[str], process_name: str, version: str,
+                 flush_interval_s: float, max_buffer_bytes: int) -> None:
+        self.path = path
+        self.argv = list(argv)
+        self.process_name = process_name
+        self.version = version
+        self.flush_interval_s = flush_interval_s
+        # ~100 bytes of Python objects per buffered event.
+        self.max_pending = max(1024, max_buffer_bytes // 100)
+        self.lock = threading.Lock()  # slow path: interning, registration, writing
+        self.strings: dict[str, int] = {}
+        self.new_strings: list[tuple[int, str]] = []
+        self.threads: list[_ThreadState] = []
+        self.new_threads: list[_ThreadState] = []
+        self.metadata: list[tuple[str, str, int]] = []
+        self.dropped = 0
+        self.events = 0
+        self.chunks = 0
+        self.bytes_written = 0
+        self.fd = -1
+        self.stop_event = threading.Event()
+        self.writer: threading.Thread | None = None
+
+    # -- file ------------------------------------------------------------------------
+    def open(self) -> None:
+        from rlscope import trace_pb2
+
+        try:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+                              | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise _error_type(f"cannot create trace file {self.path}: {e.strerror}; "
+                              "check that the output directory is writable") from None
+        clock = fmt.read_clock_pair()
+        header = trace_pb2.Record()
+        h = header.header
+        h.format_version = fmt.FORMAT_VERSION
+        h.source = "python"
+        h.pid = os.getpid()
+        h.ppid = os.getppid()
+        h.host = fmt.host_name()
+        h.process_name = self.process_name
+        h.argv.extend(self.argv)
+        h.clock.monotonic_ns = clock.monotonic_ns
+        h.clock.realtime_ns = clock.realtime_ns
+        h.clock.uncertainty_ns = clock.uncertainty_ns
+        h.recorder = "python"
+        h.rlscope_version = self.version
+        self._write(fmt.MAGIC + _delimited(header.SerializeToString()))
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.bytes_written += len(data)
+
+    def start_writer(self) -> None:
+        self.stop_event.clear()
+        self.writer = threading.Thread(target=self._writer_loop, name="rlscope-writer",
+                                       daemon=True)
+        self.writer.start()
+
+    def _writer_loop(self) -> None:
+        while not self.stop_event.wait(self.flush_interval_s):
+            self.flush()
+
+    # -- recording -------------------------------------------------------------------
+    def intern(self, name: str) -> int:
+        sid = self.strings.get(name)
+        if sid is None:
+            with self.lock:
+                sid = self.strings.get(name)
+                if sid is None:
+                    sid = len(self.strings) + 1
+                    self.strings[name] = sid
+                    self.new_strings.append((sid, name))
+        return sid
+
+    def register_thread(self) -> _ThreadState:
+        with self.lock:
+            st = _ThreadState(len(self.threads))
+            self.threads.append(st)
+            self.new_threads.append(st)
+        return st
+
+    def append(self, st: _ThreadState, ts: int, kind: int, name: int) -> None:
+        if len(st.events) >= self.max_pending:
+            self.dropped += 1
+            return
+        st.events.append((ts, kind, name))
+
+    # -- encoding --------------------------------------------------------------------
+    def flush(self) -> None:
+        from rlscope import trace_pb2
+
+        with self.lock:
+            if self.fd < 0:
+                return
+            # Drain events first, then take the definitions: every id an event uses
+            # was defined before the event was appended.
+            drained: list[tuple[_ThreadState, list[tuple[int, int, int]]]] = []
+            for st in self.threads:
+                evs = []
+                q = st.events
+                for _ in range(len(q)):
+                    evs.append(q.popleft())
+                if evs:
+                    drained.append((st, evs))
+            new_strings, self.new_strings = self.new_strings, []
+            new_threads, self.new_threads = self.new_threads, []
+            metadata, self.metadata = self.metadata, []
+            dropped, self.dropped = self.dropped, 0
+            rows = [(st.index, ev) for st, evs in drained for ev in evs]
+            out = []
+            first = True
+            while first or rows:
+                part, rows = rows[:_CHUNK_EVENTS], rows[_CHUNK_EVENTS:]
+                rec = trace_pb2.Record()
+                c = rec.chunk
+                c.sequence = self.chunks
+                if first:
+                    for sid, s in new_strings:
+                        c.strings.add(id=sid, value=s)
+                    for st in new_threads:
+                        c.threads.add(index=st.index, tid=st.tid, name=st.name)
+                    for key, value, ts in metadata:
+                        c.metadata.add(key=key, json_value=value, time_ns=ts)
+                    c.dropped_events = dropped
+                prev = None
+                for thread, (ts, kind, name) in part:
+                    if kind == _ARG:
+                        c.args.append(ts)
+                        continue
+                    if prev is None:
+                        c.base_time_ns = prev = ts
+                    c.time_delta_ns.append(ts - prev)
+                    prev = ts
+                    c.thread.append(thread)
+                    c.kind.append(kind)
+                    c.name.append(name)
+                    self.events += 1
+                if first and not part and not (new_strings or new_threads or metadata
+                                               or dropped):
+                    break
+                first = False
+                self.chunks += 1
+                out.append(_delimited(rec.SerializeToString()))
+            if out:
+                self._write(b"".join(out))
+
+    def close(self) -> None:
+        self.stop_event.set()
+        if self.writer is not None and self.writer is not threading.current_thread():
+            self.writer.join()
+        self.flush()
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+
+def _delimited(payload: bytes) -> bytes:
+    n = len(payload)
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            break
+    return bytes(out) + payload
+
+
+_rec: _Recording | None = None
+_tls = threading.local()
+_scopes: dict[tuple[int, str], Scope] = {}
+
+
+def _state() -> _ThreadState:
+    st = getattr(_tls, "state", None)
+    if st is None or st.index >= len(_rec.threads) or _rec.threads[st.index] is not st:  # type: ignore[union-attr]
+        st = _tls.state = _rec.register_thread()  # type: ignore[union-attr]
+    return st
+
+
+def _stack_names(st: _ThreadState) -> str:
+    assert _rec is not None
+    names = {v: k for k, v in _rec.strings.items()}
+    return " > ".join(names.get(n, "?") for _, n in st.stack) or "(none)"
+
+
+class Scope:
+    """An operation or phase; a context manager, and a decorator through ``configure``."""
+
+    __slots__ = ("_begin", "_id", "kind", "name")
+
+    def __init__(self, begin: int, name: str) -> None:
+        self._begin = begin
+        self.name = name
+        self.kind = "operation" if begin == fmt.OPERATION_BEGIN else "phase"
+        self._id = 0
+
+    def __enter__(self) -> Scope:
+        rec = _rec
+        if rec is None:
+            return self
+        st = _state()
+        if len(st.stack) >= _MAX_DEPTH:
+            raise _error_type(f"{self.kind} {self.name!r} nested deeper than {_MAX_DEPTH} "
+                              "levels; a scope is probably entered in a loop without exit")
+        sid = rec.intern(self.name)
+        st.stack.append((self._begin, sid))
+        rec.append(st, _now(), self._begin, sid)
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        rec = _rec
+        if rec is None:
+            return False
+        ts = _now()
+        st = _state()
+        entry = (self._begin, rec.intern(self.name))
+        stack = st.stack
+        if stack and stack[-1] == entry:
+            stack.pop()
+            rec.append(st, ts, self._begin + 1, entry[1])
+            return False
+        if entry not in stack:
+            if exc_type is None:
+                raise _error_type(
+                    f"{self.kind} {self.name!r} exited without a matching enter on this "
+                    f"thread (open: {_stack_names(st)}); enter and exit a scope on the "
+                    "same thread")
+            return False
+        unclosed = []
+        while stack:
+            begin, sid = stack.pop()
+            rec.append(st, ts, begin + 1, sid)
+            if (begin, sid) == entry:
+                break
+            unclosed.append(sid)
+        if exc_type is None:
+            names = {v: k for k, v in rec.strings.items()}
+            raise _error_type(
+                f"{self.kind} {self.name!r} exited while inner scopes were still open: "
+                f"{', '.join(repr(names[s]) for s in unclosed)}; they were closed with it. "
+                "Pop every push_operation() before leaving the enclosing scope")
+        return False
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        assert _decorate is not None
+        return _decorate(self, func)
+
+    def __repr__(self) -> str:
+        return f"<rlscope {self.kind} {self.name!r}>"
+
+
+def _scope(begin: int, name: str) -> Scope:
+    if not isinstance(name, str):
+        raise TypeError(f"scope name must be a str, not {type(name).__name__}")
+    key = (begin, name)
+    s = _scopes.get(key)
+    if s is None:
+        s = _scopes[key] = Scope(begin, name)
+    return s
+
+
+def operation(name: str) -> Scope:
+    return _scope(fmt.OPERATION_BEGIN, name)
+
+
+def phase(name: str) -> Scope:
+    return _scope(fmt.PHASE_BEGIN, name)
+
+
+def push_operation(name: str) -> None:
+    operation(name).__enter__()
+
+
+def pop_operation(name: str | None = None) -> None:
+    rec = _rec
+    if rec is None:
+        return
+    st = _state()
+    if not st.stack:
+        raise _error_type("pop_operation() without a matching push_operation() on this "
+                          "thread; push and pop operations on the same thread, in pairs")
+    begin, sid = st.stack[-1]
+    if name is not None and (begin, rec.intern(name)) != (fmt.OPERATION_BEGIN, sid):
+        raise _error_type(
+            f"pop_operation({name!r}) does not match the innermost open scope on this "
+            f"thread (open: {_stack_names(st)}); pop operations in reverse order of push")
+    if begin != fmt.OPERATION_BEGIN:
+        raise _error_type(
+            f"pop_operation() would close a phase (open: {_stack_names(st)}); "
+            "exit the phase's with-block instead")
+    st.stack.pop()
+    rec.append(st, _now(), fmt.OPERATION_END, sid)
+
+
+def progress(timesteps: int, total: int) -> None:
+    rec = _rec
+    if rec is None:
+        return
+    st = _state()
+    ts = _now()
+    with rec.lock:  # the three records must reach the writer together
+        rec.append(st, ts, fmt.PROGRESS, 0)
+        rec.append(st, int(timesteps), _ARG, 0)
+        rec.append(st, int(total), _ARG, 0)
+
+
+def metadata(key: str, json_value: str) -> None:
+    rec = _rec
+    if rec is None:
+        return
+    with rec.lock:
+        rec.metadata.append((key, json_value, _now()))
+
+
+def thread_stack() -> list[str]:
+    rec = _rec
+    if rec is None:
+        return []
+    names = {v: k for k, v in rec.strings.items()}
+    return [names[s] for _, s in _state().stack]
+
+
+def start(path: str, argv: list[str], process_name: str, rlscope_version: str,
+          flush_interval_s: float = 0.5, max_buffer_bytes: int = 256 << 20) -> None:
+    global _rec
+    if _rec is not None:
+        raise _error_type(f"a recording is already active (writing {_rec.path}); "
+                          "call rlscope.stop() first")
+    rec = _Recording(path, argv, process_name, rlscope_version, flush_interval_s,
+                     max_buffer_bytes)
+    rec.open()
+    _rec = rec
+    st = _state()
+    rec.append(st, _now(), fmt.PROCESS_START, 0)
+    rec.start_writer()
+
+
+def stop() -> None:
+    global _rec
+    rec = _rec
+    if rec is None:
+        return
+    st = _state()
+    # Close scopes still open on this thread so the trace stays balanced.
+    ts = _now()
+    for begin, sid in reversed(st.stack):
+        rec.append(st, ts, begin + 1, sid)
+    st.stack.clear()
+    rec.append(st, ts, fmt.PROCESS_END, 0)
+    _rec = None
+    rec.close()
+
+
+def is_active() -> bool:
+    return _rec is not None
+
+
+def flush() -> None:
+    if _rec is not None:
+        _rec.flush()
+
+
+def stats() -> dict[str, int]:
+    rec = _rec
+    if rec is None:
+        return {"events": 0, "dropped": 0, "chunks": 0, "bytes_written": 0, "threads": 0}
+    return {"events": rec.events, "dropped": rec.dropped, "chunks": rec.chunks,
+            "bytes_written": rec.bytes_written, "threads": len(rec.threads)}
+
+
+def after_fork_child(path: str) -> None:
+    """Continue recording in a forked child, in a new file for the child's pid."""
+    global _rec
+    old = _rec
+    if old is None:
+        return
+    st = getattr(_tls, "state", None)
+    stack = list(st.stack) if st is not None else []
+    names = {v: k for k, v in old.strings.items()}
+    if old.fd >= 0:
+        os.close(old.fd)  # the parent keeps writing it; its writer thread is not ours
+    rec = _Recording(path, old.argv, old.process_name, old.version, old.flush_interval_s,
+                     old.max_pending * 100)
+    rec.open()
+    _rec = rec
+    _tls.state = None
+    st = _state()
+    ts = _now()
+    rec.append(st, ts, fmt.PROCESS_START, 0)
+    for begin, sid in stack:
+        nid = rec.intern(names[sid])
+        st.stack.append((begin, nid))
+        rec.append(st, ts, begin, nid)
+    rec.start_writer()

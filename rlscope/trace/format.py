@@ -1,0 +1,76 @@
+"""Constants of the trace format (proto/rlscope/trace.proto), shared by writers and readers.
+
+The values mirror the proto's EventKind enum; a unit test checks they agree with the
+generated module.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+MAGIC = b"RLSCOPE\n"
+FORMAT_VERSION = 1
+FILE_SUFFIX = ".rlscope"
+
+OPERATION_BEGIN = 1
+OPERATION_END = 2
+PHASE_BEGIN = 3
+PHASE_END = 4
+PROGRESS = 5
+PROCESS_START = 6
+PROCESS_END = 7
+
+KIND_NAMES = {
+    OPERATION_BEGIN: "OPERATION_BEGIN",
+    OPERATION_END: "OPERATION_END",
+    PHASE_BEGIN: "PHASE_BEGIN",
+    PHASE_END: "PHASE_END",
+    PROGRESS: "PROGRESS",
+    PROCESS_START: "PROCESS_START",
+    PROCESS_END: "PROCESS_END",
+}
+
+# Number of Chunk.args entries each kind carries.
+KIND_ARGS = {PROGRESS: 2}
+
+
+def trace_file_path(output_dir: str | os.PathLike[str], source: str = "python",
+                    pid: int | None = None) -> str:
+    """A fresh file name for one process's trace: ``<source>.<pid>[.<n>].rlscope``.
+
+    A numeric suffix avoids clobbering a file left by an earlier process with the same pid.
+    """
+    pid = os.getpid() if pid is None else pid
+    base = os.path.join(os.fspath(output_dir), f"{source}.{pid}")
+    path, n = base + FILE_SUFFIX, 0
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}.{n}{FILE_SUFFIX}"
+    return path
+
+
+@dataclass(frozen=True)
+class ClockPair:
+    monotonic_ns: int
+    realtime_ns: int
+    uncertainty_ns: int
+
+
+def read_clock_pair() -> ClockPair:
+    """CLOCK_MONOTONIC and CLOCK_REALTIME read back to back; midpoint and error bound."""
+    best = None
+    for _ in range(5):
+        m0 = time.monotonic_ns()
+        r = time.time_ns()
+        m1 = time.monotonic_ns()
+        if best is None or m1 - m0 < best.uncertainty_ns:
+            best = ClockPair((m0 + m1) // 2, r, m1 - m0)
+    assert best is not None
+    return best
+
+
+def host_name() -> str:
+    return socket.gethostname()

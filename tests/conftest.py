@@ -1,0 +1,52 @@
+"""Shared fixtures: both recorders, and running the command-line tools in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rlscope
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _native_available() -> bool:
+    try:
+        from rlscope import _native  # noqa: F401
+    except ImportError:
+        if os.environ.get("RLSCOPE_REQUIRE_NATIVE") == "1":
+            raise
+        return False
+    return True
+
+
+RECORDERS = ["native", "python"] if _native_available() else ["python"]
+
+
+@pytest.fixture(params=RECORDERS)
+def recorder(request: pytest.FixtureRequest) -> str:
+    """Each test using this runs once per recorder: the native one and its Python oracle."""
+    return request.param
+
+
+@pytest.fixture
+def recording(tmp_path: Path, recorder: str):
+    """An active in-process recording; yields its directory and stops it afterwards."""
+    out = tmp_path / "trace"
+    rlscope.start(out, recorder=recorder)
+    try:
+        yield out
+    finally:
+        rlscope.stop()
+
+
+def run_tool(tool: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run rls-prof or rls-analyze through the current interpreter."""
+    module = {"rls-prof": "rlscope.cli.prof", "rls-analyze": "rlscope.cli.analyze"}[tool]
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=cwd)

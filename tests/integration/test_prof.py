@@ -1,0 +1,191 @@
+"""rls-prof in a subprocess on a small real workload; the trace is read back and checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlscope.analysis.scopes import operation_intervals, phase_intervals
+from rlscope.analysis.summary import summarize
+from rlscope.trace import format as fmt
+from rlscope.trace import read_trace
+from tests.conftest import run_tool
+
+WORKLOAD = str(Path(__file__).parent / "workloads" / "loop.py")
+
+
+def prof(out: Path, recorder: str, *workload_args: str, extra: tuple[str, ...] = ()):
+    return run_tool("rls-prof", "-o", str(out), "--recorder", recorder, *extra, "--",
+                    sys.executable, WORKLOAD, *workload_args)
+
+
+def _result(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_counts_nesting_threads_and_wall_time(tmp_path: Path, recorder: str):
+    out = tmp_path / "run"
+    r = prof(out, recorder, "--iterations", "300", "--fork")
+    assert r.returncode == 0, r.stderr
+    res = _result(r.stdout)
+    trace = read_trace(out)
+    assert trace.run["status"] == "succeeded" and trace.run["exit_status"] == 0
+    assert trace.warnings == []
+    procs = {p.pid: p for p in trace.processes}
+    assert set(procs) == {procs[res["child"]].header.ppid, res["child"]}
+    child = procs.pop(res["child"])
+    (main,) = procs.values()
+    assert main.header.recorder == recorder and main.complete
+    assert main.metadata == {"algo": "test", "iterations": 300}
+
+    iv = operation_intervals(main.events)
+    assert iv.closed.all() and iv.unmatched_ends == 0 and iv.name_mismatches == 0
+    names = [main.name_of(int(n)) for n in iv.name]
+    counts = {n: names.count(n) for n in set(names)}
+    assert counts == {"prefetch": 50, "inference": 300, "simulation": 300, "backprop": 300,
+                      "forward": 300}
+    # forward nests in backprop, on the main thread; prefetch is on its own thread.
+    tname = {i: t.name for i, t in main.threads.items()}
+    for i in range(len(iv)):
+        assert (iv.depth[i] == 1) == (names[i] == "forward")
+        if names[i] == "forward":
+            assert names[iv.parent[i]] == "backprop"
+        assert tname[int(iv.thread[i])] == ("prefetcher" if names[i] == "prefetch"
+                                            else "MainThread")
+    assert len(main.progress.timesteps) == 300 and main.progress.timesteps[-1] == 300
+    ph = phase_intervals(main.events)
+    assert [main.name_of(int(n)) for n in ph.name] == ["training"]
+
+    # Everything in the training loop is annotated: the top-level operations cover the
+    # wall time the workload measured itself.
+    loop = (names_arr := np.array(names)) != "prefetch"
+    top = loop & (iv.depth == 0)
+    covered = iv.duration_ns[top].sum()
+    assert abs(covered - res["wall_ns"]) / res["wall_ns"] < 0.02
+    assert (names_arr[top] != "").all()
+
+    # The forked child writes its own balanced trace.
+    civ = operation_intervals(child.events)
+    assert [child.name_of(int(n)) for n in civ.name] == ["child-op"] * 7
+    assert civ.closed.all() and child.complete
+
+    # The report agrees.
+    df = summarize(trace)
+    row = df[(df.pid == main.pid) & (df.operation == "backprop > forward")].iloc[0]
+    assert row.calls == 300 and row.phase == "training"
+    r = run_tool("rls-analyze", "report", str(out))
+    assert r.returncode == 0 and "inference" in r.stdout and "300" in r.stdout, r.stderr
+
+
+def test_bytes_per_event(tmp_path: Path, recorder: str):
+    out = tmp_path / "run"
+    assert prof(out, recorder, "--iterations", "2000", "--work-s", "0").returncode == 0
+    trace = read_trace(out)
+    p = trace.processes[0]
+    size = p.path.stat().st_size
+    header_and_defs = 600  # header, strings, thread defs: a fixed cost per file
+    assert (size - header_and_defs) / len(p.events) <= 12
+
+
+def test_exit_status_and_crash_leave_a_readable_trace(tmp_path: Path, recorder: str):
+    out = tmp_path / "crash"
+    r = prof(out, recorder, "--iterations", "50", "--crash-at", "20")
+    assert r.returncode == 1
+    assert "workload crashed on purpose" in r.stderr
+    trace = read_trace(out)
+    assert trace.run["status"] == "failed" and trace.run["exit_status"] == 1
+    iv = operation_intervals(trace.processes[0].events)
+    names = [trace.processes[0].name_of(int(n)) for n in iv.name]
+    assert names.count("inference") == 21 and iv.closed.all()
+
+
+def _start_hanging(out: Path, recorder: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "rlscope.cli.prof", "-o", str(out), "--recorder", recorder,
+           "--flush-interval", "0.1", "--", sys.executable, WORKLOAD, "--iterations", "100",
+           "--hang-at", "60"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "HANGING"
+    time.sleep(0.6)  # several flush intervals
+    return proc
+
+
+def test_sigkill_keeps_everything_flushed(tmp_path: Path, recorder: str):
+    out = tmp_path / "killed"
+    proc = _start_hanging(out, recorder)
+    (child_pid,) = [int(f.name.split(".")[1]) for f in out.glob("*" + fmt.FILE_SUFFIX)]
+    os.kill(child_pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGKILL
+    r = run_tool("rls-analyze", "report", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "incomplete" in r.stdout
+    trace = read_trace(out)
+    assert trace.run["status"] == "killed"
+    p = trace.processes[0]
+    iv = operation_intervals(p.events)
+    names = [p.name_of(int(n)) for n in iv.name]
+    assert names.count("inference") == 60 and names.count("backprop") == 60
+
+
+def test_ctrl_c_stops_the_workload_and_the_trace_is_complete(tmp_path: Path, recorder: str):
+    out = tmp_path / "interrupted"
+    proc = _start_hanging(out, recorder)
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT  # Python exits by SIGINT after Ctrl-C
+    assert "KeyboardInterrupt" in err
+    trace = read_trace(out)
+    p = trace.processes[0]
+    assert p.complete and trace.warnings == []
+    assert trace.run["launcher_signals"] == ["SIGINT"]
+
+
+def test_sigterm_to_rls_prof_is_forwarded(tmp_path: Path, recorder: str):
+    out = tmp_path / "term"
+    proc = _start_hanging(out, recorder)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    p = read_trace(out).processes[0]
+    assert p.complete  # the workload unwound and flushed
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--bogus"], "No such option"),
+    (["-o"], "requires an argument"),
+    (["-o", "{tmp}/x"], "Missing argument"),
+    (["-o", "{tmp}/x", "--", "no-such-command-xyz"], "command not found"),
+    (["-o", "{tmp}/x", "--recorder", "gpu", "--", "true"], "Invalid value"),
+])
+def test_bad_flags_give_one_line(tmp_path: Path, args: list[str], message: str):
+    r = run_tool("rls-prof", *[a.format(tmp=tmp_path) for a in args])
+    assert r.returncode == 2
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_refuses_to_overwrite_a_trace(tmp_path: Path):
+    out = tmp_path / "run"
+    assert run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass").returncode == 0
+    r = run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass")
+    assert r.returncode == 2 and "already holds a trace" in r.stderr
+    assert run_tool("rls-prof", "-o", str(out), "--force", "--", sys.executable, "-c",
+                    "pass").returncode == 0
+
+
+def test_analyze_bad_input_gives_one_line(tmp_path: Path):
+    for args in (["report", str(tmp_path / "missing")], ["report", str(tmp_path)],
+                 ["dump", str(tmp_path)], ["report", "--format", "xml", str(tmp_path)]):
+        r = run_tool("rls-analyze", *args)
+        assert r.returncode == 2, args
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

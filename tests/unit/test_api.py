@@ -1,0 +1,179 @@
+"""The annotation API, run against both recorders, checked by reading the trace back."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlscope
+from rlscope.analysis.scopes import operation_intervals, phase_intervals
+from rlscope.trace import format as fmt
+from rlscope.trace import read_trace
+
+
+def _stop_and_read(out: Path):
+    rlscope.stop()
+    trace = read_trace(out)
+    assert len(trace.processes) == 1
+    return trace.processes[0]
+
+
+def _ops(p):
+    iv = operation_intervals(p.events)
+    return [(p.name_of(int(n)), int(d)) for n, d in zip(iv.name, iv.depth, strict=True)]
+
+
+def test_inactive_api_is_noop_and_cheap_objects_are_cached():
+    assert not rlscope.is_active()
+    with rlscope.operation("x") as s:
+        assert s is rlscope.operation("x")
+    rlscope.push_operation("y")
+    rlscope.pop_operation("nothing-open-but-inactive")
+    rlscope.report_progress(1, 2)
+    rlscope.set_metadata(algo="PPO")
+    assert rlscope.current_operations() == []
+
+
+def test_nesting_and_per_thread_stacks(recording: Path):
+    seen: dict[str, list[str]] = {}
+
+    def worker(tag: str) -> None:
+        with rlscope.operation(f"outer-{tag}"), rlscope.operation("inner"):
+            seen[tag] = rlscope.current_operations()
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in "ab"]
+    with rlscope.operation("main"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert rlscope.current_operations() == ["main"]
+    assert seen == {"a": ["outer-a", "inner"], "b": ["outer-b", "inner"]}
+    p = _stop_and_read(recording)
+    iv = operation_intervals(p.events)
+    assert len(iv) == 5 and iv.closed.all()
+    by_thread: dict[str, list[tuple[str, int]]] = {}
+    for th, n, d in zip(iv.thread, iv.name, iv.depth, strict=True):
+        by_thread.setdefault(p.threads[int(th)].name, []).append((p.name_of(int(n)), int(d)))
+    assert by_thread["MainThread"] == [("main", 0)]
+    assert sorted(v for k, v in by_thread.items() if k != "MainThread") == [
+        [("outer-a", 0), ("inner", 1)], [("outer-b", 0), ("inner", 1)]]
+    # Parents point at the enclosing interval on the same thread.
+    for i in np.flatnonzero(iv.depth == 1):
+        par = iv.parent[i]
+        assert iv.thread[par] == iv.thread[i]
+        assert iv.start_ns[par] <= iv.start_ns[i] <= iv.end_ns[i] <= iv.end_ns[par]
+
+
+def test_exception_inside_unwinds(recording: Path):
+    with pytest.raises(ZeroDivisionError), rlscope.operation("a"), rlscope.operation("b"):
+        1 / 0  # noqa: B018
+    assert rlscope.current_operations() == []
+    with rlscope.operation("after"):
+        pass
+    p = _stop_and_read(recording)
+    assert _ops(p) == [("a", 0), ("b", 1), ("after", 0)]
+
+
+def test_decorator_applied_before_recording_starts(tmp_path: Path, recorder: str):
+    @rlscope.operation("step")
+    def step(x: int) -> int:
+        """doc"""
+        return x + 1
+
+    assert step.__name__ == "step" and step.__doc__ == "doc"
+    assert step(1) == 2  # not recording: plain call
+    rlscope.start(tmp_path, recorder=recorder)
+    try:
+        assert [step(i) for i in range(3)] == [1, 2, 3]
+
+        @rlscope.phase("training")
+        def train() -> str:
+            return "ok"
+
+        assert train() == "ok"
+    finally:
+        p = _stop_and_read(tmp_path)
+    assert _ops(p) == [("step", 0)] * 3
+    ph = phase_intervals(p.events)
+    assert [p.name_of(int(n)) for n in ph.name] == ["training"]
+
+
+def test_push_pop_and_misuse(recording: Path):
+    with pytest.raises(rlscope.RLScopeError, match="without a matching push_operation"):
+        rlscope.pop_operation()
+    rlscope.push_operation("a")
+    rlscope.push_operation("b")
+    with pytest.raises(rlscope.RLScopeError, match=r"does not match.*a > b"):
+        rlscope.pop_operation("a")
+    assert rlscope.current_operations() == ["a", "b"]  # unchanged by the failed pop
+    rlscope.pop_operation("b")
+    rlscope.pop_operation()
+    assert rlscope.current_operations() == []
+    # A with-block left while an inner push is still open closes both and says so.
+    with pytest.raises(rlscope.RLScopeError, match="still open"), rlscope.operation("outer"):
+        rlscope.push_operation("leaked")
+    assert rlscope.current_operations() == []
+    p = _stop_and_read(recording)
+    iv = operation_intervals(p.events)
+    assert iv.closed.all() and iv.unmatched_ends == 0 and iv.name_mismatches == 0
+    assert _ops(p) == [("a", 0), ("b", 1), ("outer", 0), ("leaked", 1)]
+
+
+def test_exit_without_enter_raises(recording: Path):
+    op = rlscope.operation("never-entered")
+    with pytest.raises(rlscope.RLScopeError, match="without a matching enter"):
+        op.__exit__(None, None, None)
+
+
+def test_progress_metadata_and_phase(recording: Path):
+    rlscope.set_metadata(algo="PPO", env="CartPole-v1", sizes=[64, 64])
+    with pytest.raises(rlscope.RLScopeError, match="not JSON-serialisable"):
+        rlscope.set_metadata(bad=object())
+    with rlscope.phase("training"):
+        for t in range(3):
+            with rlscope.operation("inference"):
+                pass
+            rlscope.report_progress((t + 1) * 100, 300)
+    rlscope.report_progress(5)
+    p = _stop_and_read(recording)
+    assert p.metadata == {"algo": "PPO", "env": "CartPole-v1", "sizes": [64, 64]}
+    assert p.progress.timesteps.tolist() == [100, 200, 300, 5]
+    assert p.progress.total_timesteps.tolist() == [300, 300, 300, -1]
+    assert np.all(np.diff(p.progress.time_ns) >= 0)
+    assert p.complete
+    kinds = p.events.kind.tolist()
+    assert kinds[0] == fmt.PROCESS_START and kinds[-1] == fmt.PROCESS_END
+
+
+def test_stop_closes_open_scopes_and_start_twice_fails(tmp_path: Path, recorder: str):
+    rlscope.start(tmp_path, recorder=recorder)
+    with pytest.raises(rlscope.RLScopeError, match="already recording"):
+        rlscope.start(tmp_path / "other", recorder=recorder)
+    rlscope.push_operation("left-open")
+    p = _stop_and_read(tmp_path)
+    iv = operation_intervals(p.events)
+    assert len(iv) == 1 and iv.closed.all()
+
+
+def test_unknown_recorder_and_bad_names(tmp_path: Path):
+    with pytest.raises(rlscope.RLScopeError, match="unknown recorder"):
+        rlscope.start(tmp_path, recorder="bogus")
+    with pytest.raises(TypeError):
+        rlscope.operation(3)  # type: ignore[arg-type]
+
+
+def test_many_events_across_chunks(recording: Path):
+    n = 50_000
+    for _ in range(n):
+        with rlscope.operation("tiny"):
+            pass
+    rlscope.flush()
+    p = _stop_and_read(recording)
+    iv = operation_intervals(p.events)
+    assert len(iv) == n and iv.closed.all()
+    assert np.all(iv.duration_ns >= 0)
+    assert np.all(np.diff(p.events.time_ns[p.events.thread == 0]) >= 0)
