@@ -20,6 +20,11 @@ def _process_title(proc: dict[str, Any]) -> str:
             f"{proc['recorder']} recorder, {state}")
 
 
+def _row(cells: tuple[str, ...], widths: list[int]) -> str:
+    return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                     for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+
 def render_text(df: pd.DataFrame, processes: list[dict[str, Any]], run: dict[str, Any]) -> str:
     lines = []
     if run:
@@ -40,13 +45,9 @@ def render_text(df: pd.DataFrame, processes: list[dict[str, Any]], run: dict[str
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
                   for i, h in enumerate(_HEAD)]
 
-        def fmt_row(cells: tuple[str, ...]) -> str:
-            return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                             for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
-
-        lines.append("  " + fmt_row(_HEAD))
+        lines.append("  " + _row(_HEAD, widths))
         lines.append("  " + "  ".join("-" * w for w in widths))
-        lines.extend("  " + fmt_row(b) for b in body)
+        lines.extend("  " + _row(b, widths) for b in body)
     lines.append("")
     lines.append("Wall: time inside the operation, children included. Self: excluding nested "
                  "operations. %: of the process's recorded time.")
