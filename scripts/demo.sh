@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Set everything up and run a real profiled demo end to end: a PPO CartPole training
+# loop written with PyTorch, annotated with rlscope, run under rls-prof, then reported.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh demo
+VENV="${RLSCOPE_VENV:-.venv}"
+OUT="${RLSCOPE_DEMO_OUT:-runs/demo-ppo-cartpole}"
+export OMP_NUM_THREADS=1
+"$VENV/bin/rls-prof" -o "$OUT" --force -- "$VENV/bin/python" examples/ppo_cartpole.py "$@"
+echo
+"$VENV/bin/rls-analyze" report "$OUT"
+echo
+echo "Trace: $OUT   (more: $VENV/bin/rls-analyze dump $OUT | less)"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up .venv with the test extras, build, lint, and run the whole test suite.
+# Extra arguments go to pytest (e.g. scripts/test.sh -k prof -x).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh test
+VENV="${RLSCOPE_VENV:-.venv}"
+export OMP_NUM_THREADS=1 RLSCOPE_REQUIRE_NATIVE=1
+"$VENV/bin/ruff" check rlscope tests scripts examples
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
