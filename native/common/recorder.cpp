@@ -1,0 +1,584 @@
+#include "recorder.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <unordered_map>
+
+#include "trace_writer.h"
+
+namespace rlscope {
+
+std::atomic<uint32_t> g_session{0};
+__thread ThreadState* tls_thread __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+struct PendingMetadata {
+  std::string key, json;
+  int64_t time_ns;
+};
+
+// Lock order (outermost first): control_mu, drain_mu, registry_mu, strings_mu,
+// meta_mu, pool.mutex(). wake_mu is a leaf, never held with another lock.
+struct Recorder {
+  Recorder();
+
+  std::mutex control_mu;   // start / stop / after_fork_child
+  std::mutex drain_mu;     // consumer side of every buffer, the file, stats
+  std::mutex registry_mu;  // threads, next_index, ThreadState::defined
+  std::mutex strings_mu;
+  std::mutex meta_mu;
+  BlockPool pool;
+  std::mutex wake_mu;
+  std::condition_variable wake_cv;
+  bool stop_writer = false;  // wake_mu
+
+  // registry_mu
+  std::vector<ThreadState*> threads;
+  uint32_t next_index = 0;
+
+  // strings_mu
+  std::unordered_map<std::string, uint32_t> ids;
+  std::deque<std::string> by_id;  // id - 1 -> value
+  size_t strings_emitted = 0;     // ids <= this are defined in the current file
+
+  // meta_mu
+  std::vector<PendingMetadata> pending_meta;
+
+  // control_mu (+ drain_mu for the file and stats)
+  Config cfg;
+  TraceFile file;
+  uint64_t sequence = 0;
+  Stats st;
+  int64_t last_flush_ns = 0;
+  bool writer_running = false;
+  pthread_t writer{};
+  uint32_t session_counter = 0;
+  bool needs_reopen = false;       // forked child of a recording process
+  uint32_t session_at_fork = 0;
+
+  // drain_mu: reused scratch
+  std::vector<ThreadState*> snap;
+  std::vector<char> fin;
+  std::vector<ChunkEncoder> chunks;
+};
+
+pthread_key_t g_exit_key;
+
+void on_thread_exit(void* p) {
+  auto* t = static_cast<ThreadState*>(p);
+  if (tls_thread == t) tls_thread = nullptr;
+  t->finished.store(true, std::memory_order_release);
+}
+
+void fork_prepare();
+void fork_parent();
+void fork_child();
+
+Recorder::Recorder() {
+  pthread_key_create(&g_exit_key, on_thread_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+// Leaked on purpose: the writer thread may outlive static destructors.
+Recorder& R() {
+  static Recorder* r = new Recorder();
+  return *r;
+}
+
+int64_t os_tid() { return int64_t(syscall(SYS_gettid)); }
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return std::string();
+  return std::string(buf);
+}
+
+// ---- flushing (drain_mu held) ----
+
+void flush_locked(Recorder& r) {
+  if (!r.file.is_open()) return;
+  {
+    std::lock_guard<std::mutex> lk(r.registry_mu);
+    r.snap = r.threads;
+  }
+  r.fin.assign(r.snap.size(), 0);
+  if (r.chunks.empty()) r.chunks.emplace_back();
+  size_t nchunks = 1;
+  r.chunks[0].reset();
+  uint64_t dropped = 0;
+  uint64_t events = 0;
+
+  // 1. Drain events first, encoding them straight into chunk columns.
+  std::vector<Record> recs;  // per-thread staging, small (pending since last flush)
+  for (size_t i = 0; i < r.snap.size(); ++i) {
+    ThreadState* t = r.snap[i];
+    r.fin[i] = t->finished.load(std::memory_order_acquire);
+    recs.clear();
+    t->buf.drain_into(recs);
+    uint64_t d = t->buf.dropped();
+    dropped += d - t->dropped_reported;
+    t->dropped_reported = d;
+    for (const Record& rec : recs) {
+      ChunkEncoder* enc = &r.chunks[nchunks - 1];
+      if (rec.kind == kArgKind) {
+        enc->add_arg(rec.ts);
+        continue;
+      }
+      if (enc->events() >= kMaxEventsPerChunk) {
+        if (r.chunks.size() == nchunks) r.chunks.emplace_back();
+        enc = &r.chunks[nchunks++];
+        enc->reset();
+      }
+      enc->add_event(rec.ts, t->index, rec.kind, rec.name);
+      ++events;
+    }
+  }
+
+  // 2. Then definitions: every id used above is registered by now.
+  ChunkEncoder& first = r.chunks[0];
+  {
+    std::lock_guard<std::mutex> lk(r.registry_mu);
+    for (ThreadState* t : r.threads) {
+      if (!t->defined) {
+        first.add_thread(t->index, t->tid, t->name);
+        t->defined = true;
+        ++r.st.threads;
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(r.strings_mu);
+    for (size_t id = r.strings_emitted + 1; id <= r.by_id.size(); ++id) {
+      first.add_string(uint32_t(id), r.by_id[id - 1]);
+    }
+    r.strings_emitted = r.by_id.size();
+  }
+  {
+    std::lock_guard<std::mutex> lk(r.meta_mu);
+    for (const auto& m : r.pending_meta) first.add_metadata(m.key, m.json, m.time_ns);
+    r.pending_meta.clear();
+  }
+  first.set_dropped(dropped);
+
+  // 3. Write, one write() per chunk.
+  for (size_t c = 0; c < nchunks; ++c) {
+    if (r.chunks[c].empty()) continue;
+    const std::string& bytes = r.chunks[c].finish(r.sequence);
+    r.file.write_all(bytes);
+    ++r.sequence;
+    ++r.st.chunks;
+  }
+  r.st.events += events;
+  r.st.dropped += dropped;
+  r.st.bytes_written = r.file.bytes_written();
+  r.last_flush_ns = monotonic_ns();
+
+  // 4. Free threads that exited and are fully drained (and defined).
+  for (size_t i = 0; i < r.snap.size(); ++i) {
+    if (!r.fin[i]) continue;
+    ThreadState* t = r.snap[i];
+    {
+      std::lock_guard<std::mutex> lk(r.registry_mu);
+      r.threads.erase(std::find(r.threads.begin(), r.threads.end(), t));
+    }
+    delete t;
+  }
+  r.snap.clear();
+}
+
+size_t pending_locked(Recorder& r) {
+  std::lock_guard<std::mutex> lk(r.registry_mu);
+  size_t n = 0;
+  for (ThreadState* t : r.threads) n += t->buf.pending();
+  return n;
+}
+
+void* writer_main(void*) {
+  Recorder& r = R();
+  const auto tick = std::chrono::milliseconds(20);
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(r.wake_mu);
+      r.wake_cv.wait_for(lk, tick, [&] { return r.stop_writer; });
+      if (r.stop_writer) break;
+    }
+    std::lock_guard<std::mutex> lk(r.drain_mu);
+    if (!r.file.is_open()) continue;
+    int64_t interval = int64_t(r.cfg.flush_interval_s * 1e9);
+    if (monotonic_ns() - r.last_flush_ns >= interval ||
+        pending_locked(r) >= r.cfg.flush_threshold_records) {
+      flush_locked(r);
+    }
+  }
+  return nullptr;
+}
+
+void start_writer(Recorder& r) {
+  {
+    std::lock_guard<std::mutex> lk(r.wake_mu);
+    r.stop_writer = false;
+  }
+  // The writer must not receive the process's signals (Python handles them
+  // on the main thread).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&r.writer, nullptr, writer_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  r.writer_running = (rc == 0);
+  if (r.writer_running) pthread_setname_np(r.writer, "rlscope-writer");
+  // Without a writer thread, data is still written by flush() and stop().
+}
+
+void stop_writer(Recorder& r) {
+  if (!r.writer_running) return;
+  {
+    std::lock_guard<std::mutex> lk(r.wake_mu);
+    r.stop_writer = true;
+  }
+  r.wake_cv.notify_all();
+  pthread_join(r.writer, nullptr);
+  r.writer_running = false;
+}
+
+// Open `path` and write magic + header. drain_mu held. Returns 0 or errno.
+int open_file_locked(Recorder& r, const std::string& path) {
+  int err = r.file.open(path);
+  if (err) return err;
+  HeaderInfo h;
+  h.source = r.cfg.source;
+  h.pid = getpid();
+  h.ppid = getppid();
+  h.host = host_name();
+  h.process_name = r.cfg.process_name;
+  h.argv = r.cfg.argv;
+  h.clock = read_clock_pair();
+  h.rlscope_version = r.cfg.rlscope_version;
+  err = r.file.write_all(encode_file_start(h));
+  if (err) {
+    r.file.close();
+    unlink(path.c_str());
+    return err;
+  }
+  r.sequence = 0;
+  r.st = Stats{};
+  r.st.bytes_written = r.file.bytes_written();
+  r.last_flush_ns = monotonic_ns();
+  return 0;
+}
+
+// New file: every string and thread must be defined again.
+void reset_definitions_locked(Recorder& r) {
+  {
+    std::lock_guard<std::mutex> lk(r.registry_mu);
+    for (ThreadState* t : r.threads) t->defined = false;
+  }
+  {
+    std::lock_guard<std::mutex> lk(r.strings_mu);
+    r.strings_emitted = 0;
+  }
+}
+
+uint32_t next_session(Recorder& r) {
+  if (++r.session_counter == 0) ++r.session_counter;
+  return r.session_counter;
+}
+
+// ---- fork ----
+
+void fork_prepare() {
+  Recorder& r = R();
+  r.control_mu.lock();
+  r.drain_mu.lock();
+  r.registry_mu.lock();
+  r.strings_mu.lock();
+  r.meta_mu.lock();
+  r.pool.mutex().lock();
+}
+
+void fork_parent() {
+  Recorder& r = R();
+  r.pool.mutex().unlock();
+  r.meta_mu.unlock();
+  r.strings_mu.unlock();
+  r.registry_mu.unlock();
+  r.drain_mu.unlock();
+  r.control_mu.unlock();
+}
+
+// Only this thread exists now. No I/O, no threads: fresh locks, forget the
+// writer and the other threads, keep this thread's open scopes.
+void fork_child() {
+  Recorder& r = R();
+  new (&r.control_mu) std::mutex();
+  new (&r.drain_mu) std::mutex();
+  new (&r.registry_mu) std::mutex();
+  new (&r.strings_mu) std::mutex();
+  new (&r.meta_mu) std::mutex();
+  new (&r.wake_mu) std::mutex();
+  new (&r.wake_cv) std::condition_variable();
+  r.pool.reinit_after_fork();
+
+  uint32_t s = g_session.load(std::memory_order_relaxed);
+  g_session.store(0, std::memory_order_release);
+  r.needs_reopen = r.file.is_open();
+  r.session_at_fork = s;
+  r.file.abandon();  // the parent's descriptor; the parent keeps writing it
+  r.writer_running = false;
+  r.stop_writer = false;
+
+  ThreadState* me = tls_thread;
+  for (ThreadState* t : r.threads) {
+    if (t != me) delete t;  // that thread does not exist here
+  }
+  r.threads.clear();
+  if (me) {
+    r.threads.push_back(me);
+    me->buf.reset_in_child();  // the parent writes these events
+    me->tid = os_tid();
+    me->defined = false;
+    me->dropped_reported = 0;
+    pthread_setspecific(g_exit_key, me);
+  }
+  r.strings_emitted = 0;
+  r.pending_meta.clear();
+  r.sequence = 0;
+  r.st = Stats{};
+}
+
+}  // namespace
+
+// ---- registration ----
+
+ThreadState* register_thread(std::string_view name) {
+  if (tls_thread) return tls_thread;
+  Recorder& r = R();
+  auto* t = new ThreadState(&r.pool);
+  t->tid = os_tid();
+  t->name = std::string(name);
+  {
+    std::lock_guard<std::mutex> lk(r.registry_mu);
+    t->index = r.next_index++;
+    r.threads.push_back(t);
+  }
+  pthread_setspecific(g_exit_key, t);
+  tls_thread = t;
+  return t;
+}
+
+ThreadState* current_thread() {
+  if (tls_thread) return tls_thread;
+  char name[64] = {0};
+  if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) name[0] = 0;
+  return register_thread(name);
+}
+
+// ---- lifecycle ----
+
+int start(const Config& cfg, ThreadState* t) {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> ctl(r.control_mu);
+  if (g_session.load(std::memory_order_acquire) != 0) return -1;
+  {
+    std::lock_guard<std::mutex> lk(r.drain_mu);
+    r.cfg = cfg;
+    r.pool.set_limit_bytes(cfg.max_buffer_bytes);
+    int err = open_file_locked(r, cfg.path);
+    if (err) return err;
+    r.needs_reopen = false;
+    // Leftovers from before (events raced with a stop, exited threads).
+    std::vector<ThreadState*> dead;
+    {
+      std::lock_guard<std::mutex> rl(r.registry_mu);
+      for (ThreadState* th : r.threads) {
+        th->buf.discard();
+        th->dropped_reported = th->buf.dropped();
+        if (th->finished.load(std::memory_order_acquire)) dead.push_back(th);
+      }
+      for (ThreadState* th : dead) {
+        r.threads.erase(std::find(r.threads.begin(), r.threads.end(), th));
+      }
+    }
+    for (ThreadState* th : dead) delete th;
+    reset_definitions_locked(r);
+    {
+      std::lock_guard<std::mutex> ml(r.meta_mu);
+      r.pending_meta.clear();
+    }
+    g_session.store(next_session(r), std::memory_order_release);
+  }
+  if (t) record(t, PROCESS_START, 0);
+  start_writer(r);
+  return 0;
+}
+
+void stop(ThreadState* t) {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> ctl(r.control_mu);
+  if (g_session.load(std::memory_order_acquire) == 0) return;
+  if (t) record(t, PROCESS_END, 0);
+  g_session.store(0, std::memory_order_release);
+  stop_writer(r);
+  {
+    std::lock_guard<std::mutex> lk(r.drain_mu);
+    flush_locked(r);
+    r.file.close();
+  }
+  r.pool.trim();
+}
+
+void flush() {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> lk(r.drain_mu);
+  flush_locked(r);
+}
+
+bool is_active() { return g_session.load(std::memory_order_acquire) != 0; }
+
+Stats stats() {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> lk(r.drain_mu);
+  return r.st;
+}
+
+int write_error() {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> lk(r.drain_mu);
+  return r.file.error();
+}
+
+std::string current_path() {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> lk(r.drain_mu);
+  return r.file.path();
+}
+
+int after_fork_child(const std::string& path, ThreadState* t) {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> ctl(r.control_mu);
+  if (!r.needs_reopen || g_session.load(std::memory_order_acquire) != 0) return -1;
+  uint32_t s;
+  {
+    std::lock_guard<std::mutex> lk(r.drain_mu);
+    int err = open_file_locked(r, path);
+    if (err) return err;
+    r.cfg.path = path;
+    r.needs_reopen = false;
+    reset_definitions_locked(r);
+    s = next_session(r);
+  }
+  if (t) {
+    // Keep the scopes that were open at fork (if they belong to the recording
+    // that was active then) and re-open them in the new file.
+    if (t->session != r.session_at_fork) t->depth = 0;
+    t->session = s;
+  }
+  g_session.store(s, std::memory_order_release);
+  if (t) {
+    int64_t now = monotonic_ns();
+    t->buf.append(now, 0, PROCESS_START);
+    for (uint32_t i = 0; i < t->depth; ++i) {
+      t->buf.append(now, t->stack[i].name, t->stack[i].kind);
+    }
+  }
+  start_writer(r);
+  return 0;
+}
+
+// ---- interning / metadata ----
+
+uint32_t intern(std::string_view s) {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> lk(r.strings_mu);
+  auto it = r.ids.find(std::string(s));
+  if (it != r.ids.end()) return it->second;
+  r.by_id.emplace_back(s);
+  uint32_t id = uint32_t(r.by_id.size());
+  r.ids.emplace(std::string(s), id);
+  return id;
+}
+
+std::string string_of(uint32_t id) {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> lk(r.strings_mu);
+  if (id == 0 || id > r.by_id.size()) return std::string();
+  return r.by_id[id - 1];
+}
+
+void metadata(std::string_view key, std::string_view json_value) {
+  if (!is_active()) return;
+  Recorder& r = R();
+  int64_t now = monotonic_ns();
+  std::lock_guard<std::mutex> lk(r.meta_mu);
+  r.pending_meta.push_back(PendingMetadata{std::string(key), std::string(json_value), now});
+}
+
+// ---- stack operations (slow parts) ----
+
+Status exit_scope_slow(ThreadState* t, uint32_t begin_kind, uint32_t name,
+                       std::vector<StackEntry>* unwound) {
+  uint32_t d = t->depth;
+  uint32_t i = d;
+  while (i > 0) {
+    --i;
+    if (t->stack[i].kind == begin_kind && t->stack[i].name == name) {
+      int64_t now = monotonic_ns();
+      for (uint32_t j = d; j-- > i;) {
+        if (j > i && unwound) unwound->push_back(t->stack[j]);
+        t->buf.append(now, t->stack[j].name, t->stack[j].kind + 1);
+      }
+      t->depth = i;
+      return i + 1 == d ? OK : MISMATCH;
+    }
+  }
+  return NOT_ON_STACK;
+}
+
+Status pop(ThreadState* t, uint32_t begin_kind, uint32_t name) {
+  if (!begin_event(t)) return NOT_ACTIVE;
+  uint32_t d = t->depth;
+  if (d == 0) return STACK_EMPTY;
+  const StackEntry& top = t->stack[d - 1];
+  if (top.kind != begin_kind || (name != 0 && top.name != name)) return MISMATCH;
+  t->depth = d - 1;
+  t->buf.append(monotonic_ns(), top.name, begin_kind + 1);
+  return OK;
+}
+
+Status progress(ThreadState* t, int64_t timesteps, int64_t total) {
+  if (!begin_event(t)) return NOT_ACTIVE;
+  Record recs[3] = {
+      {monotonic_ns(), 0, PROGRESS},
+      {timesteps, 0, kArgKind},
+      {total, 0, kArgKind},
+  };
+  t->buf.append_n(recs, 3);
+  return OK;
+}
+
+std::vector<StackEntry> open_scopes(ThreadState* t) {
+  std::vector<StackEntry> out;
+  if (!t || g_session.load(std::memory_order_acquire) == 0 ||
+      t->session != g_session.load(std::memory_order_acquire)) {
+    return out;
+  }
+  out.assign(t->stack, t->stack + t->depth);
+  return out;
+}
+
+}  // namespace rlscope
+
+extern "C" int rlscope_ctypes_record(unsigned kind, unsigned name) {
+  if (!rlscope::is_active()) return rlscope::NOT_ACTIVE;
+  return rlscope::record(rlscope::current_thread(), kind, name);
+}

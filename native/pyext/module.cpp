@@ -1,0 +1,537 @@
+// rlscope._native: the CPython glue. The only file that includes Python.h.
+// Thin layer over native/common/recorder.h: argument parsing, the Scope type,
+// and turning Status codes into one-line Python exceptions.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../common/recorder.h"
+#include "../common/trace_writer.h"
+
+namespace {
+
+using rlscope::Status;
+using rlscope::ThreadState;
+
+PyObject* g_error_type = nullptr;      // rlscope.RLScopeError once configured
+PyObject* g_decorate = nullptr;        // decorate(scope, func)
+PyObject* g_op_cache = nullptr;        // name -> Scope
+PyObject* g_phase_cache = nullptr;     // name -> Scope
+PyObject* g_current_thread = nullptr;  // threading.current_thread
+PyObject* g_str_operation = nullptr;
+PyObject* g_str_phase = nullptr;
+
+PyObject* error_type() { return g_error_type ? g_error_type : PyExc_RuntimeError; }
+
+// Registers the calling thread under threading.current_thread().name. Slow
+// path, once per thread. Never fails: falls back to the OS thread name.
+ThreadState* register_py() {
+  std::string name;
+  if (!g_current_thread) {
+    PyObject* mod = PyImport_ImportModule("threading");
+    if (mod) {
+      g_current_thread = PyObject_GetAttrString(mod, "current_thread");
+      Py_DECREF(mod);
+    }
+  }
+  if (g_current_thread) {
+    PyObject* th = PyObject_CallNoArgs(g_current_thread);
+    if (th) {
+      PyObject* n = PyObject_GetAttrString(th, "name");
+      if (n && PyUnicode_Check(n)) {
+        const char* s = PyUnicode_AsUTF8(n);
+        if (s) name = s;
+      }
+      Py_XDECREF(n);
+      Py_DECREF(th);
+    }
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (name.empty()) return rlscope::current_thread();
+  return rlscope::register_thread(name);
+}
+
+inline ThreadState* thread_state() {
+  ThreadState* t = rlscope::tls_thread;
+  return t ? t : register_py();
+}
+
+const char* kind_word(uint32_t begin_kind) {
+  return begin_kind == rlscope::PHASE_BEGIN ? "phase" : "operation";
+}
+
+std::string describe(const rlscope::StackEntry& e) {
+  return std::string(kind_word(e.kind)) + " '" + rlscope::string_of(e.name) + "'";
+}
+
+std::string describe_stack(const std::vector<rlscope::StackEntry>& entries) {
+  std::string s = "[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i) s += ", ";
+    s += describe(entries[i]);
+  }
+  return s + "]";
+}
+
+// ------------------------------------------------------------------ Scope
+
+struct ScopeObject {
+  PyObject_HEAD
+  PyObject* name;       // str
+  uint32_t name_id;
+  uint32_t begin_kind;  // OPERATION_BEGIN or PHASE_BEGIN
+};
+
+PyObject* scope_enter(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<ScopeObject*>(self);
+  if (rlscope::g_session.load(std::memory_order_relaxed) != 0) {
+    ThreadState* t = thread_state();
+    if (__builtin_expect(rlscope::push(t, s->begin_kind, s->name_id) == rlscope::TOO_DEEP, 0)) {
+      PyErr_Format(error_type(),
+                   "%s '%U' entered with %u scopes already open on this thread "
+                   "(the limit); check for scopes that are entered but never exited",
+                   kind_word(s->begin_kind), s->name, unsigned(rlscope::kMaxDepth));
+      return nullptr;
+    }
+  }
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* scope_exit_slow(ScopeObject* s, ThreadState* t, bool exc_in_flight) {
+  std::vector<rlscope::StackEntry> unwound;
+  Status st = t ? rlscope::exit_scope(t, s->begin_kind, s->name_id, &unwound)
+                : rlscope::NOT_ON_STACK;
+  if (!exc_in_flight) {
+    if (st == rlscope::MISMATCH) {
+      PyErr_Format(error_type(),
+                   "%s '%U' exited while scopes entered inside it were still open: %s; "
+                   "exit scopes in reverse order of entry (they were closed now)",
+                   kind_word(s->begin_kind), s->name, describe_stack(unwound).c_str());
+      return nullptr;
+    }
+    if (st == rlscope::NOT_ON_STACK) {
+      PyErr_Format(error_type(),
+                   "%s '%U' exited without a matching enter on this thread; enter and "
+                   "exit a scope on the same thread",
+                   kind_word(s->begin_kind), s->name);
+      return nullptr;
+    }
+  }
+  Py_RETURN_FALSE;
+}
+
+PyObject* scope_exit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<ScopeObject*>(self);
+  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) Py_RETURN_FALSE;
+  ThreadState* t = rlscope::tls_thread;
+  if (__builtin_expect(t != nullptr, 1) &&
+      __builtin_expect(rlscope::exit_innermost(t, s->begin_kind, s->name_id) !=
+                           rlscope::NOT_ON_STACK, 1)) {
+    Py_RETURN_FALSE;
+  }
+  bool in_flight = nargs > 0 && args[0] != Py_None;
+  return scope_exit_slow(s, t, in_flight);
+}
+
+PyObject* scope_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* func;
+  if (kwargs && PyDict_GET_SIZE(kwargs)) {
+    PyErr_SetString(PyExc_TypeError, "a scope used as a decorator takes one function");
+    return nullptr;
+  }
+  if (!PyArg_UnpackTuple(args, "__call__", 1, 1, &func)) return nullptr;
+  if (!g_decorate) {
+    PyErr_SetString(error_type(),
+                    "rlscope._native.configure() was not called; import rlscope instead of "
+                    "rlscope._native");
+    return nullptr;
+  }
+  return PyObject_CallFunctionObjArgs(g_decorate, self, func, nullptr);
+}
+
+PyObject* scope_repr(PyObject* self) {
+  auto* s = reinterpret_cast<ScopeObject*>(self);
+  return PyUnicode_FromFormat("<rlscope %s %R>", kind_word(s->begin_kind), s->name);
+}
+
+PyObject* scope_get_kind(PyObject* self, void*) {
+  auto* s = reinterpret_cast<ScopeObject*>(self);
+  PyObject* k = s->begin_kind == rlscope::PHASE_BEGIN ? g_str_phase : g_str_operation;
+  Py_INCREF(k);
+  return k;
+}
+
+void scope_dealloc(PyObject* self) {
+  auto* s = reinterpret_cast<ScopeObject*>(self);
+  Py_XDECREF(s->name);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyMethodDef scope_methods[] = {
+    {"__enter__", scope_enter, METH_NOARGS, "Open the scope (records BEGIN)."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(scope_exit)),
+     METH_FASTCALL, "Close the scope (records END); never swallows exceptions."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef scope_members[] = {
+    {"name", T_OBJECT_EX, offsetof(ScopeObject, name), READONLY, "scope name"},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyGetSetDef scope_getset[] = {
+    {"kind", scope_get_kind, nullptr, "'operation' or 'phase'", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject ScopeType = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+};
+
+void init_scope_type() {
+  ScopeType.tp_name = "rlscope._native.Scope";
+  ScopeType.tp_basicsize = sizeof(ScopeObject);
+  ScopeType.tp_dealloc = scope_dealloc;
+  ScopeType.tp_repr = scope_repr;
+  ScopeType.tp_call = scope_call;
+  ScopeType.tp_flags = Py_TPFLAGS_DEFAULT;
+  ScopeType.tp_doc =
+      "A named operation or phase; use as a context manager or a decorator.";
+  ScopeType.tp_methods = scope_methods;
+  ScopeType.tp_members = scope_members;
+  ScopeType.tp_getset = scope_getset;
+}
+
+// Cached Scope for (kind, name); new reference.
+PyObject* get_scope(uint32_t begin_kind, PyObject* name) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "%s name must be a str, not %.100s", kind_word(begin_kind),
+                 Py_TYPE(name)->tp_name);
+    return nullptr;
+  }
+  PyObject* cache = begin_kind == rlscope::PHASE_BEGIN ? g_phase_cache : g_op_cache;
+  PyObject* s = PyDict_GetItemWithError(cache, name);
+  if (s) {
+    Py_INCREF(s);
+    return s;
+  }
+  if (PyErr_Occurred()) return nullptr;
+  Py_ssize_t len;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+  if (!utf8) return nullptr;
+  if (len == 0) {
+    PyErr_Format(error_type(), "%s name must be a non-empty string", kind_word(begin_kind));
+    return nullptr;
+  }
+  auto* obj = PyObject_New(ScopeObject, &ScopeType);
+  if (!obj) return nullptr;
+  Py_INCREF(name);
+  obj->name = name;
+  obj->begin_kind = begin_kind;
+  obj->name_id = rlscope::intern(std::string_view(utf8, size_t(len)));
+  if (PyDict_SetItem(cache, name, reinterpret_cast<PyObject*>(obj)) < 0) {
+    Py_DECREF(obj);
+    return nullptr;
+  }
+  return reinterpret_cast<PyObject*>(obj);
+}
+
+// ------------------------------------------------------------------ functions
+
+PyObject* py_configure(PyObject*, PyObject* args) {
+  PyObject *etype, *decorate;
+  if (!PyArg_ParseTuple(args, "OO:configure", &etype, &decorate)) return nullptr;
+  if (!PyExceptionClass_Check(etype)) {
+    PyErr_SetString(PyExc_TypeError, "configure(): error_type must be an exception class");
+    return nullptr;
+  }
+  if (!PyCallable_Check(decorate)) {
+    PyErr_SetString(PyExc_TypeError, "configure(): decorate must be callable");
+    return nullptr;
+  }
+  Py_INCREF(etype);
+  Py_XSETREF(g_error_type, etype);
+  Py_INCREF(decorate);
+  Py_XSETREF(g_decorate, decorate);
+  Py_RETURN_NONE;
+}
+
+bool to_string_list(PyObject* seq, std::vector<std::string>* out) {
+  PyObject* fast = PySequence_Fast(seq, "argv must be a list of str");
+  if (!fast) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(fast, i);
+    if (!PyUnicode_Check(item)) {
+      PyErr_SetString(PyExc_TypeError, "argv must be a list of str");
+      Py_DECREF(fast);
+      return false;
+    }
+    Py_ssize_t len;
+    const char* s = PyUnicode_AsUTF8AndSize(item, &len);
+    if (!s) {
+      Py_DECREF(fast);
+      return false;
+    }
+    out->emplace_back(s, size_t(len));
+  }
+  Py_DECREF(fast);
+  return true;
+}
+
+PyObject* py_start(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"path",      "argv",           "process_name",
+                                 "rlscope_version", "flush_interval_s", "max_buffer_bytes",
+                                 nullptr};
+  PyObject* path_bytes = nullptr;
+  PyObject* argv;
+  const char* process_name;
+  const char* version;
+  double flush_interval = 0.5;
+  long long max_bytes = 256ll << 20;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&Oss|dL:start",
+                                   const_cast<char**>(kwlist), PyUnicode_FSConverter,
+                                   &path_bytes, &argv, &process_name, &version,
+                                   &flush_interval, &max_bytes)) {
+    return nullptr;
+  }
+  rlscope::Config cfg;
+  cfg.path = PyBytes_AS_STRING(path_bytes);
+  Py_DECREF(path_bytes);
+  if (!to_string_list(argv, &cfg.argv)) return nullptr;
+  if (!(flush_interval > 0)) {
+    PyErr_SetString(PyExc_ValueError, "start(): flush_interval_s must be > 0");
+    return nullptr;
+  }
+  if (max_bytes <= 0) {
+    PyErr_SetString(PyExc_ValueError, "start(): max_buffer_bytes must be > 0");
+    return nullptr;
+  }
+  cfg.process_name = process_name;
+  cfg.rlscope_version = version;
+  cfg.flush_interval_s = flush_interval;
+  cfg.max_buffer_bytes = uint64_t(max_bytes);
+  ThreadState* t = thread_state();
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = rlscope::start(cfg, t);
+  Py_END_ALLOW_THREADS
+  if (rc == -1) {
+    std::string cur = rlscope::current_path();
+    PyErr_Format(error_type(),
+                 "a recording is already active (writing '%s'); call stop() before "
+                 "starting another",
+                 cur.c_str());
+    return nullptr;
+  }
+  if (rc != 0) {
+    PyErr_Format(error_type(), "cannot create trace file '%s': %s; choose a new path in a "
+                 "writable directory (existing files are never overwritten)",
+                 cfg.path.c_str(), strerror(rc));
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_stop(PyObject*, PyObject*) {
+  if (!rlscope::is_active()) Py_RETURN_NONE;
+  ThreadState* t = thread_state();
+  std::string path = rlscope::current_path();
+  Py_BEGIN_ALLOW_THREADS
+  rlscope::stop(t);
+  Py_END_ALLOW_THREADS
+  int err = rlscope::write_error();
+  if (err) {
+    PyErr_Format(error_type(), "writing trace file '%s' failed: %s; the trace is incomplete",
+                 path.c_str(), strerror(err));
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_is_active(PyObject*, PyObject*) { return PyBool_FromLong(rlscope::is_active()); }
+
+PyObject* py_flush(PyObject*, PyObject*) {
+  Py_BEGIN_ALLOW_THREADS
+  rlscope::flush();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* py_operation(PyObject*, PyObject* name) {
+  return get_scope(rlscope::OPERATION_BEGIN, name);
+}
+
+PyObject* py_phase(PyObject*, PyObject* name) { return get_scope(rlscope::PHASE_BEGIN, name); }
+
+PyObject* py_push_operation(PyObject*, PyObject* name) {
+  PyObject* scope = get_scope(rlscope::OPERATION_BEGIN, name);
+  if (!scope) return nullptr;
+  PyObject* r = scope_enter(scope, nullptr);
+  Py_DECREF(scope);
+  if (!r) return nullptr;
+  Py_DECREF(r);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_pop_operation(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"name", nullptr};
+  PyObject* name = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:pop_operation",
+                                   const_cast<char**>(kwlist), &name)) {
+    return nullptr;
+  }
+  if (!rlscope::is_active()) Py_RETURN_NONE;
+  uint32_t id = 0;
+  if (name != Py_None) {
+    PyObject* scope = get_scope(rlscope::OPERATION_BEGIN, name);
+    if (!scope) return nullptr;
+    id = reinterpret_cast<ScopeObject*>(scope)->name_id;
+    Py_DECREF(scope);
+  }
+  ThreadState* t = thread_state();
+  std::vector<rlscope::StackEntry> open = rlscope::open_scopes(t);
+  Status st = rlscope::pop(t, rlscope::OPERATION_BEGIN, id);
+  if (st == rlscope::STACK_EMPTY) {
+    PyErr_SetString(error_type(),
+                    "pop_operation() without a matching push_operation() on this thread; "
+                    "every pop_operation() needs an earlier push_operation() on the same "
+                    "thread");
+    return nullptr;
+  }
+  if (st == rlscope::MISMATCH) {
+    std::string wanted = name == Py_None ? std::string("pop_operation()")
+                                         : "pop_operation('" +
+                                               std::string(PyUnicode_AsUTF8(name)) + "')";
+    PyErr_Format(error_type(),
+                 "%s does not match the innermost open scope, %s (open on this thread, "
+                 "outermost first: %s); pop scopes in reverse order of push",
+                 wanted.c_str(), describe(open.back()).c_str(), describe_stack(open).c_str());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_progress(PyObject*, PyObject* args) {
+  long long timesteps, total;
+  if (!PyArg_ParseTuple(args, "LL:progress", &timesteps, &total)) return nullptr;
+  if (!rlscope::is_active()) Py_RETURN_NONE;
+  rlscope::progress(thread_state(), timesteps, total);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_metadata(PyObject*, PyObject* args) {
+  const char *key, *json;
+  Py_ssize_t key_len, json_len;
+  if (!PyArg_ParseTuple(args, "s#s#:metadata", &key, &key_len, &json, &json_len)) {
+    return nullptr;
+  }
+  rlscope::metadata(std::string_view(key, size_t(key_len)),
+                    std::string_view(json, size_t(json_len)));
+  Py_RETURN_NONE;
+}
+
+PyObject* py_thread_stack(PyObject*, PyObject*) {
+  std::vector<rlscope::StackEntry> open = rlscope::open_scopes(rlscope::tls_thread);
+  PyObject* list = PyList_New(Py_ssize_t(open.size()));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < open.size(); ++i) {
+    std::string n = rlscope::string_of(open[i].name);
+    PyObject* s = PyUnicode_FromStringAndSize(n.data(), Py_ssize_t(n.size()));
+    if (!s) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, Py_ssize_t(i), s);
+  }
+  return list;
+}
+
+PyObject* py_stats(PyObject*, PyObject*) {
+  rlscope::Stats s;
+  Py_BEGIN_ALLOW_THREADS
+  s = rlscope::stats();
+  Py_END_ALLOW_THREADS
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "events", (unsigned long long)s.events,
+                       "dropped", (unsigned long long)s.dropped, "chunks",
+                       (unsigned long long)s.chunks, "bytes_written",
+                       (unsigned long long)s.bytes_written, "threads",
+                       (unsigned long long)s.threads);
+}
+
+PyObject* py_after_fork_child(PyObject*, PyObject* args) {
+  PyObject* path_bytes = nullptr;
+  if (!PyArg_ParseTuple(args, "O&:after_fork_child", PyUnicode_FSConverter, &path_bytes)) {
+    return nullptr;
+  }
+  std::string path = PyBytes_AS_STRING(path_bytes);
+  Py_DECREF(path_bytes);
+  ThreadState* t = thread_state();
+  int rc = rlscope::after_fork_child(path, t);
+  if (rc == -1) Py_RETURN_FALSE;  // the parent was not recording: nothing to do
+  if (rc != 0) {
+    PyErr_Format(error_type(),
+                 "cannot create trace file '%s' for forked process %ld: %s; the child is "
+                 "not recorded",
+                 path.c_str(), long(getpid()), strerror(rc));
+    return nullptr;
+  }
+  Py_RETURN_TRUE;
+}
+
+PyMethodDef module_methods[] = {
+    {"configure", py_configure, METH_VARARGS,
+     "configure(error_type, decorate): exception class for misuse; decorate(scope, func)."},
+    {"start", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_start)),
+     METH_VARARGS | METH_KEYWORDS,
+     "start(path, argv, process_name, rlscope_version, flush_interval_s=0.5, "
+     "max_buffer_bytes=256 MiB)"},
+    {"stop", py_stop, METH_NOARGS, "Stop recording: write everything and close the file."},
+    {"is_active", py_is_active, METH_NOARGS, "True while recording."},
+    {"flush", py_flush, METH_NOARGS, "Write every buffered event now."},
+    {"operation", py_operation, METH_O, "operation(name) -> cached Scope"},
+    {"phase", py_phase, METH_O, "phase(name) -> cached Scope"},
+    {"push_operation", py_push_operation, METH_O, "Open an operation on this thread."},
+    {"pop_operation", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_pop_operation)),
+     METH_VARARGS | METH_KEYWORDS, "pop_operation(name=None): close the innermost operation."},
+    {"progress", py_progress, METH_VARARGS, "progress(timesteps, total) (total -1: unknown)"},
+    {"metadata", py_metadata, METH_VARARGS, "metadata(key, json_value)"},
+    {"thread_stack", py_thread_stack, METH_NOARGS,
+     "Names of this thread's open scopes, outermost first."},
+    {"stats", py_stats, METH_NOARGS,
+     "dict(events, dropped, chunks, bytes_written, threads) of the current/last recording."},
+    {"after_fork_child", py_after_fork_child, METH_VARARGS,
+     "after_fork_child(path): in a forked child, continue recording into a new file."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "rlscope._native",
+    "Native recorder of rlscope (per-thread buffers, background trace writer).", -1,
+    module_methods,        nullptr, nullptr, nullptr, nullptr,
+};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native(void) {
+  init_scope_type();
+  if (PyType_Ready(&ScopeType) < 0) return nullptr;
+  PyObject* m = PyModule_Create(&module_def);
+  if (!m) return nullptr;
+  g_op_cache = PyDict_New();
+  g_phase_cache = PyDict_New();
+  g_str_operation = PyUnicode_InternFromString("operation");
+  g_str_phase = PyUnicode_InternFromString("phase");
+  if (!g_op_cache || !g_phase_cache || !g_str_operation || !g_str_phase ||
+      PyModule_AddIntConstant(m, "FORMAT_VERSION", rlscope::kFormatVersion) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
