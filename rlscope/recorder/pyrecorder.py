@@ -241,7 +241,7 @@ def _state() -> _ThreadState:
 def _stack_names(st: _ThreadState) -> str:
     assert _rec is not None
     names = {v: k for k, v in _rec.strings.items()}
-    return " > ".join(names.get(n, "?") for _, n in st.stack) or "(none)"
+    return " > ".join(repr(names.get(n, "?")) for _, n in st.stack) or "(none)"
 
 
 class Scope:

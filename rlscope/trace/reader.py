@@ -132,7 +132,12 @@ def read_trace(directory: str | os.PathLike[str]) -> Trace:
     return Trace(d, run, processes)
 
 
-def _varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int] | None:
+_MAX_RECORD = 1 << 30  # far above any chunk a writer produces
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    """(value, next position), or None if the buffer ends inside the varint; raises
+    ValueError for a varint longer than 10 bytes (not written by any writer)."""
     result = shift = 0
     while pos < end:
         b = buf[pos]
@@ -142,7 +147,7 @@ def _varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int] | No
             return result, pos
         shift += 7
         if shift > 63:
-            return None
+            raise ValueError("overlong varint")
     return None
 
 
@@ -166,7 +171,13 @@ def read_process(path: str | os.PathLike[str]) -> ProcessTrace:
     pos, end = len(fmt.MAGIC), len(data)
     view = memoryview(data)
     while pos < end:
-        got = _varint(data, pos, end)
+        try:
+            got = _varint(data, pos, end)
+            if got is not None and got[0] > _MAX_RECORD:
+                raise ValueError("record too large")
+        except ValueError:
+            raise TraceError(f"{p} is corrupt: bad record length at offset {pos}; the file "
+                             "was modified or damaged") from None
         if got is None or got[1] + got[0] > end:
             warnings.append(f"{p.name}: last record is torn ({end - pos} bytes at offset "
                             f"{pos}, the process was probably killed); skipped it")

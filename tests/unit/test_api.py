@@ -107,7 +107,7 @@ def test_push_pop_and_misuse(recording: Path):
         rlscope.pop_operation()
     rlscope.push_operation("a")
     rlscope.push_operation("b")
-    with pytest.raises(rlscope.RLScopeError, match=r"does not match.*a > b"):
+    with pytest.raises(rlscope.RLScopeError, match=r"does not match.*'a'.*'b'"):
         rlscope.pop_operation("a")
     assert rlscope.current_operations() == ["a", "b"]  # unchanged by the failed pop
     rlscope.pop_operation("b")
