@@ -426,7 +426,15 @@ void stop(ThreadState* t) {
   Recorder& r = R();
   std::lock_guard<std::mutex> ctl(r.control_mu);
   if (g_session.load(std::memory_order_acquire) == 0) return;
-  if (t) record(t, PROCESS_END, 0);
+  if (t && begin_event(t)) {
+    // Close the scopes still open on this thread so the trace stays balanced.
+    int64_t now = monotonic_ns();
+    for (uint32_t j = t->depth; j-- > 0;) {
+      t->buf.append(now, t->stack[j].name, t->stack[j].kind + 1);
+    }
+    t->depth = 0;
+    t->buf.append(now, 0, PROCESS_END);
+  }
   g_session.store(0, std::memory_order_release);
   stop_writer(r);
   {

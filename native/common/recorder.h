@@ -97,8 +97,9 @@ ThreadState* current_thread();
 // Returns 0, -1 if a recording is already active, or an errno from creating
 // or writing the file. `t` (may be null) receives the PROCESS_START event.
 int start(const Config& cfg, ThreadState* t);
-// Records PROCESS_END on `t` (may be null), writes everything, joins the
-// writer, closes the file. No-op when not recording.
+// Records END for the scopes still open on `t` (may be null) and
+// PROCESS_END, writes everything, joins the writer, closes the file. No-op
+// when not recording.
 void stop(ThreadState* t);
 // Synchronous drain + write of every buffer. No-op when not recording.
 void flush();

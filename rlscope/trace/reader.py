@@ -16,6 +16,7 @@ import numpy as np
 
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
+from rlscope.trace.gpu import CudaApiCalls, GpuActivities
 
 RUN_FILE = "run.json"
 
@@ -78,6 +79,9 @@ class ProcessTrace:
     dropped_events: int = 0
     chunks: int = 0
     warnings: list[str] = field(default_factory=list)
+    # Filled from the CUDA collector's file of the same process (source "cuda").
+    api_calls: CudaApiCalls = field(default_factory=CudaApiCalls.empty)
+    gpu: GpuActivities = field(default_factory=GpuActivities.empty)
 
     @property
     def pid(self) -> int:
