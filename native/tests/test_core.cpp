@@ -1,1 +1,425 @@
-int main(){return 0;}
+// Plain C++ tests of rlscope_core (no Python): the protobuf wire encoder on
+// known vectors, and multi-threaded recording to a file that is read back with
+// a minimal protobuf decoder.
+//
+// Usage: rlscope_native_tests [scratch-dir]   (default: /tmp). Exit 0 = pass.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pb_encode.h"
+#include "recorder.h"
+#include "trace_writer.h"
+
+namespace {
+
+int g_failures = 0;
+
+#define CHECK(cond)                                                    \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,      \
+                   __LINE__, #cond);                                   \
+      ++g_failures;                                                    \
+    }                                                                  \
+  } while (0)
+
+#define REQUIRE(cond)                                                  \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      std::fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__,    \
+                   __LINE__, #cond);                                   \
+      std::exit(1);                                                    \
+    }                                                                  \
+  } while (0)
+
+std::string hex(const std::string& s) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+
+std::string varint_hex(uint64_t v) {
+  std::string s;
+  rlscope::pb::put_varint(s, v);
+  return hex(s);
+}
+
+void test_encoder_vectors() {
+  using namespace rlscope::pb;
+  CHECK(varint_hex(0) == "00");
+  CHECK(varint_hex(1) == "01");
+  CHECK(varint_hex(127) == "7f");
+  CHECK(varint_hex(128) == "8001");
+  CHECK(varint_hex(300) == "ac02");
+  CHECK(varint_hex(16384) == "808001");
+  CHECK(varint_hex(UINT64_MAX) == "ffffffffffffffffff01");
+  CHECK(varint_size(0) == 1 && varint_size(127) == 1 && varint_size(128) == 2);
+  CHECK(varint_size(UINT64_MAX) == 10);
+
+  CHECK(zigzag(0) == 0);
+  CHECK(zigzag(-1) == 1);
+  CHECK(zigzag(1) == 2);
+  CHECK(zigzag(-2) == 3);
+  CHECK(zigzag(2147483647) == 4294967294ull);
+  CHECK(zigzag(-2147483648ll) == 4294967295ull);
+  CHECK(zigzag(INT64_MAX) == 0xfffffffffffffffeull);
+  CHECK(zigzag(INT64_MIN) == 0xffffffffffffffffull);
+
+  std::string s;
+  put_uint(s, 1, 150);  // the protobuf docs' example: 08 96 01
+  CHECK(hex(s) == "089601");
+  s.clear();
+  put_string(s, 2, "testing");  // 12 07 74 65 73 74 69 6e 67
+  CHECK(hex(s) == "120774657374696e67");
+  s.clear();
+  put_sint(s, 5, -1);
+  CHECK(hex(s) == "2801");
+  s.clear();
+  put_int(s, 3, -1);  // int64 -1: ten-byte varint
+  CHECK(hex(s) == "18ffffffffffffffffff01");
+  s.clear();
+  put_uint(s, 1, 0);  // proto3 default: omitted
+  put_string(s, 2, "");
+  put_packed(s, 5, "");
+  CHECK(s.empty());
+  s.clear();
+  std::string payload;
+  put_varint(payload, 3);
+  put_varint(payload, 270);
+  put_varint(payload, 86942);
+  put_packed(s, 4, payload);  // docs' packed example: 22 06 03 8e 02 9e a7 05
+  CHECK(hex(s) == "2206038e029ea705");
+  s.clear();
+  put_tag(s, 2, kLen);
+  put_tag(s, 16, kVarint);
+  CHECK(hex(s) == "128001");
+}
+
+// ------------------------------------------------------------ mini decoder
+
+struct Field {
+  uint32_t number;
+  uint32_t wire;
+  uint64_t value;     // varint / fixed
+  std::string bytes;  // length-delimited
+};
+
+bool get_varint(const std::string& d, size_t& pos, uint64_t* v) {
+  uint64_t r = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (pos >= d.size()) return false;
+    uint8_t b = uint8_t(d[pos++]);
+    r |= uint64_t(b & 0x7f) << shift;
+    if (b < 0x80) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<Field> parse(const std::string& d) {
+  std::vector<Field> out;
+  size_t pos = 0;
+  while (pos < d.size()) {
+    uint64_t key;
+    REQUIRE(get_varint(d, pos, &key));
+    Field f{uint32_t(key >> 3), uint32_t(key & 7), 0, {}};
+    if (f.wire == 0) {
+      REQUIRE(get_varint(d, pos, &f.value));
+    } else if (f.wire == 2) {
+      uint64_t n;
+      REQUIRE(get_varint(d, pos, &n));
+      REQUIRE(pos + n <= d.size());
+      f.bytes = d.substr(pos, n);
+      pos += n;
+    } else {
+      REQUIRE(false && "unexpected wire type");
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<uint64_t> unpack(const std::string& d) {
+  std::vector<uint64_t> out;
+  size_t pos = 0;
+  while (pos < d.size()) {
+    uint64_t v;
+    REQUIRE(get_varint(d, pos, &v));
+    out.push_back(v);
+  }
+  return out;
+}
+
+int64_t unzigzag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
+
+struct Event {
+  int64_t ts;
+  uint32_t thread, kind, name;
+};
+
+struct Trace {
+  std::map<std::string, uint64_t> header_ints;  // by field name
+  std::vector<std::string> argv;
+  std::string source, recorder;
+  std::map<uint32_t, std::string> strings;
+  std::map<uint32_t, std::string> thread_names;
+  std::vector<Event> events;
+  std::vector<int64_t> args;
+  std::vector<uint32_t> chunk_sizes;
+  uint64_t dropped = 0;
+  size_t metadata = 0;
+};
+
+Trace read_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string d = ss.str();
+  REQUIRE(d.size() >= 8 && d.compare(0, 8, "RLSCOPE\n") == 0);
+  Trace t;
+  size_t pos = 8;
+  bool first = true;
+  uint64_t expect_seq = 0;
+  while (pos < d.size()) {
+    uint64_t n;
+    REQUIRE(get_varint(d, pos, &n));
+    REQUIRE(pos + n <= d.size());
+    std::vector<Field> rec = parse(d.substr(pos, n));
+    pos += n;
+    REQUIRE(rec.size() == 1);
+    if (first) {
+      REQUIRE(rec[0].number == 1);  // header
+      for (const Field& f : parse(rec[0].bytes)) {
+        if (f.number == 1) t.header_ints["format_version"] = f.value;
+        if (f.number == 2) t.source = f.bytes;
+        if (f.number == 3) t.header_ints["pid"] = f.value;
+        if (f.number == 7) t.argv.push_back(f.bytes);
+        if (f.number == 9) t.recorder = f.bytes;
+      }
+      first = false;
+      continue;
+    }
+    REQUIRE(rec[0].number == 2);  // chunk
+    uint64_t seq = 0;
+    int64_t time = 0;
+    std::vector<uint64_t> deltas, threads, kinds, names;
+    for (const Field& f : parse(rec[0].bytes)) {
+      switch (f.number) {
+        case 1: seq = f.value; break;
+        case 2: {
+          uint32_t id = 0;
+          std::string v;
+          for (const Field& g : parse(f.bytes)) {
+            if (g.number == 1) id = uint32_t(g.value);
+            if (g.number == 2) v = g.bytes;
+          }
+          CHECK(t.strings.count(id) == 0);
+          t.strings[id] = v;
+          break;
+        }
+        case 3: {
+          uint32_t idx = 0;
+          std::string name;
+          for (const Field& g : parse(f.bytes)) {
+            if (g.number == 1) idx = uint32_t(g.value);
+            if (g.number == 3) name = g.bytes;
+          }
+          CHECK(t.thread_names.count(idx) == 0);
+          t.thread_names[idx] = name;
+          break;
+        }
+        case 4: time = int64_t(f.value); break;
+        case 5: deltas = unpack(f.bytes); break;
+        case 6: threads = unpack(f.bytes); break;
+        case 7: kinds = unpack(f.bytes); break;
+        case 8: names = unpack(f.bytes); break;
+        case 9:
+          for (uint64_t v : unpack(f.bytes)) t.args.push_back(unzigzag(v));
+          break;
+        case 10: t.dropped += f.value; break;
+        case 11: ++t.metadata; break;
+        default: CHECK(false && "unknown chunk field");
+      }
+    }
+    CHECK(seq == expect_seq);
+    ++expect_seq;
+    REQUIRE(deltas.size() == kinds.size() && threads.size() == kinds.size() &&
+            names.size() == kinds.size());
+    CHECK(kinds.size() <= rlscope::kMaxEventsPerChunk);
+    t.chunk_sizes.push_back(uint32_t(kinds.size()));
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      time += unzigzag(deltas[i]);
+      // Definitions come in the same or an earlier chunk.
+      CHECK(t.thread_names.count(uint32_t(threads[i])) == 1);
+      CHECK(names[i] == 0 || t.strings.count(uint32_t(names[i])) == 1);
+      t.events.push_back(Event{time, uint32_t(threads[i]), uint32_t(kinds[i]),
+                               uint32_t(names[i])});
+    }
+  }
+  REQUIRE(pos == d.size());
+  return t;
+}
+
+// ------------------------------------------------------------ recording
+
+constexpr int kThreads = 6;
+constexpr int kIters = 20000;
+
+void worker(int k, uint32_t outer, uint32_t inner) {
+  char name[16];
+  std::snprintf(name, sizeof(name), "worker-%d", k);
+  pthread_setname_np(pthread_self(), name);
+  rlscope::ThreadState* t = rlscope::current_thread();
+  for (int i = 0; i < kIters; ++i) {
+    CHECK(rlscope::push(t, rlscope::OPERATION_BEGIN, outer) == rlscope::OK);
+    CHECK(rlscope::push(t, rlscope::PHASE_BEGIN, inner) == rlscope::OK);
+    CHECK(rlscope::exit_scope(t, rlscope::PHASE_BEGIN, inner, nullptr) == rlscope::OK);
+    if (i % 1000 == 0) CHECK(rlscope::progress(t, i, kIters) == rlscope::OK);
+    CHECK(rlscope::exit_scope(t, rlscope::OPERATION_BEGIN, outer, nullptr) == rlscope::OK);
+  }
+}
+
+void test_multithreaded_recording(const std::string& dir) {
+  std::string path = dir + "/rlscope_native_test_" + std::to_string(getpid()) + ".trace";
+  unlink(path.c_str());
+  rlscope::Config cfg;
+  cfg.path = path;
+  cfg.argv = {"test", "", "arg"};
+  cfg.process_name = "native-test";
+  cfg.rlscope_version = "0";
+  cfg.flush_interval_s = 0.01;  // the writer thread flushes concurrently
+  rlscope::ThreadState* me = rlscope::current_thread();
+  REQUIRE(rlscope::start(cfg, me) == 0);
+  CHECK(rlscope::start(cfg, me) == -1);  // already active
+  uint32_t outer = rlscope::intern("outer");
+  uint32_t inner = rlscope::intern("inner");
+  CHECK(rlscope::intern("outer") == outer && outer != 0 && inner != outer);
+  rlscope::metadata("key", "\"value\"");
+
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k) threads.emplace_back(worker, k, outer, inner);
+  for (auto& th : threads) th.join();
+  rlscope::ThreadState* me2 = rlscope::current_thread();
+  CHECK(me2 == me);
+  CHECK(rlscope::pop(me, rlscope::OPERATION_BEGIN, 0) == rlscope::STACK_EMPTY);
+  rlscope::stop(me);
+  rlscope::Stats st = rlscope::stats();
+
+  Trace t = read_trace(path);
+  CHECK(t.header_ints["format_version"] == 1);
+  CHECK(t.header_ints["pid"] == uint64_t(getpid()));
+  CHECK(t.source == "python" && t.recorder == "native");
+  CHECK((t.argv == std::vector<std::string>{"test", "", "arg"}));
+  CHECK(t.dropped == 0 && st.dropped == 0);
+  CHECK(t.metadata == 1);
+  CHECK(st.events == t.events.size());
+  CHECK(st.chunks == t.chunk_sizes.size());
+
+  const uint64_t per_thread = uint64_t(kIters) * 4 + kIters / 1000;
+  std::map<uint32_t, std::vector<Event>> by;
+  for (const Event& e : t.events) by[e.thread].push_back(e);
+  CHECK(by.size() == kThreads + 1);
+  int workers = 0;
+  for (auto& [idx, evs] : by) {
+    const std::string& name = t.thread_names[idx];
+    if (name == "main") {
+      CHECK(evs.size() == 2);
+      CHECK(evs.front().kind == rlscope::PROCESS_START);
+      CHECK(evs.back().kind == rlscope::PROCESS_END);
+      continue;
+    }
+    ++workers;
+    CHECK(name.rfind("worker-", 0) == 0);
+    CHECK(evs.size() == per_thread);
+    std::vector<std::pair<uint32_t, uint32_t>> stack;
+    for (size_t i = 0; i < evs.size(); ++i) {
+      if (i) CHECK(evs[i].ts >= evs[i - 1].ts);
+      uint32_t k = evs[i].kind;
+      if (k == rlscope::OPERATION_BEGIN || k == rlscope::PHASE_BEGIN) {
+        stack.emplace_back(k, evs[i].name);
+      } else if (k == rlscope::OPERATION_END || k == rlscope::PHASE_END) {
+        CHECK(!stack.empty() && stack.back() == std::make_pair(k - 1, evs[i].name));
+        if (!stack.empty()) stack.pop_back();
+      } else {
+        CHECK(k == rlscope::PROGRESS);
+      }
+    }
+    CHECK(stack.empty());
+  }
+  CHECK(workers == kThreads);
+  CHECK(t.args.size() == size_t(2 * kThreads * (kIters / 1000)));
+  for (size_t i = 0; i + 1 < t.args.size(); i += 2) CHECK(t.args[i + 1] == kIters);
+  CHECK(t.strings[outer] == "outer" && t.strings[inner] == "inner");
+  unlink(path.c_str());
+}
+
+// One flush with more than 65536 events: split into chunks, definitions in
+// the first one.
+void test_chunk_split(const std::string& dir) {
+  std::string path = dir + "/rlscope_native_split_" + std::to_string(getpid()) + ".trace";
+  unlink(path.c_str());
+  rlscope::Config cfg;
+  cfg.path = path;
+  cfg.flush_interval_s = 3600;
+  cfg.flush_threshold_records = 1u << 30;
+  rlscope::ThreadState* me = rlscope::current_thread();
+  REQUIRE(rlscope::start(cfg, me) == 0);
+  uint32_t name = rlscope::intern("split");
+  for (int i = 0; i < 50000; ++i) {
+    rlscope::push(me, rlscope::OPERATION_BEGIN, name);
+    rlscope::exit_scope(me, rlscope::OPERATION_BEGIN, name, nullptr);
+  }
+  rlscope::flush();
+  rlscope::stop(me);
+  Trace t = read_trace(path);
+  CHECK((t.chunk_sizes == std::vector<uint32_t>{65536, 100001 - 65536, 1}));
+  CHECK(t.events.size() == 100002);
+  // Bytes per event on a tight loop: a few bytes.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  double per_event = double(in.tellg()) / double(t.events.size());
+  std::printf("chunk split: %.2f bytes/event\n", per_event);
+  CHECK(per_event <= 12.0);
+  unlink(path.c_str());
+}
+
+void test_not_active() {
+  rlscope::ThreadState* me = rlscope::current_thread();
+  CHECK(!rlscope::is_active());
+  CHECK(rlscope::push(me, rlscope::OPERATION_BEGIN, 1) == rlscope::NOT_ACTIVE);
+  CHECK(rlscope_ctypes_record(1, 1) == rlscope::NOT_ACTIVE);
+  CHECK(rlscope::open_scopes(me).empty());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = argc > 1 ? argv[1] : "/tmp";
+  pthread_setname_np(pthread_self(), "main");  // before the thread registers
+  test_encoder_vectors();
+  test_not_active();
+  test_multithreaded_recording(dir);
+  test_chunk_split(dir);
+  test_not_active();
+  if (g_failures) {
+    std::fprintf(stderr, "%d check(s) failed\n", g_failures);
+    return 1;
+  }
+  std::printf("all native tests passed\n");
+  return 0;
+}
