@@ -146,6 +146,11 @@ def train(args: argparse.Namespace) -> None:
         steps = 0
 
         for rollout in range(n_rollouts):
+            # Linearly decaying learning rate keeps late updates from undoing the
+            # policy once it balances well.
+            for group in opt.param_groups:
+                group["lr"] = args.lr * (1.0 - rollout / n_rollouts)
+
             # ---- collect n steps with the current policy ----
             for t in range(n):
                 with rlscope.operation("inference"), torch.no_grad():
@@ -242,13 +247,13 @@ def train(args: argparse.Namespace) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--total-steps", type=int, default=60_000,
+    p.add_argument("--total-steps", type=int, default=80_000,
                    help="environment steps (rounded down to whole rollouts)")
     p.add_argument("--rollout-steps", type=int, default=512, help="steps per rollout")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=4, help="update epochs per rollout")
     p.add_argument("--minibatch", type=int, default=128, help="minibatch size")
-    p.add_argument("--lr", type=float, default=2.5e-4)
+    p.add_argument("--lr", type=float, default=2.5e-4, help="initial learning rate (decays to 0)")
     p.add_argument("--gamma", type=float, default=0.99)
     p.add_argument("--lam", type=float, default=0.95)
     p.add_argument("--clip", type=float, default=0.2)
