@@ -587,6 +587,7 @@ std::vector<StackEntry> open_scopes(ThreadState* t) {
 }  // namespace rlscope
 
 extern "C" int rlscope_ctypes_record(unsigned kind, unsigned name) {
+  if (kind >= rlscope::kArgKind) return -1;  // reserved for internal records
   if (!rlscope::is_active()) return rlscope::NOT_ACTIVE;
   return rlscope::record(rlscope::current_thread(), kind, name);
 }

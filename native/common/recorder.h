@@ -194,6 +194,7 @@ std::vector<StackEntry> open_scopes(ThreadState* t);
 }  // namespace rlscope
 
 // For the ctypes-per-event benchmark: records one event on the calling thread
-// (registering it under its OS thread name). Returns a Status.
+// (registering it under its OS thread name). Returns a Status, or -1 for a
+// kind >= 255 (reserved).
 extern "C" __attribute__((visibility("default"))) int rlscope_ctypes_record(unsigned kind,
                                                                           unsigned name);

@@ -52,6 +52,7 @@ std::string encode_file_start(const HeaderInfo& h) {
   pb::put_bytes(hdr, f::kHdrClock, clock);
   pb::put_string(hdr, f::kHdrRecorder, h.recorder);
   pb::put_string(hdr, f::kHdrRlsVersion, h.rlscope_version);
+  hdr += h.extra_fields;
 
   std::string out(kMagic, kMagicSize);
   frame_record(out, f::kRecordHeader, hdr);

@@ -27,6 +27,9 @@ struct HeaderInfo {
   ClockPairReading clock{};
   std::string recorder = "native";
   std::string rlscope_version;
+  // Pre-encoded Header fields appended verbatim (fields >= 11, e.g. the CUDA
+  // collector's CUPTI clock offset), so other sources need no encoder change.
+  std::string extra_fields;
 };
 
 // Magic bytes followed by the length-prefixed Record{header}.

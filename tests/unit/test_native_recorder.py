@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +52,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def read_trace(path):
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     assert data[:8] == b"RLSCOPE\n"
     pos, records = 8, []
     while pos < len(data):
@@ -175,9 +176,8 @@ def test_threads_order_names_and_stats(tmp_path):
         tids[threading.current_thread().name] = threading.get_native_id()
         outer, inner = _native.operation("outer"), _native.operation(f"inner{k}")
         for _ in range(n_iter):
-            with outer:
-                with inner:
-                    pass
+            with outer, inner:
+                pass
 
     threads = [threading.Thread(target=work, args=(k,), name=f"worker-{k}") for k in range(4)]
     for t in threads:
@@ -255,9 +255,8 @@ def test_pop_operation_rules(tmp_path):
         _native.pop_operation("zzz")
     assert _native.thread_stack() == ["a", "b"]  # unchanged
     _native.pop_operation("b")
-    with _native.phase("ph"):
-        with pytest.raises(NativeTestError, match="phase 'ph'"):
-            _native.pop_operation()
+    with _native.phase("ph"), pytest.raises(NativeTestError, match="phase 'ph'"):
+        _native.pop_operation()
     _native.pop_operation()
     assert _native.thread_stack() == []
     _native.stop()
