@@ -64,24 +64,34 @@ def _noop(cache: dict[str, _NoopScope], kind: str, name: str) -> _NoopScope:
     return s
 
 
+def _noop_operation(name: str) -> _NoopScope:
+    return _noop(_noop_ops, "operation", name)
+
+
+def _noop_phase(name: str) -> _NoopScope:
+    return _noop(_noop_phases, "phase", name)
+
+
+# Scope factories while nothing records. The native module's cached C scopes are no-ops
+# when no recording is active and cost less than Python-level no-op objects.
+_idle_operation: Callable[[str], Any] = _noop_operation
+_idle_phase: Callable[[str], Any] = _noop_phase
+_operation_factory = _idle_operation
+_phase_factory = _idle_phase
+
+
 def operation(name: str) -> Any:
     """Mark an algorithmic operation ("inference", "simulation", "backprop", ...).
 
     Use as ``with rlscope.operation("inference"): ...`` or as a decorator. Operations nest;
     each thread has its own stack.
     """
-    rec = _recorder
-    if rec is None:
-        return _noop(_noop_ops, "operation", name)
-    return rec.operation(name)
+    return _operation_factory(name)
 
 
 def phase(name: str) -> Any:
     """Mark a coarse phase of the run ("warmup", "training", "evaluation")."""
-    rec = _recorder
-    if rec is None:
-        return _noop(_noop_phases, "phase", name)
-    return rec.phase(name)
+    return _phase_factory(name)
 
 
 def push_operation(name: str) -> None:
@@ -161,6 +171,7 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
         rec.start(path, list(getattr(sys, "orig_argv", sys.argv)), _process_name(),
                   __version__, float(flush_interval_s), int(max_buffer_bytes))
         _recorder, _output_dir = rec, out
+        _set_factories(rec.operation, rec.phase)
         return path
 
 
@@ -172,6 +183,7 @@ def stop() -> None:
         if rec is None:
             return
         _recorder = None
+        _set_factories(_idle_operation, _idle_phase)
         rec.stop()
         _output_dir = None
 
@@ -205,6 +217,22 @@ def _decorate(scope: Any, func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _set_factories(op: Callable[[str], Any], ph: Callable[[str], Any]) -> None:
+    global _operation_factory, _phase_factory
+    _operation_factory, _phase_factory = op, ph
+
+
+def _use_native_when_idle() -> None:
+    global _idle_operation, _idle_phase
+    try:
+        from rlscope import _native
+    except ImportError:
+        return
+    _native.configure(RLScopeError, _decorate)
+    _idle_operation, _idle_phase = _native.operation, _native.phase
+    _set_factories(_idle_operation, _idle_phase)
+
+
 def _after_fork_child() -> None:
     global _lock
     _lock = threading.Lock()  # another thread may have held it at fork
@@ -218,5 +246,6 @@ def _after_fork_child() -> None:
             mp_util.Finalize(None, stop, exitpriority=0)
 
 
+_use_native_when_idle()
 os.register_at_fork(after_in_child=_after_fork_child)
 atexit.register(stop)
