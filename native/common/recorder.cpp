@@ -339,7 +339,9 @@ void fork_child() {
 
   ThreadState* me = tls_thread;
   for (ThreadState* t : r.threads) {
-    if (t != me) delete t;  // that thread does not exist here
+    // That thread does not exist here. Leak its state instead of freeing it:
+    // no heap writes in a child that may only exec.
+    if (t != me) r.pool.forget(t->buf.count_blocks());
   }
   r.threads.clear();
   if (me) {

@@ -63,6 +63,20 @@ size_t BlockPool::total_blocks() {
 
 void BlockPool::reinit_after_fork() { new (&mu_) std::mutex(); }
 
+void BlockPool::forget(size_t n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  total_ = n > total_ ? 0 : total_ - n;
+}
+
+size_t ThreadBuffer::count_blocks() const {
+  size_t n = 0;
+  for (Block* b = head_ ? head_ : first_.load(std::memory_order_acquire); b;
+       b = b->next.load(std::memory_order_acquire)) {
+    ++n;
+  }
+  return n;
+}
+
 ThreadBuffer::~ThreadBuffer() {
   Block* b = head_ ? head_ : first_.load(std::memory_order_acquire);
   while (b) {

@@ -55,6 +55,10 @@ class BlockPool {
   size_t total_blocks();
   std::mutex& mutex() { return mu_; }
   void reinit_after_fork();     // child: fresh mutex (no other thread exists)
+  // Child: blocks owned by threads that do not exist there are leaked (not
+  // freed: cheaper, and a fork+exec child touches no copied heap pages);
+  // stop counting them against the bound.
+  void forget(size_t n);
 
  private:
   std::mutex mu_;
@@ -112,6 +116,9 @@ class ThreadBuffer {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   // Drop everything published so far without reading it.
   void discard();
+
+  // Blocks currently linked in this buffer (consumer side or fork child).
+  size_t count_blocks() const;
 
   // ---- fork child only (single thread left) ----
   // Forget unflushed records (the parent writes them) and reset counters.

@@ -472,3 +472,57 @@ def test_fork(tmp_path):
 def test_after_fork_child_without_recording(tmp_path):
     assert _native.after_fork_child(str(tmp_path / "x.trace")) is False
     assert not (tmp_path / "x.trace").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_while_other_threads_record(tmp_path):
+    """Forks while two threads record and the writer flushes: no deadlock, every file
+    parses, each child's file holds only the child's events, balanced."""
+    start(tmp_path / "parent.trace", flush_interval_s=0.005)
+    done = threading.Event()
+
+    def work(k):
+        a, b = _native.operation(f"busy{k}"), _native.operation("inner")
+        for _ in range(20_000):  # bounded: the parent's file is parsed in Python
+            if done.is_set():
+                break
+            with a, b:
+                _native.progress(1, 2)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    pids = []
+    try:
+        for i in range(10):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    _native.after_fork_child(str(tmp_path / f"child{i}.trace"))
+                    for _ in range(100):
+                        with _native.operation("c"):
+                            pass
+                    _native.stop()
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    _native.stop()
+    tr = Trace(tmp_path / "parent.trace")
+    for evs in tr.by_thread().values():
+        assert_balanced(evs)
+    for i, pid in enumerate(pids):
+        tc = Trace(tmp_path / f"child{i}.trace")
+        assert tc.header.pid == pid
+        assert [e[2:4] for e in tc.events[:2]] == [(P_START, ""), (OP_B, "c")]
+        assert sum(1 for e in tc.events if e[3] == "c") == 200
+        assert tc.events[-1][2] == P_END
+        assert_balanced(tc.events)
