@@ -1,0 +1,288 @@
+"""The data API: ``rlscope.analysis.load(dir)`` and the DataFrames every reporter uses."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlscope.analysis import categories as C
+from rlscope.analysis.overlap import ProcessResult, analyze_process
+from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
+from rlscope.trace.reader import Progress, Trace, read_trace
+
+BREAKDOWN_KEYS = ("pid", "process", "thread", "phase", "operation", "category", "region")
+
+
+@dataclass
+class _ProcessMeta:
+    pid: int
+    ppid: int
+    process: str
+    recorder: str
+    complete: bool
+    events: int
+    metadata: dict[str, Any]
+    progress: Progress
+
+
+def load(directory: str | os.PathLike[str],
+         progress: Callable[[int], None] | None = None) -> Analysis:
+    """Read and analyse a trace directory. ``progress(n)`` is called as events are done."""
+    return analyze(read_trace(directory), progress)
+
+
+def total_events(trace: Trace) -> int:
+    return sum(len(p.events) + 2 * len(p.api_calls) for p in trace.processes)
+
+
+def analyze(trace: Trace, progress: Callable[[int], None] | None = None) -> Analysis:
+    paths, phases = PathTable(), NameTable()
+    results, metas = [], []
+    for p in trace.processes:
+        if p.header.source != "python":
+            continue
+        results.append(analyze_process(p, paths, phases, progress))
+        metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
+                                  p.header.recorder, p.complete, len(p.events), p.metadata,
+                                  p.progress))
+    return Analysis(str(trace.directory), trace.run, results, metas, paths, phases,
+                    trace.warnings)
+
+
+class Analysis:
+    """Analysed trace. Every method returns a fresh pandas DataFrame."""
+
+    def __init__(self, directory: str, run: dict[str, Any], results: list[ProcessResult],
+                 metas: list[_ProcessMeta], paths: PathTable, phases: NameTable,
+                 warnings: list[str]) -> None:
+        self.directory = directory
+        self.run = run
+        self.results = results
+        self._metas = metas
+        self.paths = paths
+        self.phases = phases
+        self.warnings = warnings
+        self._path_names = np.array([paths.path(i) for i in range(len(paths))], object)
+        self._phase_names = np.array(phases.names, object)
+
+    # -- per process -------------------------------------------------------------------
+    def processes(self) -> pd.DataFrame:
+        """One row per process: recorded span, covered time and its region split."""
+        rows = []
+        for r, m in zip(self.results, self._metas, strict=True):
+            rows.append({
+                "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
+                "complete": m.complete, "events": m.events, "threads": len(r.threads),
+                "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
+                **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
+                   for i, n in enumerate(C.REGION_NAMES)},
+            })
+        return pd.DataFrame(rows)
+
+    def threads(self) -> pd.DataFrame:
+        return pd.DataFrame([{"pid": r.pid, "thread": t.index, "tid": t.tid, "name": t.name,
+                              "main": t.main, "events": t.events}
+                             for r in self.results for t in r.threads])
+
+    def breakdown(self, by: Sequence[str] = ("pid", "process", "phase", "operation",
+                                             "category", "region")) -> pd.DataFrame:
+        """Seconds per group of (pid, process, thread, phase, operation, category, region).
+
+        Without "thread" in ``by`` this is the process roll-up: the sum over threads.
+        """
+        unknown = set(by) - set(BREAKDOWN_KEYS)
+        if unknown:
+            raise ValueError(f"unknown breakdown keys {sorted(unknown)}")
+        df = self._fine()
+        return (df.groupby(list(by), sort=False, dropna=False)["seconds"].sum()
+                .reset_index())
+
+    def _fine(self) -> pd.DataFrame:
+        frames = []
+        for r in self.results:
+            frames.append(pd.DataFrame({
+                "pid": r.pid, "process": r.process, "thread": r.thread,
+                "phase": self._phase_names[r.phase], "operation": self._path_names[r.path],
+                "path_id": r.path,
+                "category": np.array(C.CATEGORY_NAMES, object)[r.category],
+                "region": np.array(C.REGION_NAMES, object)[r.region],
+                "seconds": r.ns / 1e9}))
+        if not frames:
+            return pd.DataFrame(columns=[*BREAKDOWN_KEYS, "path_id", "seconds"])
+        return pd.concat(frames, ignore_index=True)
+
+    def _counts(self) -> pd.DataFrame:
+        frames = []
+        for r in self.results:
+            c = r.count_rows
+            frames.append(pd.DataFrame({"pid": r.pid, "phase": self._phase_names[c[:, 1]],
+                                        "path_id": c[:, 2], "what": c[:, 3],
+                                        "n": r.count_n}))
+        if not frames:
+            return pd.DataFrame(columns=["pid", "phase", "path_id", "what", "n"])
+        return pd.concat(frames, ignore_index=True)
+
+    # -- per operation -----------------------------------------------------------------
+    def operations(self) -> pd.DataFrame:
+        """One row per (process, phase, operation path), in tree order, with:
+
+        calls; wall_s (inclusive of nested operations) and self_s (exclusive), both
+        summed over threads; the self time split by category (python_s, backend_s,
+        simulator_s, cuda_api_s, gpu_s) and by region (cpu_only_s, gpu_only_s,
+        cpu_gpu_s), each split summing to self_s; transitions (backend_calls,
+        simulator_calls, cuda_api_calls) made directly in the operation; shares of the
+        process's covered time.
+        """
+        fine = self._fine()
+        cols = ["pid", "phase", "path_id"]
+        cat = fine.assign(key=fine["category"].map(_CAT_COL)).pivot_table(
+            index=cols, columns="key", values="seconds", aggfunc="sum", fill_value=0.0)
+        reg = fine.assign(key=fine["region"].map(lambda n: f"{_col(n)}_s")).pivot_table(
+            index=cols, columns="key", values="seconds", aggfunc="sum", fill_value=0.0)
+        wide = cat.join(reg, how="outer").fillna(0.0)
+        for c in [*_CAT_COLS, *_REGION_COLS]:
+            if c not in wide:
+                wide[c] = 0.0
+        wide["self_s"] = wide[list(_REGION_COLS)].sum(axis=1)
+        counts = self._counts()
+        if len(counts):
+            cnt = counts.pivot_table(index=cols, columns="what", values="n", aggfunc="sum",
+                                     fill_value=0)
+        else:
+            cnt = pd.DataFrame(index=wide.index)
+        cnt = cnt.rename(columns={-1: "calls", C.BACKEND: "backend_calls",
+                                  C.SIMULATOR: "simulator_calls", C.CUDA_API: "cuda_api_calls"})
+        wide = wide.join(cnt, how="outer").fillna(0)
+        for c in _COUNT_COLS:
+            wide[c] = wide[c].astype(np.int64) if c in wide else 0
+        wide = wide.reset_index()
+        wide = self._add_ancestors(wide)
+        wide["wall_s"] = self._inclusive(wide)
+        meta = {r.pid: r for r in self.results}
+        wide["process"] = wide["pid"].map(lambda p: meta[p].process)
+        covered = wide["pid"].map(lambda p: max(meta[p].covered_ns, 1) / 1e9)
+        wide["wall_pct"] = 100.0 * wide["wall_s"] / covered
+        wide["self_pct"] = 100.0 * wide["self_s"] / covered
+        wide["operation"] = self._path_names[wide["path_id"].to_numpy(np.int64)]
+        wide["depth"] = [max(self.paths.depth[i], 0) for i in wide["path_id"]]
+        order = {pid: i for i, pid in enumerate(meta)}
+        wide["_p"] = wide["pid"].map(order)
+        wide["_tree"] = [self._tree_key(i) for i in wide["path_id"]]
+        wide = wide.sort_values(["_p", "phase", "_tree"], kind="stable")
+        return wide[OPERATION_COLUMNS].reset_index(drop=True)
+
+    def _tree_key(self, pid: int) -> tuple[int, ...]:
+        # Unannotated last; otherwise depth-first in first-seen order.
+        if pid == 0:
+            return (1 << 30,)
+        return tuple(reversed(self.paths.ancestors(pid)))
+
+    def _add_ancestors(self, wide: pd.DataFrame) -> pd.DataFrame:
+        """Rows for enclosing operations that have no time of their own in a phase."""
+        have = set(zip(wide["pid"], wide["phase"], wide["path_id"], strict=True))
+        extra = []
+        for pid, ph, path in list(have):
+            for a in self.paths.ancestors(int(path))[1:]:
+                if (pid, ph, a) not in have:
+                    have.add((pid, ph, a))
+                    extra.append({"pid": pid, "phase": ph, "path_id": a})
+        if extra:
+            wide = pd.concat([wide, pd.DataFrame(extra)], ignore_index=True).fillna(0)
+            for c in _COUNT_COLS:
+                wide[c] = wide[c].astype(np.int64)
+        return wide
+
+    def _inclusive(self, wide: pd.DataFrame) -> np.ndarray:
+        self_by = {(p, ph, pa): s for p, ph, pa, s in zip(
+            wide["pid"], wide["phase"], wide["path_id"], wide["self_s"], strict=True)}
+        total = dict.fromkeys(self_by, 0.0)
+        for (p, ph, pa), s in self_by.items():
+            for a in self.paths.ancestors(int(pa)) or [0]:
+                if (p, ph, a) in total:
+                    total[(p, ph, a)] += s
+        return np.array([total[(p, ph, pa)] for p, ph, pa in zip(
+            wide["pid"], wide["phase"], wide["path_id"], strict=True)])
+
+    def gpu(self) -> pd.DataFrame:
+        """GPU activity per launching operation: count and busy seconds per kind/stream
+        (overlapping activities each count their own time)."""
+        frames = []
+        for r in self.results:
+            g = r.gpu_rows
+            if not len(g):
+                continue
+            frames.append(pd.DataFrame({
+                "pid": r.pid, "thread": g[:, 0], "phase": self._phase_names[g[:, 1]],
+                "operation": self._path_names[g[:, 2]],
+                "category": np.array(C.CATEGORY_NAMES, object)[g[:, 3]], "stream": g[:, 4],
+                "count": g[:, 5], "seconds": g[:, 6] / 1e9}))
+        cols = ["pid", "thread", "phase", "operation", "category", "stream", "count",
+                "seconds"]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+    # -- progress ----------------------------------------------------------------------
+    def iterations(self) -> pd.DataFrame:
+        """One row per progress record: time since recording start, timesteps, and the
+        interval since the previous record (steps/s)."""
+        frames = []
+        for r, m in zip(self.results, self._metas, strict=True):
+            pr = m.progress
+            if not len(pr.time_ns):
+                continue
+            o = np.argsort(pr.time_ns, kind="stable")
+            t, steps = pr.time_ns[o], pr.timesteps[o]
+            dt = np.diff(t, prepend=r.span[0]) / 1e9
+            dsteps = np.diff(steps, prepend=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rate = np.where(dt > 0, dsteps / dt, np.nan)
+            frames.append(pd.DataFrame({"pid": r.pid, "time_s": (t - r.span[0]) / 1e9,
+                                        "timesteps": steps,
+                                        "total_timesteps": pr.total_timesteps[o],
+                                        "interval_s": dt, "steps_per_s": rate}))
+        cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s"]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+    def extrapolation(self) -> pd.DataFrame:
+        """Estimated time of the full training run per process, from progress records:
+        the rate between the first and last record, applied to the remaining timesteps."""
+        rows = []
+        it = self.iterations()
+        for pid, g in it.groupby("pid", sort=False):
+            r = next(x for x in self.results if x.pid == pid)
+            done = int(g["timesteps"].iloc[-1])
+            total = int(g["total_timesteps"].max())
+            elapsed = (r.span[1] - r.span[0]) / 1e9
+            span = g["time_s"].iloc[-1] - g["time_s"].iloc[0]
+            steps = done - int(g["timesteps"].iloc[0])
+            rate = steps / span if span > 0 and steps > 0 else np.nan
+            remaining = max(total - done, 0) if total > 0 else np.nan
+            est = elapsed + remaining / rate if rate == rate and remaining == remaining \
+                else np.nan
+            rows.append({"pid": pid, "timesteps": done, "total_timesteps": total,
+                         "recorded_s": elapsed, "steps_per_s": rate,
+                         "fraction_done": done / total if total > 0 else np.nan,
+                         "estimated_total_s": est})
+        cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
+                "fraction_done", "estimated_total_s"]
+        return pd.DataFrame(rows, columns=cols)
+
+
+def _col(name: str) -> str:
+    return name.lower().replace(" + ", "_").replace(" ", "_")
+
+
+_CAT_COL = {"Python": "python_s", "Backend": "backend_s", "Simulator": "simulator_s",
+            "CUDA API": "cuda_api_s", "GPU kernel": "gpu_s", "GPU memcpy": "gpu_s",
+            "GPU memset": "gpu_s"}
+_CAT_COLS = ("python_s", "backend_s", "simulator_s", "cuda_api_s", "gpu_s")
+_REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_only_s, cpu_gpu_s
+_COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls")
+OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
+                     "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
+                     *_COUNT_COLS[1:]]
+UNANNOTATED_NAME = UNANNOTATED

@@ -1,0 +1,72 @@
+"""Interning of operation paths ("backprop > forward") and phase names across processes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+UNANNOTATED = "(unannotated)"
+PATH_SEP = " > "
+
+
+class PathTable:
+    """Path id 0 is "outside any operation"; id k > 0 is (parent id, name)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[int, str], int] = {}
+        self.parent: list[int] = [-1]
+        self.name: list[str] = [UNANNOTATED]
+        self.depth: list[int] = [-1]
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def intern(self, parent: int, name: str) -> int:
+        key = (parent, name)
+        pid = self._ids.get(key)
+        if pid is None:
+            pid = self._ids[key] = len(self.parent)
+            self.parent.append(parent)
+            self.name.append(name)
+            self.depth.append(self.depth[parent] + 1 if parent > 0 else 0)
+        return pid
+
+    def intern_many(self, parents: np.ndarray, name_ids: np.ndarray,
+                    strings: list[str]) -> np.ndarray:
+        """Vectorised :meth:`intern` (few distinct pairs, many rows)."""
+        if not len(parents):
+            return np.zeros(0, np.int32)
+        key = parents.astype(np.int64) << 32 | name_ids.astype(np.int64)
+        uniq, inverse = np.unique(key, return_inverse=True)
+        ids = np.array([self.intern(int(k >> 32), strings[int(k & 0xFFFFFFFF)])
+                        for k in uniq.tolist()], np.int32)
+        return ids[inverse]
+
+    def path(self, pid: int) -> str:
+        parts = []
+        while pid > 0:
+            parts.append(self.name[pid])
+            pid = self.parent[pid]
+        return PATH_SEP.join(reversed(parts)) or UNANNOTATED
+
+    def ancestors(self, pid: int) -> list[int]:
+        """``pid`` and every enclosing path id (not 0)."""
+        out = []
+        while pid > 0:
+            out.append(pid)
+            pid = self.parent[pid]
+        return out
+
+
+class NameTable:
+    """Phase names; id 0 is "no phase"."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {"": 0}
+        self.names: list[str] = [""]
+
+    def intern(self, name: str) -> int:
+        i = self._ids.get(name)
+        if i is None:
+            i = self._ids[name] = len(self.names)
+            self.names.append(name)
+        return i

@@ -1,0 +1,170 @@
+"""The state of one thread after each of its events: innermost operation (as a path id),
+phase, CPU category, and whether the thread is active or waiting for the GPU.
+
+A thread's state only changes at its own events, so the CPU timeline of a thread is the
+sequence of [t_i, t_{i+1}) segments, each in the state after event i. Everything is
+vectorised: nesting depth is a clipped cumulative sum (an end with no begin at depth 0 is
+ignored), and the innermost open scope is the latest begin at the current depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlscope.analysis import categories as C
+from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.trace import format as fmt
+
+# Pseudo event kinds for CUDA API calls merged into a thread's events.
+API_BEGIN = 100
+API_END = 101
+WAIT_BEGIN = 102  # a synchronising API call (see categories.WAITING_CUDA_CALLS)
+WAIT_END = 103
+
+
+@dataclass
+class ThreadState:
+    index: int  # ThreadInfo.index (or a pseudo index for CUDA-only threads)
+    tid: int
+    name: str
+    main: bool
+    time: np.ndarray  # int64, sorted event times
+    path: np.ndarray  # int32 innermost operation path id after each event (0: none)
+    phase: np.ndarray  # int32 phase id after each event (0: none)
+    category: np.ndarray  # uint8 CPU category after each event
+    active: np.ndarray  # bool: the thread counts as running after the event
+    waiting: np.ndarray  # bool: inside a synchronising CUDA API call
+    # Per operation begin (calls) and per call begin (transitions):
+    op_begin_path: np.ndarray
+    op_begin_phase: np.ndarray
+    call_path: dict[int, np.ndarray]  # category -> path id at each call begin
+    call_phase: dict[int, np.ndarray]
+    phase_times: np.ndarray  # times where the thread's phase changes (for inheritance)
+    phase_ids: np.ndarray
+
+    def state_at(self, t: np.ndarray) -> np.ndarray:
+        """Index of the last event at or before each time (-1 before the first)."""
+        return np.searchsorted(self.time, t, side="right") - 1
+
+
+def _clipped_depth(step: np.ndarray) -> np.ndarray:
+    """Nesting depth after each event; an end at depth 0 is ignored (reflected walk)."""
+    d = np.cumsum(step, dtype=np.int32)
+    return d - np.minimum(np.minimum.accumulate(d), 0)
+
+
+def _ffill(positions: np.ndarray, values: np.ndarray, n: int, before: object) -> np.ndarray:
+    """Array of length n: values[j] from positions[j] until positions[j+1], ``before``
+    ahead of the first position. ``positions`` is increasing."""
+    lengths = np.diff(np.r_[0, positions, n])
+    return np.repeat(np.r_[np.array([before], dtype=values.dtype), values], lengths)
+
+
+def _active_flags(kind: np.ndarray, begin: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """(inside a call after each event, positions of the begins)."""
+    idx = np.flatnonzero((kind == begin) | (kind == end))
+    n = len(kind)
+    if not len(idx):
+        return np.zeros(n, bool), idx
+    is_b = kind[idx] == begin
+    depth = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
+    return _ffill(idx, depth > 0, n, False), idx[is_b]
+
+
+def innermost_ops(kind: np.ndarray, name: np.ndarray, strings: list[str],
+                  paths: PathTable, begin: int = fmt.OPERATION_BEGIN,
+                  end: int = fmt.OPERATION_END) -> tuple[np.ndarray, np.ndarray]:
+    """(path id after each event, path id of each begin event in order)."""
+    n = len(kind)
+    idx = np.flatnonzero((kind == begin) | (kind == end))
+    m = len(idx)
+    if not m:
+        return np.zeros(n, np.int32), np.zeros(0, np.int32)
+    is_b = kind[idx] == begin
+    lvl = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
+    # Latest begin at the current level: sort by level (stable), forward-fill within it.
+    order = np.argsort(lvl.astype(np.int16), kind="stable")
+    lvl_s = lvl[order].astype(np.int64)
+    base = lvl_s * (m + 1)
+    acc = np.maximum.accumulate(np.where(is_b[order], base + order + 1, base))
+    inner = np.empty(m, np.int64)
+    inner[order] = acc - base - 1  # -1: level 0 (outside every operation)
+    inner[lvl == 0] = -1
+    # Path id of each begin, level by level: parent = innermost after the previous event.
+    path_of = np.zeros(m, np.int32)
+    prev_inner = np.r_[-1, inner[:-1]]
+    names = name[idx]
+    for level in range(1, int(lvl.max()) + 1):
+        sel = np.flatnonzero(is_b & (lvl == level))
+        if not len(sel):
+            continue
+        parent_pos = prev_inner[sel]
+        parent = np.where(parent_pos >= 0, path_of[np.maximum(parent_pos, 0)], 0)
+        path_of[sel] = paths.intern_many(parent, names[sel], strings)
+    after = np.where(inner >= 0, path_of[np.maximum(inner, 0)], 0).astype(np.int32)
+    return _ffill(idx, after, n, np.int32(0)), path_of[is_b]
+
+
+def phase_changes(time: np.ndarray, kind: np.ndarray, name: np.ndarray, strings: list[str],
+                  phases: NameTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positions, times, phase ids) where the innermost phase changes. Phases are rare,
+    so a plain stack will do."""
+    idx = np.flatnonzero((kind == fmt.PHASE_BEGIN) | (kind == fmt.PHASE_END))
+    stack: list[int] = []
+    ids = []
+    for k, nm in zip(kind[idx].tolist(), name[idx].tolist(), strict=True):
+        if k == fmt.PHASE_BEGIN:
+            stack.append(phases.intern(strings[nm]))
+        elif stack:
+            stack.pop()
+        ids.append(stack[-1] if stack else 0)
+    return idx, time[idx], np.array(ids, np.int32)
+
+
+def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
+                 kind: np.ndarray, names: np.ndarray, strings: list[str], paths: PathTable,
+                 phases: NameTable, span: tuple[int, int],
+                 inherited_phase: tuple[np.ndarray, np.ndarray] | None) -> ThreadState:
+    """State after each event of one thread; events must be sorted by time (stably)."""
+    n = len(time)
+    path, op_begin_path = innermost_ops(kind, names, strings, paths)
+    ph_pos, ph_times, ph_ids = phase_changes(time, kind, names, strings, phases)
+    if len(ph_pos) or inherited_phase is None or not len(inherited_phase[0]):
+        phase = _ffill(ph_pos, ph_ids, n, np.int32(0))
+    else:  # no phases of its own: the main thread's phase at the same time
+        it, iid = inherited_phase
+        j = np.searchsorted(it, time, side="right") - 1
+        phase = np.where(j >= 0, iid[np.maximum(j, 0)], 0).astype(np.int32)
+
+    bk_on, bk_begins = _active_flags(kind, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END)
+    sim_on, sim_begins = _active_flags(kind, fmt.SIMULATOR_CALL_BEGIN,
+                                       fmt.SIMULATOR_CALL_END)
+    api_on, _ = _active_flags(np.where(kind == WAIT_BEGIN, API_BEGIN,
+                                       np.where(kind == WAIT_END, API_END, kind))
+                              if len(kind) and kind.max() >= API_BEGIN else kind,
+                              API_BEGIN, API_END)
+    wait_on, _ = _active_flags(kind, WAIT_BEGIN, WAIT_END)
+    category = np.zeros(n, np.uint8)
+    category[bk_on] = C.BACKEND
+    category[sim_on] = C.SIMULATOR
+    both = bk_on & sim_on
+    if both.any():  # the later-started call is the innermost one
+        lb = _ffill(bk_begins, bk_begins, n, -1)
+        ls = _ffill(sim_begins, sim_begins, n, -1)
+        category[both & (lb > ls)] = C.BACKEND
+    category[api_on] = C.CUDA_API
+
+    if main:
+        active = (time >= span[0]) & (time < span[1])
+    else:
+        active = ((path > 0) | (category != C.PYTHON)) & (time < span[1])
+    api_begins = np.flatnonzero((kind == API_BEGIN) | (kind == WAIT_BEGIN))
+    op_b = np.flatnonzero(kind == fmt.OPERATION_BEGIN)
+    call_pos = {C.BACKEND: bk_begins, C.SIMULATOR: sim_begins, C.CUDA_API: api_begins}
+    return ThreadState(
+        index, tid, name, main, time, path, phase, category, active, wait_on,
+        op_begin_path, phase[op_b],
+        {c: path[p] for c, p in call_pos.items()}, {c: phase[p] for c, p in call_pos.items()},
+        ph_times, ph_ids)
