@@ -396,7 +396,6 @@ PyObject* py_pop_operation(PyObject*, PyObject* args, PyObject* kwargs) {
     Py_DECREF(scope);
   }
   ThreadState* t = thread_state();
-  std::vector<rlscope::StackEntry> open = rlscope::open_scopes(t);
   Status st = rlscope::pop(t, rlscope::OPERATION_BEGIN, id);
   if (st == rlscope::STACK_EMPTY) {
     PyErr_SetString(error_type(),
@@ -406,6 +405,7 @@ PyObject* py_pop_operation(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   if (st == rlscope::MISMATCH) {
+    std::vector<rlscope::StackEntry> open = rlscope::open_scopes(t);  // unchanged by pop
     std::string wanted = name == Py_None ? std::string("pop_operation()")
                                          : "pop_operation('" +
                                                std::string(PyUnicode_AsUTF8(name)) + "')";
