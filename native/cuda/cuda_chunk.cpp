@@ -83,7 +83,8 @@ void CudaChunkEncoder::add_api_calls(const std::vector<ApiCall>& calls,
     put_varint(api_dur_, uint64_t(c.end_ns >= c.start_ns ? c.end_ns - c.start_ns : 0));
     put_varint(api_thread_, thread[i]);
     put_varint(api_name_, api_name(c.domain, c.cbid));
-    put_varint(api_domain_, c.domain);
+    // trace.proto / rlscope.trace.gpu: 1 runtime, 2 driver (CUPTI numbers them 2 and 1).
+    put_varint(api_domain_, c.domain == CUPTI_CB_DOMAIN_RUNTIME_API ? 1u : 2u);
     put_delta(api_corr_, int64_t(c.correlation_id), &api_corr_prev_);
     ++n_api_;
   }

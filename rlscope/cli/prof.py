@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -19,12 +20,41 @@ from rlscope.run_metadata import finish_run_metadata, start_run_metadata, write_
 from rlscope.trace import format as fmt
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent.parent / "_bootstrap")
+CUDA_LIBRARY = "librlscope_cuda.so"
+
+
+def cuda_library() -> str | None:
+    """The CUDA collector (docs/cuda.md), installed next to rlscope._native; None when
+    rlscope was built without the CUPTI headers. RLSCOPE_CUDA_LIBRARY overrides."""
+    override = os.environ.get("RLSCOPE_CUDA_LIBRARY")
+    if override:
+        return override if os.path.exists(override) else None
+    dirs = [Path(__file__).resolve().parent.parent]
+    try:
+        spec = importlib.util.find_spec("rlscope._native")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        dirs.insert(0, Path(spec.origin).parent)  # editable installs keep it in site-packages
+    for d in dirs:
+        if (d / CUDA_LIBRARY).exists():
+            return str(d / CUDA_LIBRARY)
+    return None
 
 
 def child_environment(output_dir: str, recorder: str, flush_interval_s: float,
-                      base: dict[str, str] | None = None) -> dict[str, str]:
+                      base: dict[str, str] | None = None, cuda: bool = True) -> dict[str, str]:
     """The environment contract: what a profiled process (and its children) inherit."""
     e = dict(os.environ if base is None else base)
+    lib = cuda_library() if cuda else None
+    e["RLSCOPE_CUDA"] = "1" if lib else "0"
+    if lib:
+        # The preload's constructor only reads the environment; the driver calls its
+        # InitializeInjection() at cuInit (docs/cuda.md).
+        old_preload = e.get("LD_PRELOAD", "")
+        if lib not in old_preload.split():
+            e["LD_PRELOAD"] = (lib + " " + old_preload).strip()
+        e.setdefault("CUDA_INJECTION64_PATH", lib)
     e[env.ENV_OUTPUT_DIR] = output_dir
     e[env.ENV_RECORDER] = recorder
     e[env.ENV_FLUSH_INTERVAL] = repr(flush_interval_s)
@@ -67,10 +97,12 @@ def _resolve(command: tuple[str, ...]) -> None:
 @click.option("--flush-interval", type=click.FloatRange(0.01, 60.0), default=0.5,
               show_default=True, help="Seconds between periodic writes of the trace.")
 @click.option("--force", is_flag=True, help="Replace a trace already in the output directory.")
+@click.option("--no-cuda", is_flag=True,
+              help="Do not trace CUDA API calls and GPU work (leaves CUPTI to other tools).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def prof(output: Path, recorder: str, flush_interval: float, force: bool, quiet: bool,
-         command: tuple[str, ...]) -> int:
+def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
+         quiet: bool, command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
     Example: rls-prof -o runs/ppo -- python train.py --steps 20000
@@ -80,7 +112,7 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, quiet:
     _prepare_output(out, force)
     meta = start_run_metadata(list(command), recorder)
     write_run_metadata(out, meta)
-    child_env = child_environment(str(out), recorder, flush_interval)
+    child_env = child_environment(str(out), recorder, flush_interval, cuda=not no_cuda)
 
     interrupted: list[int] = []
 
@@ -103,6 +135,8 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, quiet:
     finish_run_metadata(meta, returncode, interrupted)
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
+    cuda_files = [f for f in files if f.name.startswith("cuda.")]
+    files = [f for f in files if f not in cuda_files]
     if not quiet:
         how = (f"exited with status {returncode}" if returncode >= 0
                else f"killed by signal {signal.Signals(-returncode).name}")
@@ -113,7 +147,20 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, quiet:
             click.echo(f"rls-prof: {command[0]} {how}; trace of {len(files)} process"
                        f"{'es' if len(files) != 1 else ''} in {out}\n"
                        f"rls-prof: analyse with: rls-analyze report {out}", err=True)
+        click.echo("rls-prof: " + _gpu_summary(no_cuda, child_env, len(cuda_files)), err=True)
     return status
+
+
+def _gpu_summary(no_cuda: bool, child_env: dict[str, str], n_cuda: int) -> str:
+    if n_cuda:
+        return f"GPU: CUDA API calls and GPU activity traced in {n_cuda} process" + \
+            ("es" if n_cuda != 1 else "")
+    if no_cuda:
+        return "GPU not traced (--no-cuda)"
+    if child_env.get("RLSCOPE_CUDA") != "1":
+        return ("GPU not traced: this rlscope was built without the CUDA collector (no CUPTI "
+                "headers at build time; see docs/cuda.md)")
+    return "GPU not traced: no process initialised CUDA (CPU-only workload, or no NVIDIA driver)"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,6 +33,9 @@ class CudaApiCalls:
     name: np.ndarray  # uint32 index into ``strings``
     domain: np.ndarray  # uint8 RUNTIME_API / DRIVER_API
     strings: list[str] = field(default_factory=lambda: [""])
+    # CUPTI external correlation id pushed around the call (0: none); empty when the
+    # table was built without one (synthetic tables).
+    external_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -57,6 +60,10 @@ class GpuActivities:
     name: np.ndarray  # uint32 index into ``strings`` (kernel name; 0 for copies)
     bytes: np.ndarray  # int64 (memcpy / memset size; 0 for kernels)
     strings: list[str] = field(default_factory=lambda: [""])
+    # Filled by the CUDA reader; empty when the table was built without them.
+    grid: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))  # (n, 3) kernels
+    block: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int32))  # (n, 3) kernels
+    copy_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))  # memcpy kind
 
     def __len__(self) -> int:
         return len(self.start_ns)

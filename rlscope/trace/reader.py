@@ -10,13 +10,18 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
+from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
+from rlscope.trace.cuda_reader import merge_cuda, read_cuda_records
 from rlscope.trace.gpu import CudaApiCalls, GpuActivities
+
+if TYPE_CHECKING:
+    from rlscope.trace.cuda_reader import CudaInfo
 
 RUN_FILE = "run.json"
 
@@ -82,6 +87,9 @@ class ProcessTrace:
     # Filled from the CUDA collector's file of the same process (source "cuda").
     api_calls: CudaApiCalls = field(default_factory=CudaApiCalls.empty)
     gpu: GpuActivities = field(default_factory=GpuActivities.empty)
+    # The CUDA file's own details (clock offset, external correlations, CUPTI overhead
+    # records, drop counts); None when the process has no CUDA file.
+    cuda: CudaInfo | None = None
 
     @property
     def pid(self) -> int:
@@ -128,6 +136,7 @@ def read_trace(directory: str | os.PathLike[str]) -> Trace:
         raise TraceError(f"no rlscope trace files (*{fmt.FILE_SUFFIX}) in {d}; record one "
                          f"with: rls-prof -o {d} -- python your_script.py")
     processes = [read_process(f) for f in files]
+    processes = merge_cuda(processes)  # cuda.<pid> files join python.<pid> ones
     versions = {p.header.format_version for p in processes}
     if len(versions) > 1:
         raise TraceError(f"{d} mixes trace format versions {sorted(versions)}; analyse the "
@@ -209,7 +218,21 @@ def read_process(path: str | os.PathLike[str]) -> ProcessTrace:
                     tuple(h.argv), fmt.ClockPair(h.clock.monotonic_ns, h.clock.realtime_ns,
                                                  h.clock.uncertainty_ns),
                     h.recorder, h.rlscope_version)
+    if h.source == SOURCE_CUDA:
+        return _cuda_process(p, header, h, records[1:], warnings)
     return _assemble(p, header, records[1:], warnings)
+
+
+def _cuda_process(path: Path, header: Header, h: Any, records: list[Any],
+                  warnings: list[str]) -> ProcessTrace:
+    """A CUDA collector file as a process of its own (no Python events); read_trace
+    merges it into the Python file of the same process."""
+    api, gpu, info = read_cuda_records(path, header, h, records, warnings)
+    empty = Events(np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint8),
+                   np.zeros(0, np.uint32))
+    z = np.zeros(0, np.int64)
+    return ProcessTrace(path, header, empty, [""], dict(info.threads), Progress(z, z, z, z), {},
+                        0, info.chunks, warnings, api_calls=api, gpu=gpu, cuda=info)
 
 
 def _assemble(path: Path, header: Header, records: list[Any],
