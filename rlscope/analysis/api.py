@@ -78,6 +78,7 @@ class Analysis:
             rows.append({
                 "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
                 "complete": m.complete, "events": m.events, "threads": len(r.threads),
+                "metadata": m.metadata,
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
@@ -173,7 +174,9 @@ class Analysis:
         order = {pid: i for i, pid in enumerate(meta)}
         wide["_p"] = wide["pid"].map(order)
         wide["_tree"] = [self._tree_key(i) for i in wide["path_id"]]
-        wide = wide.sort_values(["_p", "phase", "_tree"], kind="stable")
+        phase_order = {n: (i == 0, i) for i, n in enumerate(self.phases.names)}
+        wide["_ph"] = wide["phase"].map(phase_order)  # first seen first, no phase last
+        wide = wide.sort_values(["_p", "_ph", "_tree"], kind="stable")
         return wide[OPERATION_COLUMNS].reset_index(drop=True)
 
     def _tree_key(self, pid: int) -> tuple[int, ...]:

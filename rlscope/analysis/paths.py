@@ -36,9 +36,11 @@ class PathTable:
         if not len(parents):
             return np.zeros(0, np.int32)
         key = parents.astype(np.int64) << 32 | name_ids.astype(np.int64)
-        uniq, inverse = np.unique(key, return_inverse=True)
-        ids = np.array([self.intern(int(k >> 32), strings[int(k & 0xFFFFFFFF)])
-                        for k in uniq.tolist()], np.int32)
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        ids = np.zeros(len(uniq), np.int32)
+        for j in np.argsort(first).tolist():  # intern in order of first appearance
+            k = int(uniq[j])
+            ids[j] = self.intern(k >> 32, strings[k & 0xFFFFFFFF])
         return ids[inverse]
 
     def path(self, pid: int) -> str:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
 
 import click
 
-from rlscope.analysis.summary import process_span, summarize
+from rlscope.analysis import Analysis
+from rlscope.analysis import analyze as run_analysis
+from rlscope.analysis.api import total_events
 from rlscope.cli.common import run
+from rlscope.errors import RLScopeError
 from rlscope.reporters import table
 from rlscope.reporters.dump import dump_lines
 from rlscope.trace import Trace, read_trace
+
+_PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
 
 def _load(directory: Path) -> Trace:
@@ -20,6 +25,17 @@ def _load(directory: Path) -> Trace:
     for w in trace.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
     return trace
+
+
+def _analysis(directory: Path) -> Analysis:
+    """Read and analyse, with a progress bar on stderr for long analyses on a terminal."""
+    trace = _load(directory)
+    n = total_events(trace)
+    show = n >= _PROGRESS_MIN_EVENTS and sys.stderr.isatty()
+    bar = (click.progressbar(length=n, label=f"analysing {n:,} events", file=sys.stderr)
+           if show else nullcontext(None))
+    with bar as b:
+        return run_analysis(trace, b.update if b is not None else None)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,19 +61,79 @@ def dump(directory: Path, limit: int | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format.")
 def report(directory: Path, fmt: str) -> None:
-    """Time per process, phase and operation: wall, exclusive (self), calls, percent."""
+    """Time per process, phase and operation: calls, wall, self, and the split into Python,
+    Backend, Simulator, CUDA API and GPU, and CPU only / GPU only / CPU+GPU."""
+    click.echo(table.render(_analysis(directory), fmt))
+
+
+@analyze.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Output directory [default: DIRECTORY/plots].")
+@click.option("--format", "formats", type=click.Choice(["png", "svg"]), multiple=True,
+              default=("png", "svg"), show_default=True, help="Image formats (repeatable).")
+def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None:
+    """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API) and
+    transitions per operation call, as PNG and SVG."""
+    from rlscope.reporters import plots
+
+    a = _analysis(directory)
+    out = output or directory / "plots"
+    _make_dir(out)
+    for path in plots.write_all(a, out, formats):
+        click.echo(str(path))
+
+
+@analyze.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Output file [default: DIRECTORY/trace.json].")
+def timeline(directory: Path, output: Path | None) -> None:
+    """Chrome/Perfetto trace JSON (open in ui.perfetto.dev or chrome://tracing)."""
+    from rlscope.reporters import timeline as tl
+
     trace = _load(directory)
-    df = summarize(trace)
-    processes: list[dict[str, Any]] = []
-    for p in trace.processes:
-        if p.header.source != "python":
-            continue
-        span = process_span(p)
-        processes.append({"pid": p.pid, "ppid": p.header.ppid,
-                          "process": p.header.process_name, "seconds": span.seconds,
-                          "recorder": p.header.recorder, "complete": p.complete,
-                          "events": len(p.events), "metadata": p.metadata})
-    click.echo(table.render(df, fmt, processes, trace.run))
+    out = output or directory / "trace.json"
+    _make_dir(out.parent)
+    try:
+        with open(out, "w") as f:
+            n = tl.write_chrome_trace(trace, f)
+    except OSError as e:
+        raise RLScopeError(f"cannot write {out}: {e.strerror}") from None
+    click.echo(f"{out}: {n:,} trace events; open it in https://ui.perfetto.dev")
+
+
+@analyze.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
+              show_default=True, help="Output format.")
+@click.option("--by", type=click.Choice(["operation", "category"]), default="operation",
+              show_default=True, help="Compare per operation or per category.")
+@click.option("--plot", "plot_to", type=click.Path(path_type=Path), default=None,
+              help="Also write grouped bars to this file (.png or .svg).")
+def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> None:
+    """Compare runs side by side. Each RUN is a trace directory, or several separated by
+    commas: repetitions of one configuration, used to tell deltas from noise."""
+    from rlscope.reporters import compare as cmp
+
+    groups = [[Path(d) for d in r.split(",") if d] for r in runs]
+    if any(not g for g in groups):
+        raise click.UsageError("empty run name")
+    analyses = [[_analysis(d) for d in g] for g in groups]
+    names = [cmp.run_label(g) for g in groups]
+    df = cmp.compare(analyses, names, by)
+    click.echo(cmp.render(df, names, fmt))
+    if plot_to is not None:
+        _make_dir(plot_to.parent)
+        cmp.plot(df, names, plot_to)
+        click.echo(str(plot_to), err=True)
+
+
+def _make_dir(d: Path) -> None:
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RLScopeError(f"cannot create {d}: {e.strerror}") from None
 
 
 def main(argv: list[str] | None = None) -> None:

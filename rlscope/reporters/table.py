@@ -1,73 +1,136 @@
-"""Render the operation summary as a terminal table, CSV, JSON or Markdown."""
+"""Render the per-operation breakdown as a terminal table, CSV, JSON or Markdown.
+
+Consumes only the data API (:class:`rlscope.analysis.Analysis`).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pandas as pd
 
-from rlscope.analysis.summary import UNANNOTATED
+from rlscope.analysis import Analysis
+from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
 
 FORMATS = ("text", "csv", "json", "markdown")
 
-_HEAD = ("Phase", "Operation", "Calls", "Wall s", "Wall %", "Self s", "Self %")
+# (column, heading) of the optional split columns; shown in text when not all zero.
+_SPLITS = [("python_s", "Python"), ("backend_s", "Backend"), ("simulator_s", "Simulator"),
+           ("cuda_api_s", "CUDA API"), ("gpu_s", "GPU"), ("cpu_only_s", "CPU only"),
+           ("gpu_only_s", "GPU only"), ("cpu_gpu_s", "CPU+GPU")]
+_GPU_COLS = {"cuda_api_s", "gpu_s", "cpu_only_s", "gpu_only_s", "cpu_gpu_s"}
 
 
-def _process_title(proc: dict[str, Any]) -> str:
+def _process_title(proc: pd.Series) -> str:
     state = "complete" if proc["complete"] else "incomplete: the process did not stop cleanly"
-    return (f"Process {proc['pid']} {proc['process']}: {proc['seconds']:.3f} s recorded, "
-            f"{proc['recorder']} recorder, {state}")
+    title = (f"Process {proc['pid']} {proc['process']}: {proc['seconds']:.3f} s recorded, "
+             f"{proc['recorder']} recorder, {state}")
+    if proc["gpu_only_s"] or proc["cpu_gpu_s"]:
+        cov = max(proc["covered_s"], 1e-12)
+        title += (f"\n  wall time {proc['covered_s']:.3f} s: CPU only "
+                  f"{100 * proc['cpu_only_s'] / cov:.1f}%, GPU only "
+                  f"{100 * proc['gpu_only_s'] / cov:.1f}%, CPU+GPU "
+                  f"{100 * proc['cpu_gpu_s'] / cov:.1f}%")
+    if proc["threads"] > 1:
+        title += f"\n  {proc['threads']} threads: times are summed over threads"
+    return title
 
 
-def _row(cells: tuple[str, ...], widths: list[int]) -> str:
+def _extrapolation_line(row: pd.Series) -> str:
+    line = f"  Progress: {int(row['timesteps']):,} timesteps"
+    if row["total_timesteps"] > 0:
+        line += f" of {int(row['total_timesteps']):,} ({100 * row['fraction_done']:.1f}%)"
+    if not math.isnan(row["steps_per_s"]):
+        line += f" at {row['steps_per_s']:,.1f} steps/s"
+    if not math.isnan(row["estimated_total_s"]) and row["fraction_done"] < 1:
+        line += (f"; estimated full training run: {_duration(row['estimated_total_s'])} "
+                 f"(recorded {_duration(row['recorded_s'])})")
+    return line
+
+
+def _duration(s: float) -> str:
+    if s >= 3600:
+        return f"{s / 3600:.2f} h"
+    if s >= 60:
+        return f"{s / 60:.1f} min"
+    return f"{s:.2f} s"
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
     return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
                      for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
 
-def render_text(df: pd.DataFrame, processes: list[dict[str, Any]], run: dict[str, Any]) -> str:
+def render_text(a: Analysis) -> str:
+    ops, procs, extra = a.operations(), a.processes(), a.extrapolation()
     lines = []
+    run = a.run
     if run:
         cmd = " ".join(run.get("command", []))
         lines.append(f"Run: {cmd}  [{run.get('status', '?')}"
                      + (f", exit status {run['exit_status']}" if "exit_status" in run else "")
                      + "]")
-    for proc in processes:
+    for _, proc in procs.iterrows():
         lines.append("")
         lines.append(_process_title(proc))
-        rows = df[df["pid"] == proc["pid"]]
+        ex = extra[extra["pid"] == proc["pid"]]
+        if len(ex):
+            lines.append(_extrapolation_line(ex.iloc[0]))
+        rows = ops[ops["pid"] == proc["pid"]]
+        splits = [(c, h) for c, h in _SPLITS if c in rows and rows[c].abs().sum() > 0
+                  and not (c == "cpu_only_s" and not (rows["gpu_only_s"].sum()
+                                                      or rows["cpu_gpu_s"].sum()))]
+        head = ["Phase", "Operation", "Calls", "Wall s", "Wall %", "Self s", "Self %",
+                *[h for _, h in splits]]
         body = []
         for r in rows.itertuples():
-            op = "  " * int(r.depth) + r.operation.split(" > ")[-1]
+            op = "  " * int(r.depth) + r.operation.split(PATH_SEP)[-1]
             calls = "-" if r.operation == UNANNOTATED else f"{r.calls:,}"
-            body.append((r.phase or "-", op, calls, f"{r.wall_s:.3f}", f"{r.wall_pct:.1f}",
-                         f"{r.self_s:.3f}", f"{r.self_pct:.1f}"))
+            body.append([r.phase or "-", op, calls, f"{r.wall_s:.3f}", f"{r.wall_pct:.1f}",
+                         f"{r.self_s:.3f}", f"{r.self_pct:.1f}",
+                         *[f"{getattr(r, c):.3f}" for c, _ in splits]])
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
-                  for i, h in enumerate(_HEAD)]
-
-        lines.append("  " + _row(_HEAD, widths))
+                  for i, h in enumerate(head)]
+        lines.append("  " + _row(head, widths))
         lines.append("  " + "  ".join("-" * w for w in widths))
         lines.extend("  " + _row(b, widths) for b in body)
     lines.append("")
-    lines.append("Wall: time inside the operation, children included. Self: excluding nested "
-                 "operations. %: of the process's recorded time.")
+    lines.append("Wall: time inside the operation, nested operations included. Self: "
+                 "excluding them. %: of the process's wall time.")
+    if any(ops[c].abs().sum() > 0 for c in _GPU_COLS - {"cpu_only_s"}):
+        lines.append("Python/Backend/Simulator/CUDA API/GPU and CPU only/GPU only/CPU+GPU "
+                     "split the self time (seconds).")
+    elif len(ops) and (ops["backend_s"].sum() or ops["simulator_s"].sum()):
+        lines.append("Python/Backend/Simulator split the self time (seconds).")
     return "\n".join(lines)
 
 
-def render(df: pd.DataFrame, fmt: str, processes: list[dict[str, Any]],
-           run: dict[str, Any]) -> str:
+def render(a: Analysis, fmt: str) -> str:
     if fmt == "text":
-        return render_text(df, processes, run)
+        return render_text(a)
+    df = a.operations()
     if fmt == "csv":
         return df.to_csv(index=False).rstrip("\n")
     if fmt == "markdown":
-        cols = list(df.columns)
-        out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for row in df.itertuples(index=False):
-            out.append("| " + " | ".join(f"{v:.6g}" if isinstance(v, float) else str(v)
-                                          for v in row) + " |")
-        return "\n".join(out)
+        return to_markdown(df)
     if fmt == "json":
-        return json.dumps({"run": run, "processes": processes,
-                           "operations": json.loads(df.to_json(orient="records"))}, indent=2)
+        return json.dumps({"run": a.run, "processes": _records(a.processes()),
+                           "operations": _records(df),
+                           "extrapolation": _records(a.extrapolation()),
+                           "warnings": a.warnings}, indent=2)
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return json.loads(df.to_json(orient="records"))
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        out.append("| " + " | ".join(f"{v:.6g}" if isinstance(v, float) else str(v)
+                                      for v in row) + " |")
+    return "\n".join(out)
