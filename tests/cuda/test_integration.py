@@ -1,0 +1,115 @@
+"""The CUDA collector end to end: rls-prof, the reader's merge, rls-analyze, a real
+libcudart without a driver, and a CPU-only PyTorch workload."""
+
+from __future__ import annotations
+
+import ctypes.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_traced
+from fake_build import Fake
+
+from rlscope.trace import format as fmt
+from rlscope.trace.reader import read_trace
+from tests.conftest import run_tool
+
+HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.usefixtures("cuda_lib")
+
+
+def _gpu_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if "GPU" in ln]
+
+
+def test_rls_prof_python_workload_through_fake_cupti(fake: Fake, tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--", sys.executable,
+                 str(HERE / "workloads/fake_gpu_train.py"), str(fake.libcupti))
+    assert r.returncode == 0, r.stderr
+    assert _gpu_lines(r.stderr) == [
+        "rls-prof: GPU: CUDA API calls and GPU activity traced in 1 process"]
+    t = read_trace(out)
+    (p,) = t.processes  # python.<pid> and cuda.<pid> merged
+    assert p.header.source == "python" and p.cuda is not None
+    api, gpu = p.api_calls, p.gpu
+    assert len(api) == 10 and len(gpu) == 10
+    assert sorted(gpu.correlation_id.tolist()) == sorted(api.correlation_id.tolist())
+    # Operation tagging by thread and time: each operation encloses its API call, and
+    # the GPU work it launched is joined through the correlation id.
+    ev = p.events
+    begins = ev.time_ns[ev.kind == fmt.OPERATION_BEGIN]
+    ends = ev.time_ns[ev.kind == fmt.OPERATION_END]
+    names = [p.strings[n] for n in ev.name[ev.kind == fmt.OPERATION_BEGIN]]
+    main_tid = p.threads[int(ev.thread[0])].tid
+    for i, (b, e) in enumerate(zip(begins, ends, strict=True)):
+        inside = (api.start_ns >= b) & (api.end_ns <= e)
+        assert inside.sum() == 1 and api.tid[inside][0] == main_tid
+        want = "cudaLaunchKernel" if names[i] == "inference" else "cudaMemcpy"
+        assert api.strings[api.name[inside][0]] == want
+        k = gpu.correlation_id == api.correlation_id[inside][0]
+        assert gpu.kind[k][0] == (1 if names[i] == "inference" else 2)
+        assert b <= gpu.start_ns[k][0] <= e  # launched (and here run) inside the operation
+    rep = run_tool("rls-analyze", "report", str(out))
+    assert rep.returncode == 0, rep.stderr
+    assert "CUDA API" in rep.stdout and "CPU+GPU" in rep.stdout
+
+
+def test_rls_prof_no_cuda(fake: Fake, tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--no-cuda", "--", str(fake.app), "basic")
+    assert r.returncode == 0, r.stderr
+    assert not list(out.glob("cuda.*"))
+    assert _gpu_lines(r.stderr) == ["rls-prof: GPU not traced (--no-cuda)"]
+
+
+def test_rls_prof_cpp_program(fake: Fake, tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--", str(fake.app), "basic")
+    assert r.returncode == 0, r.stderr
+    (p,) = read_trace(out).processes  # a process with only a CUDA file still appears
+    assert p.header.source == "cuda" and len(p.api_calls) == 6 and len(p.gpu) == 4
+
+
+@pytest.fixture(scope="module")
+def nodriver_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    if ctypes.util.find_library("cuda"):
+        pytest.skip("an NVIDIA driver is installed; this test is for machines without one")
+    app = tmp_path_factory.mktemp("nvcc") / "nodriver_app"
+    r = subprocess.run([nvcc, "-cudart", "shared", "-o", str(app), str(HERE / "nodriver_app.cu")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return app
+
+
+def test_real_cudart_without_driver_degrades_cleanly(nodriver_app: Path, tmp_path: Path):
+    plain = subprocess.run([str(nodriver_app)], capture_output=True, text=True, timeout=60)
+    traced = run_traced([str(nodriver_app)], tmp_path / "t")
+    assert traced.returncode == plain.returncode == 0
+    assert traced.stdout == plain.stdout and "cudaErrorInsufficientDriver" in plain.stdout
+    lines = traced.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlscope: GPU not traced in pid ")
+    assert "no NVIDIA driver" in lines[0]
+    assert not list((tmp_path / "t").glob("cuda.*"))
+
+
+def test_cpu_torch_workload_unaffected(tmp_path: Path):
+    pytest.importorskip("torch")
+    script = str(HERE / "workloads/cpu_torch.py")
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    r = run_tool("rls-prof", "-o", str(tmp_path / "run"), "--", sys.executable, script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout
+    assert "rlscope:" not in r.stderr  # the collector itself stays silent
+    assert _gpu_lines(r.stderr) == ["rls-prof: GPU not traced: no process initialised CUDA "
+                                    "(CPU-only workload, or no NVIDIA driver)"]
+    assert np.all([f.name.startswith("python.") for f in (tmp_path / "run").glob("*.rlscope")])
