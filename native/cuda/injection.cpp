@@ -40,19 +40,18 @@ void cuda_libraries_loaded(bool* runtime, bool* driver) {
 __attribute__((constructor)) void on_load() { rlscope::cuda::set_config(rlscope::cuda::read_config()); }
 
 // A process that loaded CUDA but never initialised it through us gets one line
-// saying why its GPU work (if any) is not in the trace.
+// saying why its GPU work is not in the trace -- only when the machine has no
+// NVIDIA kernel driver: with one, such a process simply never used CUDA (e.g.
+// `import torch` loads libcudart in every worker).
 __attribute__((destructor)) void on_unload() {
   using namespace rlscope::cuda;
   if (!config().enabled || collector_attempted()) return;
   bool runtime = false, driver = false;
   cuda_libraries_loaded(&runtime, &driver);
-  if (driver) {
-    log_line("GPU not traced in pid %d: the CUDA driver was loaded but never initialised "
-             "(no usable GPU, or CUDA_INJECTION64_PATH was changed)", int(getpid()));
-  } else if (runtime) {
-    log_line("GPU not traced in pid %d: the CUDA runtime is loaded but there is no NVIDIA "
-             "driver (libcuda.so.1)", int(getpid()));
-  }
+  if (!runtime && !driver) return;
+  if (access("/proc/driver/nvidia/version", F_OK) == 0) return;
+  log_line("GPU not traced in pid %d: the CUDA %s is loaded but there is no NVIDIA driver "
+           "(/proc/driver/nvidia is missing)", int(getpid()), runtime ? "runtime" : "driver library");
 }
 
 }  // namespace
