@@ -4,6 +4,7 @@ libcudart without a driver, and a CPU-only PyTorch workload."""
 from __future__ import annotations
 
 import ctypes.util
+import json
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,12 @@ def test_rls_prof_python_workload_through_fake_cupti(fake: Fake, tmp_path: Path)
     rep = run_tool("rls-analyze", "report", str(out))
     assert rep.returncode == 0, rep.stderr
     assert "CUDA API" in rep.stdout and "CPU+GPU" in rep.stdout
+    tl = run_tool("rls-analyze", "timeline", str(out), "-o", str(tmp_path / "tl.json"))
+    if "No such command" not in tl.stderr:  # the timeline reporter may not be built yet
+        assert tl.returncode == 0, tl.stderr
+        doc = json.loads((tmp_path / "tl.json").read_text())
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc
+        assert {"cuda_api", "gpu"} <= {e.get("cat") for e in events}
 
 
 def test_rls_prof_no_cuda(fake: Fake, tmp_path: Path):
