@@ -1,0 +1,54 @@
+"""Chrome / Perfetto trace-event JSON: one track per thread and kind of slice, one per
+GPU stream; opens in ui.perfetto.dev and chrome://tracing.
+
+Written incrementally so a large trace needs no large in-memory document.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from rlscope.analysis.slices import process_tracks
+from rlscope.trace.reader import Trace
+
+
+def write_chrome_trace(trace: Trace, out: IO[str]) -> int:
+    """Write the trace; return the number of trace events written."""
+    procs = [p for p in trace.processes if p.header.source == "python"]
+    t0 = min((int(p.events.time_ns.min()) for p in procs if len(p.events)), default=0)
+    n = 0
+    out.write('{"displayTimeUnit": "ns", "otherData": ')
+    out.write(json.dumps({"source": "rlscope", "directory": str(trace.directory),
+                          "origin_monotonic_ns": t0}))
+    out.write(', "traceEvents": [\n')
+    first = True
+
+    def emit(obj: dict) -> None:
+        nonlocal first, n
+        out.write(("" if first else ",\n") + json.dumps(obj, separators=(",", ":")))
+        first = False
+        n += 1
+
+    for p in procs:
+        pid = p.pid
+        emit({"ph": "M", "name": "process_name", "pid": pid,
+              "args": {"name": f"{p.header.process_name} ({pid})"}})
+        for tid, tr in enumerate(process_tracks(p), start=1):
+            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                  "args": {"name": tr.name}})
+            emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                  "args": {"sort_index": tr.sort}})
+            starts = ((tr.start_ns - t0) / 1e3).tolist()
+            ends = ((tr.end_ns - t0) / 1e3).tolist()
+            for s, e, name in zip(starts, ends, tr.names, strict=True):
+                ts = round(s, 3)  # whole ns: nesting survives the rounding
+                emit({"ph": "X", "pid": pid, "tid": tid, "name": name, "cat": tr.category,
+                      "ts": ts, "dur": round(round(e, 3) - ts, 3)})
+        pr = p.progress
+        for t, steps in zip(((pr.time_ns - t0) / 1e3).tolist(), pr.timesteps.tolist(),
+                            strict=True):
+            emit({"ph": "C", "pid": pid, "name": "timesteps", "ts": round(t, 3),
+                  "args": {"timesteps": steps}})
+    out.write("\n]}\n")
+    return n

@@ -1,0 +1,93 @@
+"""rls-analyze report / plot / timeline / compare in a subprocess, on generated traces;
+bad input gives one line and exit status 2 for every subcommand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlscope import trace_pb2
+from rlscope.trace import format as fmt
+from tests.conftest import REPO, run_tool
+
+MAKE_TRACE = REPO / "scripts" / "bench" / "make_trace.py"
+
+
+def make(out: Path, events: int = 20000, seed: int = 0, threads: int = 1) -> Path:
+    subprocess.run([sys.executable, str(MAKE_TRACE), "-o", str(out), "--events", str(events),
+                    "--seed", str(seed), "--threads", str(threads)], check=True,
+                   capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    d = tmp_path_factory.mktemp("traces")
+    return [make(d / "a", seed=1), make(d / "b", seed=2), make(d / "c", 30000, seed=3,
+                                                                threads=2)]
+
+
+def test_report_all_formats(traces: list[Path]):
+    r = run_tool("rls-analyze", "report", str(traces[0]))
+    assert r.returncode == 0, r.stderr
+    for word in ("inference", "simulation", "backprop", "optimizer", "Backend", "Simulator",
+                 "Progress:"):
+        assert word in r.stdout, word
+    r = run_tool("rls-analyze", "report", "--format", "json", str(traces[2]))
+    doc = json.loads(r.stdout)
+    assert doc["processes"][0]["threads"] == 2
+    r = run_tool("rls-analyze", "report", "--format", "csv", str(traces[0]))
+    assert r.stdout.startswith("pid,process,phase,operation")
+
+
+def test_plot_timeline_compare(traces: list[Path], tmp_path: Path):
+    r = run_tool("rls-analyze", "plot", str(traces[0]), "-o", str(tmp_path / "plots"))
+    assert r.returncode == 0, r.stderr
+    assert {p.name for p in (tmp_path / "plots").iterdir()} == {
+        "breakdown.png", "breakdown.svg", "transitions.png", "transitions.svg"}
+    r = run_tool("rls-analyze", "timeline", str(traces[2]), "-o", str(tmp_path / "t.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert sum(e["ph"] == "X" for e in doc["traceEvents"]) > 1000
+    r = run_tool("rls-analyze", "compare", f"{traces[0]},{traces[1]}", str(traces[2]),
+                 "--plot", str(tmp_path / "cmp.png"))
+    assert r.returncode == 0, r.stderr
+    assert "Δ c" in r.stdout and (tmp_path / "cmp.png").exists()
+
+
+def _corrupt(d: Path) -> Path:
+    d.mkdir()
+    (d / f"python.1{fmt.FILE_SUFFIX}").write_bytes(fmt.MAGIC + b"\x05\xff\xff\xff\xff\xff"
+                                                    + b"\x00" * 50)
+    return d
+
+
+def _other_version(d: Path, traces: list[Path]) -> Path:
+    d.mkdir()
+    src = next(traces[0].glob("*" + fmt.FILE_SUFFIX))
+    (d / src.name).write_bytes(src.read_bytes())
+    rec = trace_pb2.Record()
+    rec.header.format_version = fmt.FORMAT_VERSION + 1
+    rec.header.source = "python"
+    body = rec.SerializeToString()
+    (d / f"python.2{fmt.FILE_SUFFIX}").write_bytes(fmt.MAGIC + bytes([len(body)]) + body)
+    return d
+
+
+def test_bad_input_is_one_line_for_every_subcommand(traces: list[Path], tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = [tmp_path / "missing", empty, _corrupt(tmp_path / "corrupt"),
+           _other_version(tmp_path / "mixed", traces)]
+    for d in bad:
+        for args in (["report", str(d)], ["plot", str(d), "-o", str(tmp_path / "p")],
+                     ["timeline", str(d), "-o", str(tmp_path / "t.json")],
+                     ["compare", str(traces[0]), str(d)]):
+            r = run_tool("rls-analyze", *args)
+            assert r.returncode == 2, (args, r.stdout, r.stderr)
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in r.stderr, (args, r.stderr)
