@@ -172,6 +172,7 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
                   __version__, float(flush_interval_s), int(max_buffer_bytes))
         _recorder, _output_dir = rec, out
         _set_factories(rec.operation, rec.phase)
+        _MultiprocessingHook.install()
         return path
 
 
@@ -239,10 +240,30 @@ def _after_fork_child() -> None:
     rec = _recorder
     if rec is not None and _output_dir is not None:
         rec.after_fork_child(fmt.trace_file_path(_output_dir))
-        mp_util = sys.modules.get("multiprocessing.util")
-        if mp_util is not None:
-            # multiprocessing's forked workers leave through os._exit(), skipping
-            # atexit; its own exit hook runs finalizers, so flush from there.
+
+
+class _MultiprocessingHook:
+    """multiprocessing's forked workers leave through os._exit(), skipping atexit. Its
+    own exit path runs finalizers, but clears those inherited from the parent first; a
+    finalizer registered from its after-fork hook survives that, so stop() runs there."""
+
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.installed:
+            return
+        import multiprocessing.util as mp_util
+
+        cls.installed = True
+        cls._anchor = cls()  # register_after_fork keys on a weak reference
+        mp_util.register_after_fork(cls._anchor, cls._after_fork)
+
+    @staticmethod
+    def _after_fork(_anchor: object) -> None:
+        import multiprocessing.util as mp_util
+
+        if _recorder is not None:
             mp_util.Finalize(None, stop, exitpriority=0)
 
 

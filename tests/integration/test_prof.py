@@ -189,3 +189,24 @@ def test_analyze_bad_input_gives_one_line(tmp_path: Path):
         r = run_tool("rls-analyze", *args)
         assert r.returncode == 2, args
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_multiprocessing_workers_record_their_own_traces(tmp_path: Path, method: str):
+    out = tmp_path / method
+    r = run_tool("rls-prof", "-o", str(out), "--", sys.executable,
+                 str(Path(__file__).parent / "workloads" / "multiproc.py"), method)
+    assert r.returncode == 0, r.stderr
+    trace = read_trace(out)
+    assert trace.warnings == []
+    steps = 0
+    parents = 0
+    for p in trace.processes:
+        iv = operation_intervals(p.events)
+        assert iv.closed.all() and iv.unmatched_ends == 0
+        names = [p.name_of(int(n)) for n in iv.name]
+        steps += names.count("worker-step")
+        parents += names.count("parent") if p.header.ppid != trace.processes[0].pid else 0
+    # 2 Process workers x 25 steps + 3 pool tasks x 10 steps, wherever they ran.
+    assert steps == 80
+    assert len(trace.processes) >= 3  # the parent, the two Process workers (+ pool workers)
