@@ -43,9 +43,7 @@ def total_events(trace: Trace) -> int:
 def analyze(trace: Trace, progress: Callable[[int], None] | None = None) -> Analysis:
     paths, phases = PathTable(), NameTable()
     results, metas = [], []
-    for p in trace.processes:
-        if p.header.source != "python":
-            continue
+    for p in trace.processes:  # CUDA files are merged into their Python process already
         results.append(analyze_process(p, paths, phases, progress))
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,

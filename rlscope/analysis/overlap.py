@@ -28,7 +28,7 @@ import numpy as np
 
 from rlscope.analysis import categories as C
 from rlscope.analysis.paths import NameTable, PathTable
-from rlscope.analysis.summary import process_span
+from rlscope.analysis.summary import ProcessSpan, process_span
 from rlscope.analysis.threadstate import (
     API_BEGIN,
     API_END,
@@ -288,6 +288,9 @@ def _gpu_only_choice(g: GpuActivities, acts: np.ndarray, at: np.ndarray) -> np.n
 def analyze_process(p: ProcessTrace, paths: PathTable, phases: NameTable,
                     progress: Callable[[int], None] | None = None) -> ProcessResult:
     span = process_span(p)
+    if not len(p.events):  # a CUDA-only process (e.g. a C++ program): no main thread
+        t = np.r_[p.api_calls.start_ns, p.api_calls.end_ns, p.gpu.start_ns, p.gpu.end_ns]
+        span = ProcessSpan(int(t.min()), int(t.max()), -1) if len(t) else span
     api_thread, wait, extra = _api_threads(p)
     per_thread = _split_threads(p, api_thread, wait)
     main = span.main_thread

@@ -15,8 +15,11 @@ from rlscope.trace.reader import Trace
 
 def write_chrome_trace(trace: Trace, out: IO[str]) -> int:
     """Write the trace; return the number of trace events written."""
-    procs = [p for p in trace.processes if p.header.source == "python"]
-    t0 = min((int(p.events.time_ns.min()) for p in procs if len(p.events)), default=0)
+    procs = trace.processes
+    firsts = [int(p.events.time_ns.min()) for p in procs if len(p.events)]
+    firsts += [int(p.api_calls.start_ns.min()) for p in procs if len(p.api_calls)]
+    firsts += [int(p.gpu.start_ns.min()) for p in procs if len(p.gpu)]
+    t0 = min(firsts, default=0)
     n = 0
     out.write('{"displayTimeUnit": "ns", "otherData": ')
     out.write(json.dumps({"source": "rlscope", "directory": str(trace.directory),

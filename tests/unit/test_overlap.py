@@ -152,3 +152,16 @@ def test_empty_and_multi_process():
     df = a.operations()
     assert set(df["pid"]) == {1, 2}
     assert isinstance(df, pd.DataFrame)
+
+
+def test_cuda_only_process_counts_api_and_gpu_time():
+    p = process_trace(events=[], api=[(9, 10, 20, 1, "cudaLaunchKernel"),
+                                      (9, 30, 60, 2, "cudaDeviceSynchronize")],
+                      gpu=[(G.KERNEL, 1, 15, 50, 1)])
+    a = run(p)
+    # [10,15) launch alone, [15,20) launch + kernel, [20,30) kernel alone, [30,50) kernel
+    # while the CPU waits in the sync, [50,60) the sync alone.
+    assert table(a, "operation", "category", "region") == {
+        ("(unannotated)", "CUDA API", "CPU only"): 5 + 10,
+        ("(unannotated)", "CUDA API", "CPU + GPU"): 5,
+        ("(unannotated)", "GPU kernel", "GPU only"): 10 + 20}
