@@ -197,8 +197,10 @@ def flush() -> None:
 
 
 def _process_name() -> str:
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else sys.executable
-    return os.path.basename(argv0) or "python"
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if argv0 in ("", "-c", "-"):  # python -c / stdin / interactive
+        return os.path.basename(sys.executable) + (f" {argv0}" if argv0 else "")
+    return os.path.basename(argv0)
 
 
 def _decorate(scope: Any, func: F) -> F:
