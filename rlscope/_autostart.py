@@ -16,6 +16,7 @@ ENV_RECORDER = "RLSCOPE_RECORDER"
 ENV_FLUSH_INTERVAL = "RLSCOPE_FLUSH_INTERVAL_S"
 ENV_MAX_BUFFER = "RLSCOPE_MAX_BUFFER_BYTES"
 ENV_BOOTSTRAP = "RLSCOPE_BOOTSTRAP_DIR"
+ENV_INTERCEPT = "RLSCOPE_INTERCEPT"  # "auto" (default), "none", or "torch,gym,..."
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -36,8 +37,21 @@ def autostart() -> None:
     except (rlscope.RLScopeError, ValueError) as e:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
+    _enable_intercept(os.environ.get(ENV_INTERCEPT, "auto"))
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         try:
             signal.signal(signal.SIGTERM, _on_sigterm)
         except ValueError:  # not the main thread
             pass
+
+
+def _enable_intercept(spec: str) -> None:
+    """Backend/simulator call wrappers and library annotations (docs/attribution.md),
+    installed as each library is imported."""
+    from rlscope import intercept
+
+    try:
+        intercept.enable(spec)
+    except ValueError as e:
+        print(f"rlscope: {ENV_INTERCEPT}: {e}; recording without interception",
+              file=sys.stderr)

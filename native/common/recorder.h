@@ -26,6 +26,11 @@ enum EventKind : uint32_t {
   PROGRESS = 5,
   PROCESS_START = 6,
   PROCESS_END = 7,
+  // Intercepted native calls (calls.h): END = BEGIN + 1.
+  BACKEND_CALL_BEGIN = 16,
+  BACKEND_CALL_END = 17,
+  SIMULATOR_CALL_BEGIN = 18,
+  SIMULATOR_CALL_END = 19,
 };
 
 enum Status : int {
@@ -51,6 +56,8 @@ struct ThreadState {
   // Owning thread only.
   uint32_t session = 0;  // recording session the stack belongs to
   uint32_t depth = 0;
+  // Per call category (calls.h): 1 while inside an outermost intercepted call.
+  uint8_t in_call[2] = {0, 0};
   StackEntry stack[kMaxDepth];
   // Set at registration (tid updated in a forked child).
   uint32_t index = 0;

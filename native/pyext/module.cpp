@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/calls.h"
 #include "../common/recorder.h"
 #include "../common/trace_writer.h"
 
@@ -240,6 +241,219 @@ PyObject* get_scope(uint32_t begin_kind, PyObject* name) {
     return nullptr;
   }
   return reinterpret_cast<PyObject*>(obj);
+}
+
+// ------------------------------------------------------------------ CallWrapper
+// A transparent callable wrapping a native function or method: records the
+// outermost call per category (calls.h) and forwards with vectorcall.
+// CallWrapper never binds (like builtin functions); MethodCallWrapper wraps
+// descriptors that bind as methods (method_descriptor, slot wrappers,
+// instancemethod, Python functions) and binds the same way, with
+// Py_TPFLAGS_METHOD_DESCRIPTOR so `obj.meth(...)` and type slots call it
+// unbound without creating a bound method.
+
+struct CallWrapperObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* wrapped;
+  PyObject* name;  // "<library>.<function>" (str)
+  PyObject* weakrefs;
+  uint32_t name_id;
+  uint32_t category;
+};
+
+PyObject* g_own_attrs = nullptr;  // frozenset of attribute names not forwarded
+
+PyObject* callwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                                 PyObject* kwnames) {
+  auto* w = reinterpret_cast<CallWrapperObject*>(self);
+  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+    return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+  }
+  ThreadState* t = thread_state();
+  if (!rlscope::call_enter(t, w->category, w->name_id)) {
+    return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+  }
+  PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+  rlscope::call_exit(t, w->category, w->name_id);
+  return r;
+}
+
+int callwrapper_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* w = reinterpret_cast<CallWrapperObject*>(self);
+  Py_VISIT(w->wrapped);
+  return 0;
+}
+
+int callwrapper_clear(PyObject* self) {
+  auto* w = reinterpret_cast<CallWrapperObject*>(self);
+  Py_CLEAR(w->wrapped);
+  return 0;
+}
+
+void callwrapper_dealloc(PyObject* self) {
+  auto* w = reinterpret_cast<CallWrapperObject*>(self);
+  PyObject_GC_UnTrack(self);
+  if (w->weakrefs) PyObject_ClearWeakRefs(self);
+  Py_CLEAR(w->wrapped);
+  Py_CLEAR(w->name);
+  PyObject_GC_Del(self);
+}
+
+PyObject* callwrapper_getattro(PyObject* self, PyObject* name) {
+  int own = PySet_Contains(g_own_attrs, name);
+  if (own < 0) return nullptr;
+  if (own) return PyObject_GenericGetAttr(self, name);
+  return PyObject_GetAttr(reinterpret_cast<CallWrapperObject*>(self)->wrapped, name);
+}
+
+int callwrapper_setattro(PyObject* self, PyObject* name, PyObject* value) {
+  return PyObject_SetAttr(reinterpret_cast<CallWrapperObject*>(self)->wrapped, name, value);
+}
+
+PyObject* callwrapper_repr(PyObject* self) {
+  return PyObject_Repr(reinterpret_cast<CallWrapperObject*>(self)->wrapped);
+}
+
+// The innermost non-wrapper object (wrappers of wrappers compare as their original).
+PyObject* unwrap_all(PyObject* o);
+
+Py_hash_t callwrapper_hash(PyObject* self) { return PyObject_Hash(unwrap_all(self)); }
+
+PyObject* callwrapper_richcompare(PyObject* self, PyObject* other, int op) {
+  return PyObject_RichCompare(unwrap_all(self), unwrap_all(other), op);
+}
+
+PyObject* methodwrapper_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+// Pickles as the original does: builtins and functions reduce to their global
+// name, which pickle resolves (and checks) through the patched module.
+PyObject* callwrapper_reduce_ex(PyObject* self, PyObject* protocol) {
+  PyObject* wrapped = reinterpret_cast<CallWrapperObject*>(self)->wrapped;
+  if (PyFunction_Check(wrapped)) return PyObject_GetAttrString(wrapped, "__qualname__");
+  return PyObject_CallMethod(wrapped, "__reduce_ex__", "O", protocol);
+}
+
+PyObject* callwrapper_reduce(PyObject* self, PyObject*) {
+  PyObject* two = PyLong_FromLong(2);
+  if (!two) return nullptr;
+  PyObject* r = callwrapper_reduce_ex(self, two);
+  Py_DECREF(two);
+  return r;
+}
+
+PyObject* callwrapper_get_category(PyObject* self, void*) {
+  return PyLong_FromUnsignedLong(reinterpret_cast<CallWrapperObject*>(self)->category);
+}
+
+PyMethodDef callwrapper_methods[] = {
+    {"__reduce_ex__", callwrapper_reduce_ex, METH_O, "Pickle as the wrapped object."},
+    {"__reduce__", callwrapper_reduce, METH_NOARGS, "Pickle as the wrapped object."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef callwrapper_members[] = {
+    {"__wrapped__", T_OBJECT_EX, offsetof(CallWrapperObject, wrapped), READONLY,
+     "the wrapped callable"},
+    {"_rlscope_name", T_OBJECT_EX, offsetof(CallWrapperObject, name), READONLY,
+     "recorded name"},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyGetSetDef callwrapper_getset[] = {
+    {"_rlscope_category", callwrapper_get_category, nullptr, "0 backend, 1 simulator",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject CallWrapperType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+PyTypeObject MethodCallWrapperType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+PyObject* unwrap_all(PyObject* o) {
+  while (Py_TYPE(o) == &CallWrapperType || Py_TYPE(o) == &MethodCallWrapperType) {
+    o = reinterpret_cast<CallWrapperObject*>(o)->wrapped;
+  }
+  return o;
+}
+
+void init_callwrapper_type(PyTypeObject* t, const char* name, bool method) {
+  t->tp_name = name;
+  t->tp_basicsize = sizeof(CallWrapperObject);
+  t->tp_dealloc = callwrapper_dealloc;
+  t->tp_vectorcall_offset = offsetof(CallWrapperObject, vectorcall);
+  t->tp_call = PyVectorcall_Call;
+  t->tp_repr = callwrapper_repr;
+  t->tp_hash = callwrapper_hash;
+  t->tp_richcompare = callwrapper_richcompare;
+  t->tp_getattro = callwrapper_getattro;
+  t->tp_setattro = callwrapper_setattro;
+  t->tp_traverse = callwrapper_traverse;
+  t->tp_clear = callwrapper_clear;
+  t->tp_weaklistoffset = offsetof(CallWrapperObject, weakrefs);
+  t->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+  if (method) {
+    t->tp_flags |= Py_TPFLAGS_METHOD_DESCRIPTOR;
+    t->tp_descr_get = methodwrapper_descr_get;
+  }
+  t->tp_doc = "rlscope call wrapper: records the call (outermost per category) and "
+              "forwards it to __wrapped__.";
+  t->tp_methods = callwrapper_methods;
+  t->tp_members = callwrapper_members;
+  t->tp_getset = callwrapper_getset;
+}
+
+// wrap(func, category, name) -> CallWrapper or MethodCallWrapper
+PyObject* py_wrap(PyObject*, PyObject* args) {
+  PyObject *func, *name;
+  unsigned int category;
+  if (!PyArg_ParseTuple(args, "OIU:wrap", &func, &category, &name)) return nullptr;
+  if (!PyCallable_Check(func)) {
+    PyErr_Format(PyExc_TypeError, "wrap(): %.100s object is not callable",
+                 Py_TYPE(func)->tp_name);
+    return nullptr;
+  }
+  if (category >= rlscope::kCallCategories) {
+    PyErr_Format(PyExc_ValueError, "wrap(): category must be 0 (backend) or 1 (simulator), "
+                 "not %u", category);
+    return nullptr;
+  }
+  Py_ssize_t len;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+  if (!utf8) return nullptr;
+  bool method = Py_TYPE(func)->tp_descr_get != nullptr;
+  auto* w = PyObject_GC_New(CallWrapperObject, method ? &MethodCallWrapperType : &CallWrapperType);
+  if (!w) return nullptr;
+  w->vectorcall = callwrapper_vectorcall;
+  Py_INCREF(func);
+  w->wrapped = func;
+  Py_INCREF(name);
+  w->name = name;
+  w->weakrefs = nullptr;
+  w->category = category;
+  w->name_id = rlscope::intern(std::string_view(utf8, size_t(len)));
+  PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
+  return reinterpret_cast<PyObject*>(w);
+}
+
+PyObject* py_in_operation(PyObject*, PyObject* name) {
+  if (!rlscope::is_active()) Py_RETURN_FALSE;
+  ThreadState* t = rlscope::tls_thread;
+  if (!t) Py_RETURN_FALSE;
+  PyObject* scope = get_scope(rlscope::OPERATION_BEGIN, name);
+  if (!scope) return nullptr;
+  uint32_t id = reinterpret_cast<ScopeObject*>(scope)->name_id;
+  Py_DECREF(scope);
+  if (t->session != rlscope::g_session.load(std::memory_order_acquire)) Py_RETURN_FALSE;
+  for (uint32_t i = 0; i < t->depth; ++i) {
+    if (t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == id) Py_RETURN_TRUE;
+  }
+  Py_RETURN_FALSE;
 }
 
 // ------------------------------------------------------------------ functions
@@ -508,6 +722,11 @@ PyMethodDef module_methods[] = {
      "dict(events, dropped, chunks, bytes_written, threads) of the current/last recording."},
     {"after_fork_child", py_after_fork_child, METH_VARARGS,
      "after_fork_child(path): in a forked child, continue recording into a new file."},
+    {"wrap", py_wrap, METH_VARARGS,
+     "wrap(func, category, name): a transparent wrapper recording calls of func as "
+     "category 0 (backend) or 1 (simulator) under name."},
+    {"in_operation", py_in_operation, METH_O,
+     "in_operation(name): True if an operation of that name is open on this thread."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -522,6 +741,15 @@ PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__native(void) {
   init_scope_type();
   if (PyType_Ready(&ScopeType) < 0) return nullptr;
+  init_callwrapper_type(&CallWrapperType, "rlscope._native.CallWrapper", false);
+  init_callwrapper_type(&MethodCallWrapperType, "rlscope._native.MethodCallWrapper", true);
+  if (PyType_Ready(&CallWrapperType) < 0 || PyType_Ready(&MethodCallWrapperType) < 0) {
+    return nullptr;
+  }
+  g_own_attrs = Py_BuildValue("[sssssss]", "__wrapped__", "__reduce_ex__", "__reduce__",
+                              "_rlscope_name", "_rlscope_category", "__get__", "__call__");
+  if (g_own_attrs) Py_SETREF(g_own_attrs, PyFrozenSet_New(g_own_attrs));
+  if (!g_own_attrs) return nullptr;
   PyObject* m = PyModule_Create(&module_def);
   if (!m) return nullptr;
   g_op_cache = PyDict_New();
@@ -529,7 +757,12 @@ PyMODINIT_FUNC PyInit__native(void) {
   g_str_operation = PyUnicode_InternFromString("operation");
   g_str_phase = PyUnicode_InternFromString("phase");
   if (!g_op_cache || !g_phase_cache || !g_str_operation || !g_str_phase ||
-      PyModule_AddIntConstant(m, "FORMAT_VERSION", rlscope::kFormatVersion) < 0) {
+      PyModule_AddIntConstant(m, "FORMAT_VERSION", rlscope::kFormatVersion) < 0 ||
+      PyModule_AddIntConstant(m, "CALL_BACKEND", rlscope::CALL_BACKEND) < 0 ||
+      PyModule_AddIntConstant(m, "CALL_SIMULATOR", rlscope::CALL_SIMULATOR) < 0 ||
+      PyModule_AddObjectRef(m, "CallWrapper", reinterpret_cast<PyObject*>(&CallWrapperType)) < 0 ||
+      PyModule_AddObjectRef(m, "MethodCallWrapper",
+                            reinterpret_cast<PyObject*>(&MethodCallWrapperType)) < 0) {
     Py_DECREF(m);
     return nullptr;
   }

@@ -15,6 +15,8 @@ import click
 from rlscope import _autostart as env
 from rlscope.cli.common import run
 from rlscope.errors import UsageError
+from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
+from rlscope.intercept import parse as parse_intercept
 from rlscope.recorder import RECORDERS
 from rlscope.run_metadata import finish_run_metadata, start_run_metadata, write_run_metadata
 from rlscope.trace import format as fmt
@@ -43,9 +45,11 @@ def cuda_library() -> str | None:
 
 
 def child_environment(output_dir: str, recorder: str, flush_interval_s: float,
-                      base: dict[str, str] | None = None, cuda: bool = True) -> dict[str, str]:
+                      base: dict[str, str] | None = None, cuda: bool = True,
+                      intercept: str = "auto") -> dict[str, str]:
     """The environment contract: what a profiled process (and its children) inherit."""
     e = dict(os.environ if base is None else base)
+    e[env.ENV_INTERCEPT] = intercept
     lib = cuda_library() if cuda else None
     e["RLSCOPE_CUDA"] = "1" if lib else "0"
     if lib:
@@ -99,20 +103,29 @@ def _resolve(command: tuple[str, ...]) -> None:
 @click.option("--force", is_flag=True, help="Replace a trace already in the output directory.")
 @click.option("--no-cuda", is_flag=True,
               help="Do not trace CUDA API calls and GPU work (leaves CUPTI to other tools).")
+@click.option("--intercept", "intercept", default="auto", show_default=True,
+              metavar="LIBS",
+              help="Libraries whose native calls (Backend / Simulator time) and loops "
+                   "(gym, sb3 operations) are instrumented: auto (all, as each is "
+                   "imported) or a comma list of " + ",".join(INTERCEPT_LIBRARIES) + ".")
+@click.option("--no-intercept", is_flag=True,
+              help="Record annotations only: no backend/simulator call wrappers.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
-         quiet: bool, command: tuple[str, ...]) -> int:
+         intercept: str, no_intercept: bool, quiet: bool, command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
     Example: rls-prof -o runs/ppo -- python train.py --steps 20000
     """
     _resolve(command)
+    intercept = _intercept_spec(intercept, no_intercept)
     out = output.resolve()
     _prepare_output(out, force)
     meta = start_run_metadata(list(command), recorder)
     write_run_metadata(out, meta)
-    child_env = child_environment(str(out), recorder, flush_interval, cuda=not no_cuda)
+    child_env = child_environment(str(out), recorder, flush_interval, cuda=not no_cuda,
+                                  intercept=intercept)
 
     interrupted: list[int] = []
 
@@ -149,6 +162,17 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
                        f"rls-prof: analyse with: rls-analyze report {out}", err=True)
         click.echo("rls-prof: " + _gpu_summary(no_cuda, child_env, len(cuda_files)), err=True)
     return status
+
+
+def _intercept_spec(spec: str, no_intercept: bool) -> str:
+    """The RLSCOPE_INTERCEPT value; a one-line usage error for unknown names."""
+    if no_intercept:
+        return "none"
+    try:
+        names = parse_intercept(spec)
+    except ValueError as e:
+        raise UsageError(f"--intercept: {e}") from None
+    return spec.strip() if spec.strip() in ("auto", "all") else (",".join(names) or "none")
 
 
 def _gpu_summary(no_cuda: bool, child_env: dict[str, str], n_cuda: int) -> str:

@@ -453,3 +453,99 @@ def after_fork_child(path: str) -> None:
         st.stack.append((begin, nid))
         rec.append(st, ts, begin, nid)
     rec.start_writer()
+
+
+# -- intercepted native calls (twin of native/common/calls.h + CallWrapper) -------------
+CALL_BACKEND = 0
+CALL_SIMULATOR = 1
+_CALL_BEGIN = (fmt.BACKEND_CALL_BEGIN, fmt.SIMULATOR_CALL_BEGIN)
+_in_call = threading.local()  # .flags: [backend, simulator], 1 inside an outermost call
+
+
+class _CallWrapper:
+    """Records the outermost call per category and thread, then forwards it."""
+
+    __slots__ = ("__weakref__", "__wrapped__", "_rlscope_category", "_rlscope_name")
+
+    def __init__(self, func: Callable[..., Any], category: int, name: str) -> None:
+        object.__setattr__(self, "__wrapped__", func)
+        object.__setattr__(self, "_rlscope_category", category)
+        object.__setattr__(self, "_rlscope_name", name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        rec = _rec
+        func = self.__wrapped__
+        if rec is None:
+            return func(*args, **kwargs)
+        flags = getattr(_in_call, "flags", None)
+        if flags is None:
+            flags = _in_call.flags = [0, 0]
+        cat = self._rlscope_category
+        if flags[cat]:
+            return func(*args, **kwargs)
+        st = _state()
+        sid = rec.intern(self._rlscope_name)
+        flags[cat] = 1
+        rec.append(st, _now(), _CALL_BEGIN[cat], sid)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            flags[cat] = 0
+            if _rec is rec:
+                rec.append(st, _now(), _CALL_BEGIN[cat] + 1, sid)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__wrapped__, name)
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        import types
+
+        if isinstance(self.__wrapped__, types.FunctionType):
+            return self.__wrapped__.__qualname__
+        return self.__wrapped__.__reduce_ex__(protocol)
+
+    def __hash__(self) -> int:
+        return hash(_unwrap_all(self))
+
+    def __eq__(self, other: object) -> bool:
+        return _unwrap_all(self) == _unwrap_all(other)
+
+
+class _MethodCallWrapper(_CallWrapper):
+    """For descriptors that bind as methods (method_descriptor, functions, ...)."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        import types
+
+        return types.MethodType(self, obj)
+
+
+def _unwrap_all(o: Any) -> Any:
+    while isinstance(o, _CallWrapper):
+        o = o.__wrapped__
+    return o
+
+
+def wrap(func: Callable[..., Any], category: int, name: str) -> Any:
+    if not callable(func):
+        raise TypeError(f"wrap(): {type(func).__name__} object is not callable")
+    if category not in (CALL_BACKEND, CALL_SIMULATOR):
+        raise ValueError(f"wrap(): category must be 0 (backend) or 1 (simulator), not {category}")
+    cls = _MethodCallWrapper if hasattr(type(func), "__get__") else _CallWrapper
+    return cls(func, category, name)
+
+
+def in_operation(name: str) -> bool:
+    """True if an operation named ``name`` is open on this thread."""
+    rec = _rec
+    if rec is None:
+        return False
+    sid = rec.strings.get(name)
+    return sid is not None and (fmt.OPERATION_BEGIN, sid) in _state().stack

@@ -1,0 +1,39 @@
+"""Zero-code annotations for RL libraries (gymnasium, stable-baselines3): operations are
+opened around library methods unless the user already opened one of that name."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from rlscope import annotate
+from rlscope.intercept._patch import Patcher, _raw_lookup
+
+
+def marked(func: Callable[..., Any], op: str) -> Callable[..., Any]:
+    """``func`` run inside operation ``op``, unless ``op`` is already open on this thread
+    (the user annotated it, or an outer marked call did) or nothing is recorded."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        rec = annotate._recorder
+        if rec is None or rec.in_operation(op):
+            return func(*args, **kwargs)
+        with rec.operation(op):
+            return func(*args, **kwargs)
+
+    wrapper._rlscope_op = op  # type: ignore[attr-defined]
+    return wrapper
+
+
+def mark_method(p: Patcher, cls: type, attr: str, op: str) -> bool:
+    """Replace ``cls.attr`` (a plain function, possibly inherited) by a marked one."""
+    try:
+        raw, _own = _raw_lookup(cls, attr)
+    except AttributeError:
+        return False
+    if not callable(raw) or getattr(raw, "_rlscope_op", None) == op:
+        return False
+    p.replace(cls, attr, marked(raw, op))
+    return True

@@ -1,0 +1,78 @@
+"""stable-baselines3: ``model.learn()`` of PPO, A2C, DQN, SAC, TD3 (and DDPG) broken into
+operations with no code change.
+
+- ``inference``: ``ActorCriticPolicy.forward`` / ``predict_values`` (on-policy rollouts),
+  ``BasePolicy.predict`` and ``OffPolicyAlgorithm._sample_action`` (off-policy rollouts);
+- ``simulation``: ``VecEnv.step`` and every SB3 vec env's ``reset``;
+- ``backprop``: each algorithm's ``train()``.
+
+Each is skipped when an operation of the same name is already open (user annotations
+win, nested calls count once). Progress (timesteps of total) is reported at every update
+SB3 makes to its progress counter, and the algorithm's name is set as run metadata.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from rlscope import annotate
+from rlscope.integrations import mark_method
+from rlscope.intercept._patch import Patcher, _raw_lookup
+
+_ALGOS = ("PPO", "A2C", "DQN", "SAC", "TD3")
+
+
+def install(sb3: ModuleType, p: Patcher) -> int:
+    from stable_baselines3.common import base_class, off_policy_algorithm, policies, vec_env
+
+    n = 0
+    for name in _ALGOS:
+        algo = getattr(sb3, name, None)
+        if isinstance(algo, type):
+            n += mark_method(p, algo, "train", "backprop")
+    n += mark_method(p, policies.ActorCriticPolicy, "forward", "inference")
+    n += mark_method(p, policies.ActorCriticPolicy, "predict_values", "inference")
+    n += mark_method(p, policies.BasePolicy, "predict", "inference")
+    n += mark_method(p, off_policy_algorithm.OffPolicyAlgorithm, "_sample_action", "inference")
+    n += mark_method(p, vec_env.VecEnv, "step", "simulation")
+    for obj in list(vars(vec_env).values()):
+        if isinstance(obj, type) and issubclass(obj, vec_env.VecEnv) and "reset" in vars(obj):
+            n += mark_method(p, obj, "reset", "simulation")
+    n += _wrap(p, base_class.BaseAlgorithm, "_update_current_progress_remaining", _progress)
+    n += _wrap(p, base_class.BaseAlgorithm, "_setup_learn", _metadata)
+    return n
+
+
+def _wrap(p: Patcher, cls: type, attr: str,
+          make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> int:
+    try:
+        raw, _own = _raw_lookup(cls, attr)
+    except AttributeError:
+        return 0
+    if getattr(raw, "_rlscope_wrapped", False):
+        return 0
+    w = make(raw)
+    w._rlscope_wrapped = True  # type: ignore[attr-defined]
+    p.replace(cls, attr, w)
+    return 1
+
+
+def _progress(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(self: Any, num_timesteps: int, total_timesteps: int) -> Any:
+        if annotate._recorder is not None:
+            annotate.report_progress(num_timesteps, total_timesteps)
+        return func(self, num_timesteps, total_timesteps)
+    return wrapper
+
+
+def _metadata(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if annotate._recorder is not None:
+            annotate.set_metadata(algorithm=type(self).__name__, framework="stable-baselines3")
+        return func(self, *args, **kwargs)
+    return wrapper

@@ -1,0 +1,161 @@
+"""Replace attributes of modules and classes by call wrappers, and put them back exactly.
+
+One wrapper per original object (keyed by identity), so every binding of the same
+function (``torch.conv2d``, ``torch._VF.conv2d``) shares a wrapper: pickle's identity
+check (``getattr(module, name) is obj``) keeps working, and a call is recorded once.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+BACKEND = 0
+SIMULATOR = 1
+
+# Types whose instances can be wrapped: native functions and descriptors that bind like
+# methods. staticmethod/classmethod/property objects are left alone.
+_METHOD_TYPES: tuple[type, ...] = (
+    types.MethodDescriptorType,  # C methods of a type (Tensor.add)
+    types.WrapperDescriptorType,  # slot wrappers (Tensor.__getitem__)
+    types.FunctionType,
+)
+_FUNCTION_TYPES: tuple[type, ...] = (types.BuiltinFunctionType,)
+
+
+def _instancemethod_type() -> type | None:
+    # SWIG and pybind11 store C functions in classes as PyInstanceMethod objects.
+    try:
+        import ctypes
+
+        api = ctypes.pythonapi
+        api.PyInstanceMethod_New.restype = ctypes.py_object
+        api.PyInstanceMethod_New.argtypes = [ctypes.py_object]
+        return type(api.PyInstanceMethod_New(len))
+    except (AttributeError, OSError):
+        return None
+
+
+_INSTANCEMETHOD = _instancemethod_type()
+if _INSTANCEMETHOD is not None:
+    _METHOD_TYPES = (*_METHOD_TYPES, _INSTANCEMETHOD)
+
+
+def recorder_wrap() -> Callable[[Any, int, str], Any]:
+    """``wrap(func, category, name)`` of the recorder in use (native unless the Python
+    recorder is recording)."""
+    from rlscope import annotate
+
+    rec = annotate._recorder
+    if rec is not None and hasattr(rec, "wrap"):
+        return rec.wrap
+    try:
+        from rlscope import _native
+
+        return _native.wrap
+    except ImportError:
+        from rlscope.recorder import pyrecorder
+
+        return pyrecorder.wrap
+
+
+def is_wrapper(obj: Any) -> bool:
+    return hasattr(type(obj), "_rlscope_category") and hasattr(obj, "__wrapped__") \
+        and type(obj).__module__ in ("rlscope._native", "rlscope.recorder.pyrecorder")
+
+
+def wrappable(obj: Any) -> bool:
+    return isinstance(obj, _METHOD_TYPES + _FUNCTION_TYPES) and not is_wrapper(obj)
+
+
+@dataclass
+class _Patch:
+    owner: Any
+    attr: str
+    had_own: bool  # attr was in owner.__dict__ (restore it) or inherited (delete ours)
+    original: Any
+
+
+def _raw_lookup(owner: Any, attr: str) -> tuple[Any, bool]:
+    """(the stored object, whether owner holds it itself), without binding descriptors."""
+    if isinstance(owner, type):
+        for k in owner.__mro__:
+            if attr in k.__dict__:
+                return k.__dict__[attr], k is owner
+        raise AttributeError(attr)
+    d = vars(owner)
+    if attr in d:
+        return d[attr], True
+    raise AttributeError(attr)
+
+
+class Patcher:
+    """Installs wrappers and remembers how to undo each replacement."""
+
+    def __init__(self) -> None:
+        self.patches: list[_Patch] = []
+        self._wrappers: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, wrapper)
+        self._wrap: Callable[[Any, int, str], Any] | None = None
+
+    def wrapper_for(self, func: Any, category: int, name: str) -> Any:
+        hit = self._wrappers.get(id(func))
+        if hit is not None and hit[0] is func:
+            return hit[1]
+        if self._wrap is None:
+            self._wrap = recorder_wrap()
+        w = self._wrap(func, category, name)
+        self._wrappers[id(func)] = (func, w)
+        return w
+
+    def patch(self, owner: Any, attr: str, category: int, name: str,
+              check: Callable[[Any], bool] = wrappable) -> bool:
+        """Wrap ``owner.attr``; False (nothing changed) if absent or not wrappable."""
+        try:
+            raw, own = _raw_lookup(owner, attr)
+        except (AttributeError, TypeError):
+            return False
+        if not check(raw):
+            return False
+        w = self.wrapper_for(raw, category, name)
+        try:
+            setattr(owner, attr, w)
+        except (AttributeError, TypeError):  # immutable type / read-only module
+            return False
+        self.patches.append(_Patch(owner, attr, own, raw))
+        return True
+
+    def patch_all(self, owner: Any, names: Iterable[str], category: int, prefix: str,
+                  check: Callable[[Any], bool] = wrappable) -> int:
+        return sum(self.patch(owner, n, category, f"{prefix}.{n}", check) for n in names)
+
+    def replace(self, owner: Any, attr: str, value: Any) -> None:
+        """Set ``owner.attr`` to any value (a proxy), undone like a wrapper."""
+        raw, own = _raw_lookup(owner, attr)
+        setattr(owner, attr, value)
+        self.patches.append(_Patch(owner, attr, own, raw))
+
+    def undo(self) -> None:
+        """Restore every replaced attribute (latest first) exactly."""
+        while self.patches:
+            p = self.patches.pop()
+            try:
+                if p.had_own:
+                    setattr(p.owner, p.attr, p.original)
+                else:
+                    delattr(p.owner, p.attr)
+            except (AttributeError, TypeError):
+                pass
+        self._wrappers.clear()
+        self._wrap = None
+
+
+def public_builtins(module: ModuleType | Any, names: Iterable[str] | None = None) -> list[str]:
+    """Attribute names of ``module`` holding native functions (no dunders)."""
+    d = vars(module) if isinstance(module, ModuleType) else {
+        n: getattr(module, n, None) for n in dir(module)}
+    names = d.keys() if names is None else names
+    return [n for n in names if not n.startswith("__")
+            and isinstance(d.get(n), _FUNCTION_TYPES)]
