@@ -385,19 +385,20 @@ def _thread_regions(s: ThreadState, g: GpuActivities, acts: np.ndarray, g_path: 
         key *= sizes[3]  # region: CPU only
         return key, dur, act, busy, b[:-1]
     gs, ge = g.start_ns[acts], np.maximum(g.end_ns[acts], g.start_ns[acts])
-    b = np.sort(np.r_[s.time, gs, ge])
+    b = np.concatenate([s.time, gs, ge])
+    b.sort()
     start, dur = b[:-1], np.diff(b)
     si = s.state_at(start)
     ok = si >= 0
-    si0 = np.maximum(si, 0)
-    act = ok & s.active[si0]
-    busy = act & ~s.waiting[si0]
-    ng = _count_active(gs, ge, start)
-    gpu_on = ng > 0
-    region = np.where(gpu_on, np.where(busy, C.CPU_GPU, C.GPU_ONLY), C.CPU_ONLY)
-    phase = s.phase[si0].astype(np.int64)
-    path = s.path[si0].astype(np.int64)
-    cat = s.category[si0].astype(np.int64)
+    np.maximum(si, 0, out=si)
+    act = ok & s.active[si]
+    del ok
+    busy = act & ~s.waiting[si]
+    gpu_on = _count_active(gs, ge, start) > 0
+    region = np.where(gpu_on, np.where(busy, np.int8(C.CPU_GPU), np.int8(C.GPU_ONLY)),
+                      np.int8(C.CPU_ONLY))
+    phase, path, cat = s.phase[si], s.path[si], s.category[si]
+    del si
     gonly = np.flatnonzero(gpu_on & ~busy & (dur > 0))
     if len(gonly):
         choice = _gpu_only_choice(g, acts, start[gonly])
@@ -414,16 +415,19 @@ def _process_regions(act_s, act_e, busy_s, busy_e, g: GpuActivities
     """Process-wide partition: every instant where any thread is active or any GPU work
     runs falls in exactly one region."""
     gs, ge = g.start_ns, np.maximum(g.end_ns, g.start_ns)
-    b = np.unique(np.r_[act_s, act_e, busy_s, busy_e, gs, ge])
+    b = np.sort(np.r_[act_s, act_e, busy_s, busy_e, gs, ge])  # repeats: zero-length pieces
     out = np.zeros(C.N_REGIONS, np.int64)
     if len(b) < 2:
         return out, 0
     start, dur = b[:-1], np.diff(b)
-    na = _count_active(act_s, act_e, start)
-    nb = _count_active(busy_s, busy_e, start)
-    ng = _count_active(gs, ge, start)
-    region = np.where(ng > 0, np.where(nb > 0, C.CPU_GPU, C.GPU_ONLY), C.CPU_ONLY)
-    covered = (na > 0) | (ng > 0)
+    covered = _count_active(act_s, act_e, start) > 0
+    if len(gs):
+        ng = _count_active(gs, ge, start)
+        covered |= ng > 0
+        nb = _count_active(busy_s, busy_e, start)
+        region = np.where(ng > 0, np.where(nb > 0, C.CPU_GPU, C.GPU_ONLY), C.CPU_ONLY)
+    else:
+        region = np.zeros(len(start), np.int64)
     out += np.bincount(region[covered], weights=dur[covered],
                        minlength=C.N_REGIONS).astype(np.int64)
     return out, int(out.sum())
