@@ -1,0 +1,184 @@
+"""Overhead correction: remove each book-keeping event's cost where it was incurred.
+
+Every event of a kind with a calibrated cost (docs/overhead-correction.md) delayed
+everything its thread did afterwards. The cost of a begin/end pair is split into the
+part *inside* the interval it times (half paid after the begin's clock read, half before
+the end's) and the part *outside* (half before the begin's, half after the end's). So on
+each thread the corrected time of event i is
+
+    t'_i = t_i - (costs of every earlier event on the thread) - (pre-stamp part of i)
+
+which shrinks each interval by exactly the overhead it absorbed, and removes the outside
+part from the enclosing scope. The timeline is corrected before the overlap sweep, so
+every downstream number (breakdown, plots, timeline, compare) is corrected.
+
+Threads other than the main one start from the main thread's shift at their first event
+(they were started by it). GPU activities move with the API call that launched them. The
+per-process cost lies before recording starts and after it stops; it only enters the
+corrected total of the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlscope.analysis.summary import process_span
+from rlscope.calibration.counts import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, PROCESS
+from rlscope.calibration.file import Calibration, KindCost
+from rlscope.trace import format as fmt
+from rlscope.trace.reader import Events, ProcessTrace, Progress, Trace
+
+
+@dataclass
+class ProcessCorrection:
+    pid: int
+    removed_ns: dict[int, int]  # thread index -> overhead removed from its timeline
+    main_removed_ns: int  # removed from the main thread (its span shrinks by this)
+    fixed_ns: float  # per-process cost (outside the recorded span)
+
+
+@dataclass
+class CorrectionSummary:
+    processes: list[ProcessCorrection] = field(default_factory=list)
+
+    def root(self) -> ProcessCorrection | None:
+        return self.processes[0] if self.processes else None
+
+    def run_overhead_s(self) -> float:
+        """Overhead on the critical path of the run: the first (root) process's main
+        thread plus its fixed cost. Children's overhead delays the run only where the
+        parent waits for them; it is not counted here."""
+        r = self.root()
+        return 0.0 if r is None else (r.main_removed_ns + r.fixed_ns) / 1e9
+
+
+def _pre_post(kind: np.ndarray, costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
+    """Pre-stamp and post-stamp cost (ns) of each Python event."""
+    pre_lut = np.zeros(256, np.float64)
+    post_lut = np.zeros(256, np.float64)
+    for k, (begins, ends) in PAIR_KINDS.items():
+        c = costs.get(k)
+        if c is None:
+            continue
+        for b in begins:
+            pre_lut[b], post_lut[b] = c.outside_ns / 2, c.inside_ns / 2
+        for e in ends:
+            pre_lut[e], post_lut[e] = c.inside_ns / 2, c.outside_ns / 2
+    return pre_lut[kind], post_lut[kind]
+
+
+def _shift(times: np.ndarray, pre: np.ndarray, post: np.ndarray, base: float
+           ) -> tuple[np.ndarray, float]:
+    """Corrected times of one thread's anchors (sorted stably by time) and its total."""
+    cum = np.cumsum(pre + post)
+    shift = base + cum - post  # earlier events' costs + own pre-stamp part
+    new = times - np.rint(shift).astype(np.int64)
+    if len(new):
+        new = np.maximum.accumulate(new)  # over-estimated costs must not reorder events
+    return new, float(cum[-1]) if len(cum) else 0.0
+
+
+def _shift_at(times: np.ndarray, shifts: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The shift in force at each time of ``at`` on a thread (0 before its first event)."""
+    if not len(times):
+        return np.zeros(len(at))
+    k = np.searchsorted(times, at, side="right") - 1
+    return np.where(k >= 0, shifts[np.maximum(k, 0)], 0)
+
+
+def _launch_rows(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray]:
+    """Row of the API call that launched each GPU activity, and whether one did."""
+    api, gpu = p.api_calls, p.gpu
+    if not len(api) or not len(gpu):
+        return np.zeros(len(gpu), np.int64), np.zeros(len(gpu), bool)
+    o = np.argsort(api.correlation_id, kind="stable")
+    j = np.searchsorted(api.correlation_id[o], gpu.correlation_id)
+    jc = np.minimum(j, len(api) - 1)
+    hit = (j < len(api)) & (api.correlation_id[o][jc] == gpu.correlation_id)
+    hit &= gpu.correlation_id != 0
+    return o[jc], hit
+
+
+def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
+                    ) -> tuple[ProcessTrace, ProcessCorrection]:
+    ev = p.events
+    pre, post = _pre_post(ev.kind, costs)
+    api, gpu = p.api_calls, p.gpu
+    tid_to_index = {t.tid: t.index for t in p.threads.values()}
+    api_thread = np.array([tid_to_index.get(int(t), -1 - int(t)) for t in api.tid], np.int64)
+    api_c, act_c = costs.get(CUDA_API), costs.get(GPU_ACTIVITY)
+    n_acts = np.zeros(len(api))
+    launch, hit = _launch_rows(p)
+    if act_c is not None:
+        np.add.at(n_acts, launch[hit], 1)
+    a_in = api_c.inside_ns / 2 if api_c else 0.0
+    a_out = api_c.outside_ns / 2 if api_c else 0.0
+    g_in = n_acts * (act_c.inside_ns if act_c else 0.0)
+    g_out = n_acts * (act_c.outside_ns if act_c else 0.0)
+
+    new_ev_time = ev.time_ns.copy()
+    new_api_start, new_api_end = api.start_ns.copy(), api.end_ns.copy()
+    threads = sorted(set(np.unique(ev.thread).tolist()) | set(np.unique(api_thread).tolist()))
+    main = process_span(p).main_thread
+    threads.sort(key=lambda t: (t != main, t))
+    removed: dict[int, int] = {}
+    main_times = main_shifts = np.zeros(0)
+    for t in threads:
+        ei = np.flatnonzero(ev.thread == t)
+        ai = np.flatnonzero(api_thread == t)
+        na = len(ai)
+        times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai]]
+        tpre = np.r_[pre[ei], np.full(na, a_out), a_in + g_in[ai]]
+        tpost = np.r_[post[ei], np.full(na, a_in), a_out + g_out[ai]]
+        o = np.argsort(times, kind="stable")  # the order the overlap sweep uses
+        base = 0.0
+        if t != main and len(times):
+            base = float(_shift_at(main_times, main_shifts, times[o][:1])[0])
+        new_sorted, total = _shift(times[o], tpre[o], tpost[o], base)
+        new = np.empty_like(new_sorted)
+        new[o] = new_sorted
+        new_ev_time[ei] = new[:len(ei)]
+        new_api_start[ai] = new[len(ei):len(ei) + na]
+        new_api_end[ai] = new[len(ei) + na:]
+        removed[t] = round(total)
+        if t == main:
+            main_times = times[o]
+            main_shifts = main_times - new_sorted
+    new_gpu = gpu
+    if len(gpu):
+        # Each activity moves with its launching call (by correlation id), else with the
+        # main thread at its start.
+        launch_shift = (api.end_ns - new_api_end)[launch] if len(api) else 0
+        main_shift = _shift_at(main_times, main_shifts, gpu.start_ns)
+        s = np.where(hit, launch_shift, main_shift).astype(np.int64)
+        new_gpu = dataclasses.replace(gpu, start_ns=gpu.start_ns - s, end_ns=gpu.end_ns - s)
+    new_events = Events(new_ev_time, ev.thread, ev.kind, ev.name)
+    prog_idx = np.flatnonzero(ev.kind == fmt.PROGRESS)  #: re-read its corrected times
+    progress = p.progress
+    if len(prog_idx) == len(progress.time_ns):
+        progress = Progress(new_ev_time[prog_idx], progress.thread, progress.timesteps,
+                            progress.total_timesteps)
+    new_api = dataclasses.replace(api, start_ns=new_api_start, end_ns=new_api_end)
+    out = dataclasses.replace(p, events=new_events, progress=progress, api_calls=new_api,
+                              gpu=new_gpu)
+    fixed = costs.get(PROCESS)
+    fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
+    return out, ProcessCorrection(p.pid, removed, removed.get(main, 0),
+                                  0.0 if math.isnan(fixed_ns) else fixed_ns)
+
+
+def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
+                  ) -> tuple[Trace, CorrectionSummary]:
+    """A corrected copy of ``trace`` (the input is not modified) and what was removed."""
+    costs = calibration.costs if isinstance(calibration, Calibration) else calibration
+    summary = CorrectionSummary()
+    procs = []
+    for p in trace.processes:
+        q, c = correct_process(p, costs)
+        procs.append(q)
+        summary.processes.append(c)
+    return dataclasses.replace(trace, processes=procs), summary

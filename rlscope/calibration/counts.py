@@ -1,0 +1,48 @@
+"""Book-keeping event counts by cost kind, read from a trace.
+
+A *cost kind* is one unit of book-keeping whose overhead is estimated and removed: an
+annotation (a begin/end pair of an operation or phase), an intercepted backend or
+simulator call (a begin/end pair), a CUDA API call (two CUPTI callbacks), a GPU activity
+record, and the fixed per-process cost of recording at all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlscope.trace import format as fmt
+from rlscope.trace.reader import ProcessTrace, Trace
+
+PROCESS = "process"
+ANNOTATION = "annotation"
+BACKEND_CALL = "backend_call"
+SIMULATOR_CALL = "simulator_call"
+CUDA_API = "cuda_api"
+GPU_ACTIVITY = "gpu_activity"
+KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, CUDA_API, GPU_ACTIVITY)
+# Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
+# per-process cost is paid before recording starts and after it stops.
+PAIR_KINDS = {
+    ANNOTATION: ((fmt.OPERATION_BEGIN, fmt.PHASE_BEGIN), (fmt.OPERATION_END, fmt.PHASE_END)),
+    BACKEND_CALL: ((fmt.BACKEND_CALL_BEGIN,), (fmt.BACKEND_CALL_END,)),
+    SIMULATOR_CALL: ((fmt.SIMULATOR_CALL_BEGIN,), (fmt.SIMULATOR_CALL_END,)),
+}
+
+
+def count_process(p: ProcessTrace) -> dict[str, int]:
+    kinds = np.bincount(p.events.kind, minlength=256) if len(p.events) else np.zeros(256)
+    out = {PROCESS: int(len(p.events) > 0)}
+    for k, (begins, _ends) in PAIR_KINDS.items():
+        out[k] = int(sum(kinds[b] for b in begins))
+    out[CUDA_API] = len(p.api_calls)
+    out[GPU_ACTIVITY] = len(p.gpu)
+    return out
+
+
+def count_events(trace: Trace) -> dict[str, int]:
+    """Events per cost kind, summed over the trace's processes."""
+    total = dict.fromkeys(KINDS, 0)
+    for p in trace.processes:
+        for k, n in count_process(p).items():
+            total[k] += n
+    return total

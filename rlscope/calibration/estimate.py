@@ -1,0 +1,153 @@
+"""Per-event cost by kind from whole runs in several configurations.
+
+Model, per round r and configuration c (every configuration runs once per round, in a
+rotated order, so slow drift of the machine hits all of them alike):
+
+    T[r, c] / T[r, uninstrumented] - 1  =  sum_k n[r, c, k] * cost_k / T_u
+
+where n are the event counts read from that run's own trace and T_u the median
+uninstrumented time. Ratios (not differences) cancel a round that ran slower as a whole.
+Each round is solved by least squares; a kind's cost is the median over the calibration
+rounds, its error bar the standard error of that median. Held-out rounds validate: the
+full run's time minus its estimated overhead is compared with the same round's measured
+uninstrumented time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlscope.calibration.counts import KINDS
+
+UNINSTRUMENTED = "uninstrumented"
+
+
+@dataclass
+class RunSample:
+    """One run: its configuration, round, wall time and event counts by kind."""
+
+    config: str
+    round: int
+    seconds: float
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CostEstimate:
+    per_event_ns: float
+    error_ns: float  # standard error of the median over rounds (nan with one round)
+    rounds: list[float]  # the per-round estimates, ns
+    confounded_with: list[str] = field(default_factory=list)  # not separable by the runs
+
+
+@dataclass
+class Validation:
+    rounds: list[int]
+    errors_pct: list[float]  # (T_full - overhead) / T_uninstrumented - 1, per round
+    independent: bool  # False when the same rounds calibrated and validated
+
+    @property
+    def median_pct(self) -> float:
+        return float(np.median(self.errors_pct)) if self.errors_pct else math.nan
+
+    @property
+    def max_abs_pct(self) -> float:
+        return float(np.max(np.abs(self.errors_pct))) if self.errors_pct else math.nan
+
+
+def split_rounds(rounds: list[int]) -> tuple[list[int], list[int]]:
+    """Alternate rounds: even positions calibrate, odd ones validate (interleaved halves
+    see the same drift). With one round it does both."""
+    rs = sorted(set(rounds))
+    if len(rs) < 2:
+        return rs, rs
+    return rs[0::2], rs[1::2]
+
+
+def _by_round(samples: list[RunSample]) -> dict[int, dict[str, RunSample]]:
+    out: dict[int, dict[str, RunSample]] = {}
+    for s in samples:
+        out.setdefault(s.round, {})[s.config] = s
+    return out
+
+
+def uninstrumented_seconds(samples: list[RunSample]) -> np.ndarray:
+    return np.array([s.seconds for s in samples if s.config == UNINSTRUMENTED])
+
+
+def _observed_kinds(samples: list[RunSample]) -> list[str]:
+    return [k for k in KINDS if any(s.counts.get(k, 0) for s in samples)]
+
+
+def _confounded(x: np.ndarray, kinds: list[str]) -> dict[str, list[str]]:
+    """Kinds whose count columns are proportional across configurations."""
+    out: dict[str, list[str]] = {k: [] for k in kinds}
+    for i, a in enumerate(kinds):
+        for j, b in enumerate(kinds):
+            if i != j and np.linalg.matrix_rank(x[:, [i, j]]) < 2:
+                out[a].append(b)
+    return out
+
+
+def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None
+                   ) -> dict[str, CostEstimate]:
+    """Per-event cost (ns) by kind, from the given rounds (default: all)."""
+    t_u = float(np.median(uninstrumented_seconds(samples)))
+    kinds = _observed_kinds(samples)
+    per_round: dict[str, list[float]] = {k: [] for k in kinds}
+    confounded: dict[str, list[str]] = {k: [] for k in kinds}
+    for r, runs in sorted(_by_round(samples).items()):
+        if (rounds is not None and r not in rounds) or UNINSTRUMENTED not in runs:
+            continue
+        base = runs[UNINSTRUMENTED].seconds
+        inst = [s for c, s in sorted(runs.items()) if c != UNINSTRUMENTED]
+        if not inst or base <= 0:
+            continue
+        x = np.array([[s.counts.get(k, 0) for k in kinds] for s in inst], np.float64)
+        y = np.array([(s.seconds / base - 1.0) * t_u * 1e9 for s in inst])
+        # Scale columns so the tiny per-process count and millions of calls solve alike.
+        scale = np.maximum(x.max(axis=0), 1.0)
+        cost = np.linalg.lstsq(x / scale, y, rcond=None)[0] / scale
+        for k, c in zip(kinds, cost, strict=True):
+            per_round[k].append(float(c))
+        for k, others in _confounded(x, kinds).items():
+            confounded[k] = sorted(set(confounded[k]) | set(others))
+    out = {}
+    for k in kinds:
+        v = np.array(per_round[k])
+        if not len(v):
+            continue
+        out[k] = CostEstimate(float(np.median(v)), _median_error(v), v.tolist(),
+                              confounded[k])
+    return out
+
+
+def _median_error(v: np.ndarray) -> float:
+    if len(v) < 2:
+        return math.nan
+    if len(v) == 2:
+        return float(abs(v[0] - v[1]) / 2)
+    mad = float(np.median(np.abs(v - np.median(v)))) * 1.4826
+    sd = mad if mad > 0 else float(np.std(v, ddof=1))
+    return 1.2533 * sd / math.sqrt(len(v))
+
+
+def overhead_ns(counts: dict[str, int], costs: dict[str, float]) -> float:
+    return float(sum(n * costs.get(k, 0.0) for k, n in counts.items()))
+
+
+def validate(samples: list[RunSample], costs: dict[str, float], rounds: list[int],
+             config: str, independent: bool) -> Validation:
+    """Corrected time of ``config`` vs the same round's uninstrumented time."""
+    used, errs = [], []
+    for r, runs in sorted(_by_round(samples).items()):
+        if r not in rounds or UNINSTRUMENTED not in runs or config not in runs:
+            continue
+        s = runs[config]
+        corrected = s.seconds - overhead_ns(s.counts, costs) / 1e9
+        used.append(r)
+        errs.append(100.0 * (corrected / runs[UNINSTRUMENTED].seconds - 1.0))
+    return Validation(used, errs, independent)

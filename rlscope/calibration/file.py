@@ -1,0 +1,119 @@
+"""The calibration file (``DIR/calibration.json``): versioned JSON, reusable for later runs
+of the same workload on the same machine (``rls-prof --calibration FILE``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlscope._version import __version__
+from rlscope.errors import RLScopeError
+from rlscope.trace import format as fmt
+
+FILE_NAME = "calibration.json"
+FORMAT = "rlscope-calibration"
+VERSION = 1
+
+
+@dataclass
+class KindCost:
+    """Overhead of one book-keeping event of a kind, in ns.
+
+    ``inside_ns`` of it lands inside the interval the event delimits (the operation or
+    the intercepted call it times), the rest outside (in the enclosing scope, or, for
+    the per-process cost, outside the recorded span).
+    """
+
+    per_event_ns: float
+    inside_ns: float
+    error_ns: float  # nan: unknown (one round, or taken from a microbenchmark)
+    source: str  # "runs", "microbenchmark", "runs+microbenchmark split" or "none"
+    events: int = 0  # events of the kind in the calibration's full runs (median)
+    note: str = ""
+
+    @property
+    def outside_ns(self) -> float:
+        return self.per_event_ns - self.inside_ns
+
+
+@dataclass
+class Calibration:
+    command: list[str]
+    costs: dict[str, KindCost]
+    machine: dict[str, Any] = field(default_factory=dict)
+    repetitions: int = 0
+    configurations: dict[str, dict[str, str]] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    uninstrumented: dict[str, float] = field(default_factory=dict)  # mean_s, std_s, n...
+    validation: dict[str, Any] = field(default_factory=dict)
+    microbenchmark: dict[str, dict[str, float]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    rlscope_version: str = __version__
+
+    def cost_table(self) -> dict[str, KindCost]:
+        return self.costs
+
+
+def machine_info() -> dict[str, Any]:
+    return {"host": fmt.host_name(), "platform": platform.platform(),
+            "machine": platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version()}
+
+
+def _clean(v: Any) -> Any:
+    """JSON has no NaN: write null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def write_calibration(cal: Calibration, path: str | os.PathLike[str]) -> None:
+    d = _clean(asdict(cal))
+    d = {"format": FORMAT, "version": VERSION, **d}
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(d, indent=2) + "\n")
+    os.replace(tmp, p)
+
+
+def read_calibration(path: str | os.PathLike[str]) -> Calibration:
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text())
+    except OSError as e:
+        raise RLScopeError(f"cannot read calibration file {p}: {e.strerror}") from None
+    except ValueError as e:
+        raise RLScopeError(f"calibration file {p} is not valid JSON ({e}); re-run "
+                           "rls-prof --calibrate") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise RLScopeError(f"{p} is not an rlscope calibration file")
+    if d.get("version") != VERSION:
+        raise RLScopeError(f"{p} has calibration format version {d.get('version')}, this "
+                           f"rlscope reads version {VERSION}; re-run rls-prof --calibrate")
+    costs = {}
+    for k, c in d.get("costs", {}).items():
+        costs[k] = KindCost(
+            float(c["per_event_ns"]), float(c.get("inside_ns") or 0.0),
+            math.nan if c.get("error_ns") is None else float(c["error_ns"]),
+            str(c.get("source", "")), int(c.get("events", 0)), str(c.get("note", "")))
+    known = {"command", "machine", "repetitions", "configurations", "runs",
+             "uninstrumented", "validation", "microbenchmark", "warnings",
+             "rlscope_version"}
+    rest = {k: v for k, v in d.items() if k in known}
+    rest.setdefault("command", [])
+    return Calibration(costs=costs, **rest)
+
+
+def find_calibration(directory: str | os.PathLike[str]) -> Calibration | None:
+    """The calibration stored in a trace directory, or None."""
+    p = Path(directory) / FILE_NAME
+    return read_calibration(p) if p.exists() else None

@@ -1,0 +1,87 @@
+"""Per-event cost estimation from synthetic runs with known injected costs."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from rlscope.calibration.estimate import (
+    UNINSTRUMENTED,
+    RunSample,
+    estimate_costs,
+    split_rounds,
+    validate,
+)
+
+TRUE = {"process": 50e6, "annotation": 600.0, "backend_call": 1500.0,
+        "simulator_call": 900.0}
+COUNTS = {  # events per run in each configuration
+    "base": {"process": 1},
+    "annotations": {"process": 1, "annotation": 40_000},
+    "annotations+backend": {"process": 1, "annotation": 40_000, "backend_call": 300_000},
+    "annotations+simulator": {"process": 1, "annotation": 40_000, "simulator_call": 20_000},
+    "full": {"process": 1, "annotation": 40_000, "backend_call": 300_000,
+             "simulator_call": 20_000},
+}
+
+
+def runs(rounds: int, noise: float, seed: int = 0, work_s: float = 10.0,
+         drift_amp: float = 0.05) -> list[RunSample]:
+    rng = random.Random(seed)
+    out = []
+    for r in range(rounds):
+        drift = 1 + drift_amp * math.sin(r)  # a round that runs slower as a whole
+        out.append(RunSample(UNINSTRUMENTED, r, work_s * drift * (1 + rng.gauss(0, noise))))
+        for cfg, n in COUNTS.items():
+            over = sum(TRUE[k] * c for k, c in n.items()) / 1e9
+            out.append(RunSample(cfg, r, (work_s + over) * drift * (1 + rng.gauss(0, noise)),
+                                 dict(n)))
+    return out
+
+
+def test_noise_free_runs_recover_the_costs_exactly():
+    est = estimate_costs(runs(3, 0.0, drift_amp=0.0))
+    for k, v in TRUE.items():
+        assert est[k].per_event_ns == pytest.approx(v, rel=1e-6)
+        assert est[k].error_ns == pytest.approx(0, abs=1e-3)
+
+
+def test_slow_rounds_cancel_out():
+    # Costs are relative to the median round's speed: drift scales them, no more.
+    est = estimate_costs(runs(5, 0.0, drift_amp=0.05))
+    for k, v in TRUE.items():
+        assert est[k].per_event_ns == pytest.approx(v, rel=0.06)
+
+
+def test_noisy_runs_recover_costs_within_their_error_bars():
+    est = estimate_costs(runs(9, 0.002, seed=3))
+    for k in ("annotation", "backend_call", "simulator_call"):
+        e = est[k]
+        assert abs(e.per_event_ns - TRUE[k]) < 4 * e.error_ns + 0.05 * TRUE[k], (k, e)
+
+
+def test_held_out_rounds_validate_the_full_configuration():
+    samples = runs(6, 0.001, seed=1)
+    cal, val = split_rounds(list(range(6)))
+    assert cal == [0, 2, 4] and val == [1, 3, 5]
+    est = estimate_costs(samples, cal)
+    v = validate(samples, {k: e.per_event_ns for k, e in est.items()}, val, "full", True)
+    assert v.rounds == val
+    assert v.max_abs_pct < 1.0
+    raw = validate(samples, {}, val, "full", True)
+    assert raw.median_pct > 5  # uncorrected, the full run is visibly slower
+
+
+def test_kinds_that_never_vary_independently_are_flagged():
+    samples = [RunSample(UNINSTRUMENTED, 0, 10.0),
+               RunSample("full", 0, 10.1, {"cuda_api": 1000, "gpu_activity": 1000})]
+    est = estimate_costs(samples)
+    assert est["cuda_api"].confounded_with == ["gpu_activity"]
+
+
+def test_one_round_has_no_error_bar():
+    est = estimate_costs(runs(1, 0.0))
+    assert math.isnan(est["annotation"].error_ns)
+    assert split_rounds([0]) == ([0], [0])

@@ -1,0 +1,148 @@
+"""Overhead correction on synthetic traces: inject known per-event costs into a true
+timeline the way book-keeping does, correct, and get the true breakdown back exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlscope.analysis import analyze
+from rlscope.analysis.correction import correct_trace
+from rlscope.analysis.synthetic import process_trace
+from rlscope.calibration.counts import PAIR_KINDS
+from rlscope.calibration.file import KindCost
+from rlscope.trace import format as fmt
+from rlscope.trace import gpu as G
+from rlscope.trace.reader import Trace
+
+OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
+BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END
+SB, SE = fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END
+START, END = fmt.PROCESS_START, fmt.PROCESS_END
+
+COSTS = {"annotation": KindCost(200, 80, 0, "test"),
+         "backend_call": KindCost(400, 60, 0, "test"),
+         "simulator_call": KindCost(300, 100, 0, "test"),
+         "cuda_api": KindCost(120, 40, 0, "test"),
+         "process": KindCost(1e6, 0, 0, "test")}
+
+
+def _split(kind: int) -> tuple[float, float]:
+    """(pre-stamp, post-stamp) cost of an event, as book-keeping pays it."""
+    for k, (begins, ends) in PAIR_KINDS.items():
+        c = COSTS[k]
+        if kind in begins:
+            return c.outside_ns / 2, c.inside_ns / 2
+        if kind in ends:
+            return c.inside_ns / 2, c.outside_ns / 2
+    return 0.0, 0.0
+
+
+def inject(events: list[tuple[int, int, int, str]]) -> list[tuple[int, int, int, str]]:
+    """The instrumented timeline of one thread: every event delays what follows."""
+    out, delay = [], 0.0
+    for t, th, k, n in events:
+        pre, post = _split(k)
+        delay += pre
+        out.append((t + int(delay), th, k, n))
+        delay += post
+    return out
+
+
+def breakdown(*procs) -> dict[tuple, int]:
+    df = analyze(Trace(None, {}, list(procs))).breakdown(  # type: ignore[arg-type]
+        by=("thread", "operation", "category", "region"))
+    return {tuple(r[:-1]): round(r[-1] * 1e9) for r in df.itertuples(index=False)
+            if round(r[-1] * 1e9)}
+
+
+TRUE = [(0, 0, START, ""), (1000, 0, OB, "inference"), (1500, 0, BB, "torch.mm"),
+        (4000, 0, BE, "torch.mm"), (4200, 0, BB, "torch.relu"), (5000, 0, BE, "torch.relu"),
+        (6000, 0, OE, "inference"), (6100, 0, OB, "simulation"), (6300, 0, SB, "step"),
+        (9000, 0, SE, "step"), (9500, 0, OE, "simulation"), (12000, 0, END, "")]
+
+
+def test_injected_costs_are_removed_exactly():
+    true = process_trace(TRUE)
+    measured = process_trace(inject(TRUE))
+    assert breakdown(measured) != breakdown(true)
+    corrected, summary = correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore
+    assert breakdown(*corrected.processes) == breakdown(true)
+    r = summary.root()
+    assert r is not None and r.main_removed_ns == 2 * 200 + 2 * 400 + 300 == 1500
+    assert abs(summary.run_overhead_s() - (1500 + 1e6) / 1e9) < 1e-12
+
+
+def test_input_trace_is_not_modified():
+    measured = process_trace(inject(TRUE))
+    before = measured.events.time_ns.copy()
+    correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore[arg-type]
+    assert np.array_equal(measured.events.time_ns, before)
+
+
+def test_no_costs_is_identity():
+    measured = process_trace(inject(TRUE))
+    corrected, _ = correct_trace(Trace(None, {}, [measured]), {})  # type: ignore[arg-type]
+    assert np.array_equal(corrected.processes[0].events.time_ns, measured.events.time_ns)
+
+
+def test_overestimated_costs_keep_event_order():
+    ev = [(0, 0, START, ""), (10, 0, OB, "a"), (11, 0, OE, "a"), (20, 0, END, "")]
+    big = {"annotation": KindCost(1000, 500, 0, "test")}
+    corrected, _ = correct_trace(Trace(None, {}, [process_trace(ev)]), big)  # type: ignore
+    t = corrected.processes[0].events.time_ns
+    assert np.all(np.diff(t) >= 0)
+
+
+def test_cuda_api_calls_and_gpu_work_move_with_their_thread():
+    # True: op "train" [1000, 9000); cudaLaunchKernel [2000, 2500) launches a kernel
+    # [3000, 6000); cudaDeviceSynchronize [2600, 6100).
+    true_api = [(1000, 2000, 2500, 1, "cudaLaunchKernel"),
+                (1000, 2600, 6100, 2, "cudaDeviceSynchronize")]
+    true_gpu = [(G.KERNEL, 7, 3000, 6000, 1)]
+    ev = [(0, 0, START, ""), (1000, 0, OB, "train"), (9000, 0, OE, "train"),
+          (10000, 0, END, "")]
+    true = process_trace(ev, threads={0: 1000}, api=true_api, gpu=true_gpu)
+    # Instrumented: annotation begin pays 60 before / 40 after its stamp; each API call 40
+    # before its start stamp, 20 after, 20 before its end stamp, 40 after.
+    m_ev = [(0, 0, START, ""), (1000 + 60, 0, OB, "train"), (9000 + 380, 0, OE, "train"),
+            (10000 + 440, 0, END, "")]
+    m_api = [(1000, 2000 + 140, 2500 + 180, 1, "cudaLaunchKernel"),
+             (1000, 2600 + 260, 6100 + 300, 2, "cudaDeviceSynchronize")]
+    m_gpu = [(G.KERNEL, 7, 3000 + 180, 6000 + 180, 1)]  # launched 180 ns late
+    measured = process_trace(m_ev, threads={0: 1000}, api=m_api, gpu=m_gpu)
+    costs = {"annotation": KindCost(200, 80, 0, "test"),
+             "cuda_api": KindCost(120, 40, 0, "test")}
+    corrected, _ = correct_trace(Trace(None, {}, [measured]), costs)  # type: ignore
+    assert breakdown(*corrected.processes) == breakdown(true)
+
+
+events_st = st.lists(st.tuples(st.sampled_from(["op", "backend", "sim"]),
+                               st.integers(1, 5000), st.integers(1, 5000),
+                               st.sampled_from(["a", "b", "c"])), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events_st, st.integers(0, 2))
+def test_random_nested_timelines_are_corrected_exactly(spec, nest_every):
+    # Build a true timeline: a sequence of scopes, every third one nested in an outer op.
+    t, ev = 0, [(0, 0, START, "")]
+    kinds = {"op": (OB, OE), "backend": (BB, BE), "sim": (SB, SE)}
+    for i, (what, gap, dur, name) in enumerate(spec):
+        outer = nest_every and i % 3 == 0
+        t += gap
+        if outer:
+            ev.append((t, 0, OB, "outer"))
+            t += gap
+        b, e = kinds[what]
+        ev.append((t, 0, b, name))
+        t += dur
+        ev.append((t, 0, e, name))
+        if outer:
+            t += gap
+            ev.append((t, 0, OE, "outer"))
+    ev.append((t + 100, 0, END, ""))
+    true, measured = process_trace(ev), process_trace(inject(ev))
+    corrected, _ = correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore
+    assert breakdown(*corrected.processes) == breakdown(true)
