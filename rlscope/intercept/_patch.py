@@ -63,8 +63,8 @@ def recorder_wrap() -> Callable[[Any, int, str], Any]:
 
 
 def is_wrapper(obj: Any) -> bool:
-    return hasattr(type(obj), "_rlscope_category") and hasattr(obj, "__wrapped__") \
-        and type(obj).__module__ in ("rlscope._native", "rlscope.recorder.pyrecorder")
+    # type(obj), not obj: wrappers forward attribute lookups (and __class__).
+    return hasattr(type(obj), "_rlscope_category")
 
 
 def wrappable(obj: Any) -> bool:

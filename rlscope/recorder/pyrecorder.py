@@ -497,6 +497,11 @@ class _CallWrapper:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__wrapped__, name)
 
+    # Found on the class before __getattr__: forward them explicitly.
+    __doc__ = property(lambda self: self.__wrapped__.__doc__)  # type: ignore[assignment]
+    __module__ = property(lambda self: self.__wrapped__.__module__)  # type: ignore[assignment]
+    __class__ = property(lambda self: self.__wrapped__.__class__)  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return repr(self.__wrapped__)
 

@@ -1,0 +1,104 @@
+"""Installing and removing interception: what gets wrapped, exact restoration, the import
+hook, and option parsing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import rlscope
+from rlscope import intercept
+from rlscope.intercept._patch import is_wrapper
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def torch_intercepted():
+    intercept.enable("torch")
+    try:
+        yield
+    finally:
+        intercept.disable()
+
+
+def test_parse():
+    assert intercept.parse("none") == [] and intercept.parse("") == []
+    assert intercept.parse("auto") == list(intercept.LIBRARIES)
+    assert intercept.parse("tf, gymnasium,torch,tf") == ["tensorflow", "gym", "torch"]
+    with pytest.raises(ValueError, match="unknown library 'tourch'"):
+        intercept.parse("tourch")
+
+
+def test_torch_wrapped_and_restored_exactly():
+    import torch.nn.functional as F
+    from torch.autograd.variable import Variable
+
+    before = (torch.add, torch.conv2d, F.linear, torch._C._nn.linear,
+              torch._C.TensorBase.__dict__["add"], Variable._execution_engine,
+              dict(torch.Tensor.__dict__), dict(vars(torch._VF)))
+    intercept.enable("torch")
+    try:
+        assert is_wrapper(torch.add) and torch.add.__wrapped__ is before[0]
+        assert is_wrapper(F.linear) and F.linear is torch._C._nn.linear
+        assert is_wrapper(torch.Tensor.__dict__["add"])
+        assert is_wrapper(torch.Tensor.__dict__["__add__"])
+        assert is_wrapper(vars(torch._VF)["lstm"])
+        assert intercept.counts["torch"] > 1000
+        # Same results through functions, methods, operators and autograd.
+        torch.manual_seed(0)
+        x = torch.randn(8, 8, requires_grad=True)
+        y = ((x @ x + 1) * x)[2:].relu().sum()
+        y.backward()
+        assert x.grad is not None and torch.isfinite(x.grad).all()
+        p = torch.nn.Parameter(torch.ones(3))
+        assert torch.equal(p + p, torch.full((3,), 2.0))
+    finally:
+        intercept.disable()
+    after = (torch.add, torch.conv2d, F.linear, torch._C._nn.linear,
+             torch._C.TensorBase.__dict__["add"], Variable._execution_engine,
+             dict(torch.Tensor.__dict__), dict(vars(torch._VF)))
+    assert all(a is b for a, b in zip(before[:6], after[:6], strict=True))
+    assert after[6] == before[6] and after[7] == before[7]
+
+
+def test_torch_backend_calls_recorded(torch_intercepted, tmp_path: Path):
+    from rlscope.trace import format as fmt
+    from rlscope.trace import read_trace
+
+    rlscope.start(tmp_path / "t")
+    try:
+        x = torch.ones(4, requires_grad=True)
+        with rlscope.operation("backprop"):
+            (x * 2).sum().backward()
+    finally:
+        rlscope.stop()
+    (p,) = read_trace(tmp_path / "t").processes
+    names = [p.strings[int(n)] for k, n in zip(p.events.kind, p.events.name, strict=True)
+             if int(k) == fmt.BACKEND_CALL_BEGIN]
+    assert names[:3] == ["torch.ones", "torch.Tensor.__mul__", "torch.Tensor.sum"]
+    assert "torch.autograd.backward" in names
+
+
+def test_import_hook_wraps_on_import(tmp_path: Path):
+    code = textwrap.dedent("""
+        import sys
+        from rlscope import intercept
+        intercept.enable("torch,gym")
+        assert "torch" not in sys.modules
+        import torch, gymnasium
+        from rlscope.intercept._patch import is_wrapper
+        assert is_wrapper(torch.matmul), torch.matmul
+        assert getattr(gymnasium.make, "_rlscope_marked", False)
+        intercept.disable()
+        assert not is_wrapper(torch.matmul)
+        assert not getattr(gymnasium.make, "_rlscope_marked", False)
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

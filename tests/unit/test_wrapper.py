@@ -1,0 +1,129 @@
+"""The call wrapper (native CallWrapper and its Python twin): transparent, records the
+outermost call per category, and only while recording."""
+
+from __future__ import annotations
+
+import collections
+import math
+import pickle
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+import rlscope
+from rlscope.trace import format as fmt
+from rlscope.trace import read_trace
+
+BACKEND, SIMULATOR = 0, 1
+
+
+def wrap_fn(recorder: str):
+    if recorder == "native":
+        from rlscope import _native
+
+        return _native.wrap
+    from rlscope.recorder import pyrecorder
+
+    return pyrecorder.wrap
+
+
+def calls(out: Path) -> list[tuple[str, str]]:
+    """(kind name, function name) of every call event, in order."""
+    (p,) = read_trace(out).processes
+    return [(fmt.KIND_NAMES[int(k)], p.strings[int(n)]) for k, n in
+            zip(p.events.kind, p.events.name, strict=True) if int(k) >= fmt.BACKEND_CALL_BEGIN]
+
+
+def test_transparent_results_exceptions_attributes(recorder: str):
+    w = wrap_fn(recorder)(math.hypot, BACKEND, "math.hypot")
+    assert w(3, 4) == 5.0
+    assert w.__wrapped__ is math.hypot
+    assert w.__name__ == "hypot" and w.__doc__ == math.hypot.__doc__
+    assert repr(w) == repr(math.hypot)
+    assert w == math.hypot and hash(w) == hash(math.hypot)
+    assert isinstance(w, types.BuiltinFunctionType)
+    with pytest.raises(TypeError):
+        w("a", 1)
+    wsorted = wrap_fn(recorder)(sorted, BACKEND, "sorted")
+    assert wsorted([3, 1, 2], key=lambda x: -x, reverse=True) == [1, 2, 3]
+
+
+def test_binds_like_the_wrapped_method(recorder: str):
+    class S(str):
+        pass
+
+    S.upper = wrap_fn(recorder)(str.upper, BACKEND, "str.upper")
+    s = S("ab")
+    assert s.upper() == "AB"
+    assert S.upper(s) == "AB"
+    bound = s.upper
+    assert bound() == "AB"
+
+    class N(int):
+        pass
+
+    N.__add__ = wrap_fn(recorder)(int.__add__, BACKEND, "int.__add__")  # via the nb_add slot
+    assert N(2) + 3 == 5
+
+
+def test_pickles_like_the_original(recorder: str, monkeypatch: pytest.MonkeyPatch):
+    w = wrap_fn(recorder)(math.hypot, BACKEND, "math.hypot")
+    monkeypatch.setattr(math, "hypot", w)
+    assert pickle.loads(pickle.dumps(w)) is w  # a global reference to math.hypot
+    m = wrap_fn(recorder)(str.upper, BACKEND, "str.upper")
+    assert pickle.loads(pickle.dumps(m)) is str.upper
+
+
+def test_records_outermost_call_once(recorder: str, recording: Path):
+    wrap = wrap_fn(recorder)
+    inner = wrap(math.sqrt, BACKEND, "lib.inner")
+    sim = wrap(math.fabs, SIMULATOR, "sim.step")
+
+    def body(n: int) -> float:
+        return inner(n) + sim(-1.0) + (outer(n - 1) if n > 0 else 0.0)
+
+    outer = wrap(body, BACKEND, "lib.outer")
+    with rlscope.operation("op"):
+        outer(2)  # recursion re-enters outer; inner runs inside outer
+        inner(4.0)
+        with pytest.raises(ValueError):
+            inner(-1.0)  # exception: END is still recorded
+    rlscope.stop()
+    assert calls(recording) == [
+        ("BACKEND_CALL_BEGIN", "lib.outer"),
+        ("SIMULATOR_CALL_BEGIN", "sim.step"), ("SIMULATOR_CALL_END", "sim.step"),
+        ("SIMULATOR_CALL_BEGIN", "sim.step"), ("SIMULATOR_CALL_END", "sim.step"),
+        ("SIMULATOR_CALL_BEGIN", "sim.step"), ("SIMULATOR_CALL_END", "sim.step"),
+        ("BACKEND_CALL_END", "lib.outer"),
+        ("BACKEND_CALL_BEGIN", "lib.inner"), ("BACKEND_CALL_END", "lib.inner"),
+        ("BACKEND_CALL_BEGIN", "lib.inner"), ("BACKEND_CALL_END", "lib.inner"),
+    ]
+
+
+def test_nothing_recorded_when_idle_and_per_thread(recorder: str, tmp_path: Path):
+    w = wrap_fn(recorder)(time.sleep, BACKEND, "time.sleep")
+    w(0)  # not recording: just forwarded
+    out = tmp_path / "t"
+    rlscope.start(out, recorder=recorder)
+    try:
+        threads = [threading.Thread(target=lambda: [w(0) for _ in range(5)]) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        rlscope.stop()
+    w(0)
+    counts = collections.Counter(k for k, _ in calls(out))
+    assert counts == {"BACKEND_CALL_BEGIN": 15, "BACKEND_CALL_END": 15}
+
+
+def test_rejects_bad_arguments(recorder: str):
+    wrap = wrap_fn(recorder)
+    with pytest.raises(TypeError):
+        wrap(42, BACKEND, "x")
+    with pytest.raises(ValueError):
+        wrap(len, 7, "x")
