@@ -25,6 +25,10 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def autostart() -> None:
+    if os.environ.get("RLSCOPE_MAX_PROGRESS"):  # calibration work bound (any config)
+        from rlscope.calibration.switches import apply_work_limit
+
+        apply_work_limit()
     out = os.environ.get(ENV_OUTPUT_DIR)
     if not out:
         return
@@ -38,6 +42,10 @@ def autostart() -> None:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
     _enable_intercept(os.environ.get(ENV_INTERCEPT, "auto"))
+    if os.environ.get("RLSCOPE_ANNOTATIONS") == "0":  # calibration's base configuration
+        from rlscope.calibration.switches import apply_annotation_switch
+
+        apply_annotation_switch()
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         try:
             signal.signal(signal.SIGTERM, _on_sigterm)

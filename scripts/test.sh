@@ -3,7 +3,8 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k prof -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh test
+# TF/JAX tests run when their extras are installed: RLSCOPE_TEST_EXTRAS=test,tensorflow,jax
+scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test}"
 VENV="${RLSCOPE_VENV:-.venv}"
 export OMP_NUM_THREADS=1 RLSCOPE_REQUIRE_NATIVE=1
 "$VENV/bin/ruff" check rlscope tests scripts examples

@@ -31,9 +31,16 @@ class _ProcessMeta:
 
 
 def load(directory: str | os.PathLike[str],
-         progress: Callable[[int], None] | None = None) -> Analysis:
-    """Read and analyse a trace directory. ``progress(n)`` is called as events are done."""
-    return analyze(read_trace(directory), progress)
+         progress: Callable[[int], None] | None = None, correct: bool = True) -> Analysis:
+    """Read and analyse a trace directory. ``progress(n)`` is called as events are done.
+    With ``correct`` (and a calibration.json in the directory) rlscope's own overhead is
+    removed first (docs/overhead-correction.md)."""
+    trace = read_trace(directory)
+    if correct:
+        from rlscope.analysis.correction import apply_correction
+
+        trace = apply_correction(trace)
+    return analyze(trace, progress)
 
 
 def total_events(trace: Trace) -> int:

@@ -182,3 +182,78 @@ def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
         procs.append(q)
         summary.processes.append(c)
     return dataclasses.replace(trace, processes=procs), summary
+
+
+# -- applying a trace directory's calibration, and the report's validation -------------
+WARN_PCT = 5.0
+
+
+def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Trace:
+    """``trace`` corrected with its directory's calibration.json (or ``calibration``).
+
+    The returned trace's ``run`` dict carries a ``"correction"`` entry: what was removed
+    and the validation against the calibration's uninstrumented runs (reporters show it).
+    Without a calibration the trace is returned unchanged, marked as not corrected.
+    """
+    if calibration is None and trace.directory is not None:
+        from rlscope.calibration.file import find_calibration
+
+        calibration = find_calibration(trace.directory)
+    if calibration is None:
+        run = dict(trace.run, correction={"applied": False})
+        return dataclasses.replace(trace, run=run)
+    corrected, summary = correct_trace(trace, calibration)
+    info = validation(trace.run, calibration, summary)
+    return dataclasses.replace(corrected, run=dict(trace.run, correction=info))
+
+
+def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
+    """Corrected total of the run beside the uninstrumented runs of the calibration."""
+    info: dict = {"applied": True,
+                  "costs_ns": {k: round(c.per_event_ns, 1) for k, c in cal.costs.items()},
+                  "removed_s": summary.run_overhead_s(), "warnings": []}
+    raw = run.get("duration_s")
+    u = cal.uninstrumented
+    if raw is not None and u.get("n"):
+        corrected = float(raw) - summary.run_overhead_s()
+        mean = float(u["mean_s"])
+        err = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan
+        info.update(raw_total_s=float(raw), corrected_total_s=corrected,
+                    uninstrumented_mean_s=mean, uninstrumented_std_s=float(u.get("std_s", 0)),
+                    uninstrumented_n=int(u["n"]), error_pct=err,
+                    raw_error_pct=100.0 * (float(raw) / mean - 1.0) if mean > 0 else math.nan)
+        if abs(err) > WARN_PCT:
+            info["warnings"].append(
+                f"corrected total is {err:+.1f}% off the uninstrumented runs; make every run "
+                "do the same work (fixed seeds and steps, RLSCOPE_MAX_PROGRESS), pin threads "
+                "(OMP_NUM_THREADS=1) and re-run rls-prof --calibrate with more --repetitions")
+    noise = 100.0 * float(u.get("std_s", 0)) / max(float(u.get("mean_s", 0)), 1e-9)
+    if noise > WARN_PCT or cal.warnings:
+        info["warnings"].append(
+            "calibration is noisy (" + "; ".join(cal.warnings or [f"runs vary {noise:.1f}%"])
+            + "); the correction is unreliable: re-run rls-prof --calibrate on a quiet "
+            "machine with more --repetitions")
+    if cal.command and run.get("command") and list(run["command"]) != list(cal.command):
+        info["warnings"].append("the calibration was made for another command ("
+                                + " ".join(cal.command) + "); costs may not transfer")
+    return info
+
+
+def correction_lines(run: dict) -> list[str]:
+    """The report's lines about the correction (empty when no correction info)."""
+    c = run.get("correction")
+    if not c:
+        return []
+    if not c.get("applied"):
+        return ["Overhead: not corrected (no calibration.json; record with rls-prof "
+                "--calibrate, or reuse one with --calibration FILE)"]
+    lines = [f"Overhead corrected: {c['removed_s']:.3f} s of rlscope book-keeping removed "
+             "(--no-correct shows raw numbers)"]
+    if "corrected_total_s" in c:
+        lines.append(
+            f"  total: raw {c['raw_total_s']:.3f} s, corrected {c['corrected_total_s']:.3f} s, "
+            f"uninstrumented {c['uninstrumented_mean_s']:.3f} ± "
+            f"{c['uninstrumented_std_s']:.3f} s (n={c['uninstrumented_n']}): "
+            f"residual error {c['error_pct']:+.1f}% (raw {c['raw_error_pct']:+.1f}%)")
+    lines += [f"  warning: {w}" for w in c.get("warnings", [])]
+    return lines

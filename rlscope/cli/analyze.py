@@ -20,16 +20,30 @@ from rlscope.trace import Trace, read_trace
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
 
-def _load(directory: Path) -> Trace:
+def _load(directory: Path, correct: bool = False) -> Trace:
     trace = read_trace(directory)
     for w in trace.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
+    if correct and not click.get_current_context().meta.get("rlscope.no_correct"):
+        from rlscope.analysis.correction import apply_correction
+
+        trace = apply_correction(trace)  # with DIR/calibration.json, if there is one
     return trace
+
+
+def _no_correct_option(f):
+    """--no-correct: raw numbers, book-keeping overhead left in (overhead-correction.md)."""
+    def store(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        ctx.meta["rlscope.no_correct"] = value
+
+    return click.option("--no-correct", is_flag=True, expose_value=False, callback=store,
+                        help="Show raw numbers: do not remove rlscope's own overhead "
+                             "(calibration.json).")(f)
 
 
 def _analysis(directory: Path) -> Analysis:
     """Read and analyse, with a progress bar on stderr for long analyses on a terminal."""
-    trace = _load(directory)
+    trace = _load(directory, correct=True)
     n = total_events(trace)
     show = n >= _PROGRESS_MIN_EVENTS and sys.stderr.isatty()
     bar = (click.progressbar(length=n, label=f"analysing {n:,} events", file=sys.stderr)
@@ -57,6 +71,7 @@ def dump(directory: Path, limit: int | None) -> None:
 
 
 @analyze.command()
+@_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format.")
@@ -67,6 +82,7 @@ def report(directory: Path, fmt: str) -> None:
 
 
 @analyze.command()
+@_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Output directory [default: DIRECTORY/plots].")
@@ -85,6 +101,7 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None
 
 
 @analyze.command()
+@_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Output file [default: DIRECTORY/trace.json].")
@@ -92,7 +109,7 @@ def timeline(directory: Path, output: Path | None) -> None:
     """Chrome/Perfetto trace JSON (open in ui.perfetto.dev or chrome://tracing)."""
     from rlscope.reporters import timeline as tl
 
-    trace = _load(directory)
+    trace = _load(directory, correct=True)
     out = output or directory / "trace.json"
     _make_dir(out.parent)
     try:
@@ -104,6 +121,7 @@ def timeline(directory: Path, output: Path | None) -> None:
 
 
 @analyze.command()
+@_no_correct_option
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format.")

@@ -110,16 +110,31 @@ def _resolve(command: tuple[str, ...]) -> None:
                    "imported) or a comma list of " + ",".join(INTERCEPT_LIBRARIES) + ".")
 @click.option("--no-intercept", is_flag=True,
               help="Record annotations only: no backend/simulator call wrappers.")
+@click.option("--calibrate", is_flag=True,
+              help="After the run, calibrate rlscope's own overhead: run COMMAND "
+                   "uninstrumented and with each kind of book-keeping on, and write "
+                   "OUTPUT/calibration.json (docs/overhead-correction.md).")
+@click.option("--repetitions", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Rounds of calibration runs with --calibrate (half calibrate, half "
+                   "validate).")
+@click.option("--calibration", "calibration_file", default=None,
+              type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Reuse the calibration.json of an earlier --calibrate run of the same "
+                   "workload on this machine.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
-         intercept: str, no_intercept: bool, quiet: bool, command: tuple[str, ...]) -> int:
+         intercept: str, no_intercept: bool, calibrate: bool, repetitions: int,
+         calibration_file: Path | None, quiet: bool, command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
     Example: rls-prof -o runs/ppo -- python train.py --steps 20000
     """
     _resolve(command)
     intercept = _intercept_spec(intercept, no_intercept)
+    if calibrate and calibration_file is not None:
+        raise UsageError("--calibrate makes a new calibration; --calibration reuses one: "
+                         "pass only one of them")
     out = output.resolve()
     _prepare_output(out, force)
     meta = start_run_metadata(list(command), recorder)
@@ -161,6 +176,14 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
                        f"{'es' if len(files) != 1 else ''} in {out}\n"
                        f"rls-prof: analyse with: rls-analyze report {out}", err=True)
         click.echo("rls-prof: " + _gpu_summary(no_cuda, child_env, len(cuda_files)), err=True)
+    if status == 0 and (calibrate or calibration_file is not None):
+        from rlscope.calibration.calibrate import from_cli
+
+        from_cli(list(command), out, calibration_file, parse_intercept(intercept),
+                 not no_cuda and cuda_library() is not None, repetitions, recorder,
+                 lambda c, d: child_environment(str(d), recorder, flush_interval,
+                                                cuda=c.cuda, intercept=c.intercept_spec),
+                 BOOTSTRAP_DIR, quiet)
     return status
 
 

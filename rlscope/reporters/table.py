@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
+from rlscope.analysis.correction import correction_lines
 from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
 
 FORMATS = ("text", "csv", "json", "markdown")
@@ -72,6 +73,7 @@ def render_text(a: Analysis) -> str:
         lines.append(f"Run: {cmd}  [{run.get('status', '?')}"
                      + (f", exit status {run['exit_status']}" if "exit_status" in run else "")
                      + "]")
+        lines.extend(correction_lines(run))
     for _, proc in procs.iterrows():
         lines.append("")
         lines.append(_process_title(proc))

@@ -110,9 +110,10 @@ def test_cartpole_simulation_is_python(intercepted: Path):
     assert row["python_s"] > 0.5 * row["wall_s"]
 
 
-def test_mujoco_simulation_is_simulator(intercepted: Path):
+def test_mujoco_simulation_is_simulator(intercepted: Path, monkeypatch: pytest.MonkeyPatch):
     gym = pytest.importorskip("gymnasium")
     pytest.importorskip("mujoco")
+    monkeypatch.chdir(intercepted.parent)  # MuJoCo writes MUJOCO_LOG.TXT on warnings
     env = gym.make("HalfCheetah-v5")
     env.reset(seed=0)
     with rlscope.operation("simulation"):  # user annotation: not marked again inside

@@ -1,0 +1,94 @@
+"""Turn calibration runs (and a microbenchmark) into the calibration file's contents."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rlscope.calibration.configs import Config
+from rlscope.calibration.counts import ANNOTATION, GPU_ACTIVITY, PROCESS
+from rlscope.calibration.estimate import (
+    RunSample,
+    estimate_costs,
+    split_rounds,
+    uninstrumented_seconds,
+    validate,
+)
+from rlscope.calibration.file import Calibration, KindCost, machine_info
+
+# Share of a cost inside the timed interval when no microbenchmark measured it.
+DEFAULT_INSIDE = {ANNOTATION: 0.4, GPU_ACTIVITY: 1.0, PROCESS: 0.0}
+DEFAULT_INSIDE_OTHER = 0.3
+WARN_ERROR_PCT = 5.0  # the report warns above this residual error
+WARN_NOISE_PCT = 3.0  # ... and when the uninstrumented runs spread more than this
+
+
+def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
+               mb: dict[str, float] | None, events: int) -> KindCost:
+    notes = []
+    source = "runs"
+    unresolved = per_event < 0 or (math.isfinite(error) and error > abs(per_event))
+    if unresolved and mb is not None and mb.get("per_event_ns", math.nan) > 0:
+        # The runs cannot resolve this kind: take the microbenchmark (a lower bound).
+        notes.append(f"runs gave {per_event:.0f} ± {error:.0f} ns; microbenchmark used")
+        per_event, source = float(mb["per_event_ns"]), "microbenchmark"
+    if per_event < 0:
+        notes.append(f"runs gave {per_event:.0f} ns (noise); set to 0")
+        per_event = 0.0
+    if mb is not None and math.isfinite(mb.get("inside_ns", math.nan)):
+        inside = min(max(float(mb["inside_ns"]), 0.0), per_event)
+        if source == "runs":
+            source = "runs (inside part: microbenchmark)"
+    else:
+        inside = per_event * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
+    if confounded:
+        notes.append("not separable from " + ", ".join(confounded) + " by these runs")
+    return KindCost(per_event, inside, error, source, events, "; ".join(notes))
+
+
+def build_calibration(command: list[str], samples: list[RunSample], configs: list[Config],
+                      rounds: int, microbenchmark: dict[str, dict[str, float]] | None = None,
+                      run_dirs: list[str] | None = None) -> Calibration:
+    cal_rounds, val_rounds = split_rounds([s.round for s in samples])
+    est = estimate_costs(samples, cal_rounds)
+    full = [s for s in samples if s.config == "full"]
+    costs = {}
+    for kind, e in est.items():
+        events = int(np.median([s.counts.get(kind, 0) for s in full])) if full else 0
+        costs[kind] = _kind_cost(kind, e.per_event_ns, e.error_ns, e.confounded_with,
+                                 (microbenchmark or {}).get(kind), events)
+    independent = cal_rounds != val_rounds
+    v = validate(samples, {k: c.per_event_ns for k, c in costs.items()}, val_rounds, "full",
+                 independent)
+    raw = validate(samples, {}, val_rounds, "full", independent)
+    u = uninstrumented_seconds(samples)
+    unin = {"mean_s": float(u.mean()), "std_s": float(u.std(ddof=1)) if len(u) > 1 else 0.0,
+            "median_s": float(np.median(u)), "min_s": float(u.min()), "max_s": float(u.max()),
+            "n": len(u)}
+    warnings = []
+    if v.errors_pct and v.max_abs_pct > WARN_ERROR_PCT:
+        warnings.append(f"held-out rounds: corrected full runs are off by up to "
+                        f"{v.max_abs_pct:.1f}% from uninstrumented ones")
+    noise = 100 * unin["std_s"] / max(unin["mean_s"], 1e-9)
+    if noise > WARN_NOISE_PCT:
+        warnings.append(f"uninstrumented runs vary by {noise:.1f}% (std/mean): the machine "
+                        "is noisy or the work per run is not fixed")
+    runs: list[dict[str, Any]] = []
+    for i, s in enumerate(samples):
+        runs.append({"config": s.config, "round": s.round, "seconds": s.seconds,
+                     "counts": s.counts,
+                     **({"directory": run_dirs[i]} if run_dirs else {})})
+    return Calibration(
+        command=list(command), costs=costs, machine=machine_info(), repetitions=rounds,
+        configurations={c.name: {"record": str(c.record), "annotations": str(c.annotations),
+                                 "intercept": c.intercept_spec, "cuda": str(c.cuda)}
+                        for c in configs},
+        runs=runs, uninstrumented=unin,
+        validation={"config": "full", "calibration_rounds": cal_rounds,
+                    "validation_rounds": v.rounds, "independent": independent,
+                    "errors_pct": v.errors_pct, "median_error_pct": v.median_pct,
+                    "max_abs_error_pct": v.max_abs_pct,
+                    "raw_errors_pct": raw.errors_pct},
+        microbenchmark=microbenchmark or {}, warnings=warnings)

@@ -1,0 +1,61 @@
+"""Bounding a run's work: ``RLSCOPE_MAX_PROGRESS=N`` ends the process at its N-th
+``rlscope.report_progress`` call (docs/overhead-correction.md).
+
+Calibration compares runs that must do the same work. A script with a fixed seed and step
+count does; one that trains until a wall-clock limit or a reward threshold does not. The
+bound counts the script's own ``report_progress`` calls, which are made (and counted)
+whether or not anything is recorded, so the uninstrumented run stops at the same point as
+the instrumented ones. Progress reported by the sb3 integration is only made while
+recording, so it is not counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+ENV_MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"
+
+
+class WorkLimitReached(SystemExit):
+    """Raised in the process at the N-th progress report: unwinds like ``sys.exit(0)``,
+    so atexit handlers (and the trace flush) run."""
+
+
+def parse_limit(value: str | None) -> int | None:
+    if value is None or not value.strip():
+        return None
+    n = int(value)
+    if n < 1:
+        raise ValueError(f"{ENV_MAX_PROGRESS} must be a positive integer, not {value!r}")
+    return n
+
+
+def limited(report: Callable[..., Any], limit: int) -> Callable[..., Any]:
+    count = 0
+
+    @functools.wraps(report)
+    def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
+        nonlocal count
+        report(timesteps, total_timesteps)
+        count += 1
+        if count >= limit:
+            print(f"rlscope: stopping after {limit} progress reports ({ENV_MAX_PROGRESS})",
+                  file=sys.stderr)
+            raise WorkLimitReached(0)
+
+    report_progress._rlscope_limited = True  # type: ignore[attr-defined]
+    return report_progress
+
+
+def install_progress_limit(limit: int) -> None:
+    """Replace ``rlscope.report_progress`` by a counting version; done at start-up,
+    before the script imports it. ``rlscope.annotate.report_progress`` (what the sb3
+    integration calls, only while recording) is left alone so it does not count."""
+    import rlscope
+
+    if getattr(rlscope.report_progress, "_rlscope_limited", False):
+        return
+    rlscope.report_progress = limited(rlscope.report_progress, limit)  # type: ignore

@@ -1,0 +1,97 @@
+"""Run a workload in every calibration configuration, interleaved over rounds.
+
+Runs are sequential (never parallel: they would slow each other down), rotated within
+each round so that no configuration always runs first, each into its own directory
+``DIR/calibration/<round>-<config>/`` with the workload's output in ``output.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlscope.calibration.configs import Config, prune
+from rlscope.calibration.counts import count_events
+from rlscope.calibration.estimate import RunSample
+from rlscope.calibration.limits import ENV_MAX_PROGRESS
+from rlscope.calibration.switches import ENV_ANNOTATIONS
+from rlscope.errors import RLScopeError
+from rlscope.trace.reader import read_trace
+
+SUBDIR = "calibration"
+# A recording environment for (config, output directory), supplied by rls-prof.
+EnvFor = Callable[[Config, Path], dict[str, str]]
+
+
+@dataclass
+class RunRecord:
+    sample: RunSample
+    directory: str
+    returncode: int
+
+
+def uninstrumented_env(bootstrap_dir: str, max_progress: int | None,
+                       base: dict[str, str] | None = None) -> dict[str, str]:
+    """No recording at all: rlscope's variables removed. With a work bound only the
+    bootstrap (which then just counts progress reports) and the bound are set."""
+    e = {k: v for k, v in (os.environ if base is None else base).items()
+         if not k.startswith("RLSCOPE_")}
+    if max_progress is not None:
+        e[ENV_MAX_PROGRESS] = str(max_progress)
+        old = e.get("PYTHONPATH")
+        e["PYTHONPATH"] = bootstrap_dir + (os.pathsep + old if old else "")
+    return e
+
+
+def _run_once(command: list[str], env: dict[str, str], directory: Path,
+              timeout_s: float | None) -> tuple[float, int]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "output.log", "wb") as log:
+        t0 = time.monotonic_ns()
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RLScopeError(f"calibration run in {directory} took longer than "
+                               f"{timeout_s:.0f} s; bound the work (RLSCOPE_MAX_PROGRESS, "
+                               "docs/overhead-correction.md)") from None
+        t1 = time.monotonic_ns()
+    return (t1 - t0) / 1e9, rc
+
+
+def run_configurations(command: list[str], configs: list[Config], rounds: int,
+                       out: Path, env_for: EnvFor, bootstrap_dir: str,
+                       max_progress: int | None = None, timeout_s: float | None = None,
+                       echo: Callable[[str], None] | None = None) -> list[RunRecord]:
+    """Every configuration once per round; configurations that cannot tell anything
+    apart are dropped after the first round (see :func:`configs.prune`)."""
+    records: list[RunRecord] = []
+    root = out / SUBDIR
+    for r in range(rounds):
+        k = r % len(configs)
+        for c in configs[k:] + configs[:k]:  # rotate the order each round
+            d = root / f"{r}-{c.name.replace('+', '_')}"
+            if c.record:
+                env = env_for(c, d)
+                env[ENV_ANNOTATIONS] = "1" if c.annotations else "0"
+                if max_progress is not None:
+                    env[ENV_MAX_PROGRESS] = str(max_progress)
+            else:
+                env = uninstrumented_env(bootstrap_dir, max_progress)
+            seconds, rc = _run_once(command, env, d, timeout_s)
+            if rc != 0:
+                raise RLScopeError(f"calibration run {c.name} (round {r + 1}) exited with "
+                                   f"status {rc}; see {d / 'output.log'}")
+            counts = count_events(read_trace(d)) if c.record else {}
+            records.append(RunRecord(RunSample(c.name, r, seconds, counts), str(d), rc))
+            if echo:
+                echo(f"round {r + 1}/{rounds} {c.name}: {seconds:.2f} s")
+        if r == 0:
+            configs = prune(configs, {x.sample.config: x.sample.counts for x in records})
+    return records

@@ -1,0 +1,90 @@
+"""Calibration file round trip, configuration choice and pruning, the work limit."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rlscope.calibration.build import build_calibration
+from rlscope.calibration.configs import configurations, prune
+from rlscope.calibration.estimate import RunSample
+from rlscope.calibration.file import (
+    Calibration,
+    KindCost,
+    read_calibration,
+    write_calibration,
+)
+from rlscope.calibration.limits import WorkLimitReached, limited, parse_limit
+from rlscope.errors import RLScopeError
+
+
+def test_round_trip_keeps_costs_and_writes_no_nan(tmp_path: Path):
+    cal = Calibration(["python", "t.py"], {"annotation": KindCost(300, 50, math.nan, "runs")},
+                      uninstrumented={"mean_s": 1.0, "std_s": 0.01, "n": 3})
+    p = tmp_path / "calibration.json"
+    write_calibration(cal, p)
+    assert "NaN" not in p.read_text()
+    back = read_calibration(p)
+    c = back.costs["annotation"]
+    assert (c.per_event_ns, c.inside_ns, c.outside_ns) == (300, 50, 250)
+    assert math.isnan(c.error_ns) and back.command == ["python", "t.py"]
+
+
+def test_wrong_files_are_one_line_errors(tmp_path: Path):
+    p = tmp_path / "c.json"
+    p.write_text("{}")
+    with pytest.raises(RLScopeError, match="not an rlscope calibration"):
+        read_calibration(p)
+    p.write_text(json.dumps({"format": "rlscope-calibration", "version": 99}))
+    with pytest.raises(RLScopeError, match="version 99"):
+        read_calibration(p)
+
+
+def test_configurations_follow_the_intercepted_libraries():
+    names = [c.name for c in configurations(["torch", "gym", "mujoco"], cuda=True)]
+    assert names == ["uninstrumented", "base", "annotations", "annotations+backend",
+                     "annotations+simulator", "full-no-cuda", "full"]
+    assert [c.name for c in configurations([], cuda=False)] == [
+        "uninstrumented", "base", "annotations", "full"]
+
+
+def test_prune_drops_configurations_that_tell_nothing_apart():
+    cs = configurations(["torch", "gym", "mujoco"], cuda=True)
+    counts = {"base": {"process": 1}, "annotations": {"process": 1, "annotation": 10},
+              "annotations+backend": {"process": 1, "annotation": 10, "backend_call": 99},
+              "annotations+simulator": {"process": 1, "annotation": 10},
+              "full-no-cuda": {"process": 1, "annotation": 10, "backend_call": 99},
+              "full": {"process": 1, "annotation": 10, "backend_call": 99}}
+    assert [c.name for c in prune(cs, counts)] == ["uninstrumented", "base", "annotations",
+                                                   "full"]
+
+
+def test_build_uses_microbenchmark_for_unresolvable_kinds():
+    samples = []
+    for r in range(4):
+        samples.append(RunSample("uninstrumented", r, 10.0))
+        samples.append(RunSample("base", r, 10.01, {"process": 1}))
+        # annotation overhead drowned in noise: alternating sign
+        samples.append(RunSample("full", r, 10.01 + (0.001 if r % 2 else -0.001),
+                                 {"process": 1, "annotation": 1000}))
+    mb = {"annotation": {"per_event_ns": 120.0, "inside_ns": 40.0}}
+    cal = build_calibration(["x"], samples, configurations([], False), 4, mb)
+    a = cal.costs["annotation"]
+    assert a.source == "microbenchmark" and a.per_event_ns == 120 and a.inside_ns == 40
+    assert cal.costs["process"].per_event_ns == pytest.approx(1e7, rel=1e-3)
+    assert cal.validation["calibration_rounds"] == [0, 2]
+
+
+def test_work_limit_counts_reports():
+    seen = []
+    f = limited(lambda t, total=None: seen.append(t), 2)
+    f(1)
+    with pytest.raises(WorkLimitReached) as e:
+        f(2)
+    assert e.value.code == 0 and seen == [1, 2]
+    assert parse_limit(None) is None and parse_limit("5") == 5
+    with pytest.raises(ValueError):
+        parse_limit("0")
