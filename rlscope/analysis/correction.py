@@ -209,10 +209,11 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
 
 def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
     """Corrected total of the run beside the uninstrumented runs of the calibration."""
-    info: dict = {"applied": True,
+    info: dict = {"applied": True, "metric": cal.metric,
                   "costs_ns": {k: round(c.per_event_ns, 1) for k, c in cal.costs.items()},
                   "removed_s": summary.run_overhead_s(), "warnings": []}
-    raw = run.get("duration_s")
+    # Compare like with like: rls-prof records the run's CPU time (cpu_s) and wall time.
+    raw = run.get("cpu_s") if cal.metric == "cpu" else run.get("duration_s")
     u = cal.uninstrumented
     if raw is not None and u.get("n"):
         corrected = float(raw) - summary.run_overhead_s()
@@ -250,8 +251,10 @@ def correction_lines(run: dict) -> list[str]:
     lines = [f"Overhead corrected: {c['removed_s']:.3f} s of rlscope book-keeping removed "
              "(--no-correct shows raw numbers)"]
     if "corrected_total_s" in c:
+        what = "CPU time" if c.get("metric") == "cpu" else "wall time"
         lines.append(
-            f"  total: raw {c['raw_total_s']:.3f} s, corrected {c['corrected_total_s']:.3f} s, "
+            f"  total {what}: raw {c['raw_total_s']:.3f} s, corrected "
+            f"{c['corrected_total_s']:.3f} s, "
             f"uninstrumented {c['uninstrumented_mean_s']:.3f} ± "
             f"{c['uninstrumented_std_s']:.3f} s (n={c['uninstrumented_n']}): "
             f"residual error {c['error_pct']:+.1f}% (raw {c['raw_error_pct']:+.1f}%)")

@@ -50,7 +50,9 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
 
 def build_calibration(command: list[str], samples: list[RunSample], configs: list[Config],
                       rounds: int, microbenchmark: dict[str, dict[str, float]] | None = None,
-                      run_dirs: list[str] | None = None) -> Calibration:
+                      run_dirs: list[str] | None = None, metric: str = "cpu") -> Calibration:
+    """``metric``: what RunSample.seconds measures, "cpu" (process-tree CPU time) or
+    "wall"."""
     cal_rounds, val_rounds = split_rounds([s.round for s in samples])
     est = estimate_costs(samples, cal_rounds)
     full = [s for s in samples if s.config == "full"]
@@ -64,9 +66,10 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
                  independent)
     raw = validate(samples, {}, val_rounds, "full", independent)
     u = uninstrumented_seconds(samples)
+    uw = np.array([s.wall_s for s in samples if s.config == "uninstrumented"])
     unin = {"mean_s": float(u.mean()), "std_s": float(u.std(ddof=1)) if len(u) > 1 else 0.0,
             "median_s": float(np.median(u)), "min_s": float(u.min()), "max_s": float(u.max()),
-            "n": len(u)}
+            "n": len(u), "wall_mean_s": float(np.mean(uw)) if len(uw) else math.nan}
     warnings = []
     if v.errors_pct and v.max_abs_pct > WARN_ERROR_PCT:
         warnings.append(f"held-out rounds: corrected full runs are off by up to "
@@ -78,7 +81,7 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
     runs: list[dict[str, Any]] = []
     for i, s in enumerate(samples):
         runs.append({"config": s.config, "round": s.round, "seconds": s.seconds,
-                     "counts": s.counts,
+                     "wall_s": s.wall_s, "counts": s.counts,
                      **({"directory": run_dirs[i]} if run_dirs else {})})
     return Calibration(
         command=list(command), costs=costs, machine=machine_info(), repetitions=rounds,
@@ -91,4 +94,4 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
                     "errors_pct": v.errors_pct, "median_error_pct": v.median_pct,
                     "max_abs_error_pct": v.max_abs_pct,
                     "raw_errors_pct": raw.errors_pct},
-        microbenchmark=microbenchmark or {}, warnings=warnings)
+        microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric)

@@ -27,12 +27,14 @@ UNINSTRUMENTED = "uninstrumented"
 
 @dataclass
 class RunSample:
-    """One run: its configuration, round, wall time and event counts by kind."""
+    """One run: its configuration, round, time (CPU seconds of the process tree in
+    rls-prof's calibration) and event counts by kind."""
 
     config: str
     round: int
     seconds: float
     counts: dict[str, int] = field(default_factory=dict)
+    wall_s: float = math.nan
 
 
 @dataclass

@@ -53,6 +53,7 @@ class Calibration:
     validation: dict[str, Any] = field(default_factory=dict)
     microbenchmark: dict[str, dict[str, float]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    metric: str = "cpu"  # run times compared: "cpu" (process-tree CPU s) or "wall"
     rlscope_version: str = __version__
 
     def cost_table(self) -> dict[str, KindCost]:
@@ -107,7 +108,7 @@ def read_calibration(path: str | os.PathLike[str]) -> Calibration:
             str(c.get("source", "")), int(c.get("events", 0)), str(c.get("note", "")))
     known = {"command", "machine", "repetitions", "configurations", "runs",
              "uninstrumented", "validation", "microbenchmark", "warnings",
-             "rlscope_version"}
+             "rlscope_version", "metric"}
     rest = {k: v for k, v in d.items() if k in known}
     rest.setdefault("command", [])
     return Calibration(costs=costs, **rest)

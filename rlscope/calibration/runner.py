@@ -8,6 +8,7 @@ each round so that no configuration always runs first, each into its own directo
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import time
 from collections.abc import Callable
@@ -48,9 +49,13 @@ def uninstrumented_env(bootstrap_dir: str, max_progress: int | None,
 
 
 def _run_once(command: list[str], env: dict[str, str], directory: Path,
-              timeout_s: float | None) -> tuple[float, int]:
+              timeout_s: float | None) -> tuple[float, float, int]:
+    """(wall s, CPU s of the process tree, exit status). CPU time (user + system of every
+    waited-for descendant) is what calibration uses: on a shared machine other processes
+    stretch wall time far more than they change the work a run does."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "output.log", "wb") as log:
+        c0 = children_cpu_s()
         t0 = time.monotonic_ns()
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -62,7 +67,12 @@ def _run_once(command: list[str], env: dict[str, str], directory: Path,
                                f"{timeout_s:.0f} s; bound the work (RLSCOPE_MAX_PROGRESS, "
                                "docs/overhead-correction.md)") from None
         t1 = time.monotonic_ns()
-    return (t1 - t0) / 1e9, rc
+    return (t1 - t0) / 1e9, children_cpu_s() - c0, rc
+
+
+def children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def run_configurations(command: list[str], configs: list[Config], rounds: int,
@@ -84,14 +94,14 @@ def run_configurations(command: list[str], configs: list[Config], rounds: int,
                     env[ENV_MAX_PROGRESS] = str(max_progress)
             else:
                 env = uninstrumented_env(bootstrap_dir, max_progress)
-            seconds, rc = _run_once(command, env, d, timeout_s)
+            wall, cpu, rc = _run_once(command, env, d, timeout_s)
             if rc != 0:
                 raise RLScopeError(f"calibration run {c.name} (round {r + 1}) exited with "
                                    f"status {rc}; see {d / 'output.log'}")
             counts = count_events(read_trace(d)) if c.record else {}
-            records.append(RunRecord(RunSample(c.name, r, seconds, counts), str(d), rc))
+            records.append(RunRecord(RunSample(c.name, r, cpu, counts, wall), str(d), rc))
             if echo:
-                echo(f"round {r + 1}/{rounds} {c.name}: {seconds:.2f} s")
+                echo(f"round {r + 1}/{rounds} {c.name}: {cpu:.2f} s CPU, {wall:.2f} s wall")
         if r == 0:
             configs = prune(configs, {x.sample.config: x.sample.counts for x in records})
     return records

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -161,6 +162,8 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
             signal.signal(s, h)
     status = returncode if returncode >= 0 else 128 - returncode
     finish_run_metadata(meta, returncode, interrupted)
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # rls-prof waited for no one else
+    meta["cpu_s"] = ru.ru_utime + ru.ru_stime  # CPU time of the whole process tree
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
     cuda_files = [f for f in files if f.name.startswith("cuda.")]
