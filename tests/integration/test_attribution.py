@@ -36,15 +36,25 @@ def test_synthetic_split_matches_known_costs(recorder: str, tmp_path: Path):
     backend = rec.wrap(time.sleep, rec.CALL_BACKEND, "fakeml.op")
     simulator = rec.wrap(time.sleep, rec.CALL_SIMULATOR, "fakesim.step")
     py_s, be_s, sim_s, n = 0.002, 0.003, 0.005, 20
+    # time.sleep oversleeps by a load-dependent amount, so the known cost of each
+    # category is measured around the calls as well (the clock reads add ~0.1 µs).
+    known = {"backend_s": 0, "simulator_s": 0}
+    clock = time.perf_counter_ns
+
+    def timed(func, arg: float, key: str) -> None:
+        t0 = clock()
+        func(arg)
+        known[key] += clock() - t0
+
     out = tmp_path / "t"
     rlscope.start(out, recorder=recorder)
     try:
         for _ in range(n):
             with rlscope.operation("step"):
                 spin(py_s / 2)
-                backend(be_s / 2)
-                simulator(sim_s)
-                backend(be_s / 2)
+                timed(backend, be_s / 2, "backend_s")
+                timed(simulator, sim_s, "simulator_s")
+                timed(backend, be_s / 2, "backend_s")
                 spin(py_s / 2)
     finally:
         rlscope.stop()
@@ -54,9 +64,14 @@ def test_synthetic_split_matches_known_costs(recorder: str, tmp_path: Path):
     wall = row["wall_s"]
     parts = row["python_s"] + row["backend_s"] + row["simulator_s"]
     assert abs(parts - wall) <= 0.02 * wall
+    shares = {k: v / 1e9 / wall for k, v in known.items()}
+    shares["python_s"] = 1 - sum(shares.values())
+    for col, share in shares.items():
+        assert abs(row[col] / wall - share) <= 0.05, (col, row[col] / wall, share)
+    # ... and the nominal split, with room for sleep's overshoot under load.
     total = py_s + be_s + sim_s
-    for col, known in (("python_s", py_s), ("backend_s", be_s), ("simulator_s", sim_s)):
-        assert abs(row[col] / wall - known / total) <= 0.05, (col, row[col] / wall)
+    for col, nominal in (("python_s", py_s), ("backend_s", be_s), ("simulator_s", sim_s)):
+        assert abs(row[col] / wall - nominal / total) <= 0.10, (col, row[col] / wall)
 
 
 @pytest.fixture
