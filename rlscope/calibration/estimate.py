@@ -7,8 +7,10 @@ rotated order, so slow drift of the machine hits all of them alike):
 
 where n are the event counts read from that run's own trace and T_u the median
 uninstrumented time. Ratios (not differences) cancel a round that ran slower as a whole.
-Each round is solved by least squares; a kind's cost is the median over the calibration
-rounds, its error bar the standard error of that median. Held-out rounds validate: the
+Each round is solved by least squares; a kind's error bar is the standard error of the
+median of those per-round estimates. The cost itself is that median with one round, and
+with two or more a least-squares fit on each configuration's fastest run (other load
+only slows runs down; see :func:`_fit_fastest`). Held-out rounds validate: the
 full run's time minus its estimated overhead is compared with the same round's measured
 uninstrumented time.
 """
@@ -117,14 +119,40 @@ def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None
             per_round[k].append(float(c))
         for k, others in _confounded(x, kinds).items():
             confounded[k] = sorted(set(confounded[k]) | set(others))
+    point = _fit_fastest(samples, rounds, kinds, t_u)
     out = {}
     for k in kinds:
         v = np.array(per_round[k])
         if not len(v):
             continue
-        out[k] = CostEstimate(float(np.median(v)), _median_error(v), v.tolist(),
-                              confounded[k])
+        value = point.get(k, float(np.median(v))) if point else float(np.median(v))
+        out[k] = CostEstimate(value, _median_error(v), v.tolist(), confounded[k])
     return out
+
+
+def _fit_fastest(samples: list[RunSample], rounds: list[int] | None, kinds: list[str],
+                 t_u: float) -> dict[str, float]:
+    """One least-squares fit on each configuration's fastest run over the rounds.
+
+    Other load on the machine only ever makes a run slower, so with three or more rounds
+    the fastest run of each configuration is the best estimate of its undisturbed time
+    (a median of paired ratios is spoilt when either run of a pair was disturbed)."""
+    sel = [s for s in samples if rounds is None or s.round in rounds]
+    if len({s.round for s in sel}) < 2:
+        return {}
+    fastest: dict[str, RunSample] = {}
+    for s in sel:
+        if s.config not in fastest or s.seconds < fastest[s.config].seconds:
+            fastest[s.config] = s
+    base = fastest.get(UNINSTRUMENTED)
+    inst = [s for c, s in sorted(fastest.items()) if c != UNINSTRUMENTED]
+    if base is None or not inst:
+        return {}
+    x = np.array([[s.counts.get(k, 0) for k in kinds] for s in inst], np.float64)
+    y = np.array([(s.seconds - base.seconds) * 1e9 for s in inst])
+    scale = np.maximum(x.max(axis=0), 1.0)
+    cost = np.linalg.lstsq(x / scale, y, rcond=None)[0] / scale
+    return {k: float(c) for k, c in zip(kinds, cost, strict=True)}
 
 
 def _median_error(v: np.ndarray) -> float:
