@@ -47,11 +47,14 @@ def total_events(trace: Trace) -> int:
     return sum(len(p.events) + 2 * len(p.api_calls) for p in trace.processes)
 
 
-def analyze(trace: Trace, progress: Callable[[int], None] | None = None) -> Analysis:
+def analyze(trace: Trace, progress: Callable[[int], None] | None = None,
+            batch_events: int | None = None) -> Analysis:
+    """Analyse a trace already read; ``batch_events`` feeds each process's events to the
+    engine in batches of that many (as streaming does)."""
     paths, phases = PathTable(), NameTable()
     results, metas = [], []
     for p in trace.processes:  # CUDA files are merged into their Python process already
-        results.append(analyze_process(p, paths, phases, progress))
+        results.append(analyze_process(p, paths, phases, progress, batch_events))
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,
                                   p.progress))

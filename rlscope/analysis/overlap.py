@@ -28,18 +28,19 @@ import numpy as np
 
 from rlscope.analysis import categories as C
 from rlscope.analysis.paths import NameTable, PathTable
-from rlscope.analysis.summary import ProcessSpan, process_span
+from rlscope.analysis.summary import ProcessSpan
 from rlscope.analysis.threadstate import (
     API_BEGIN,
     API_END,
     WAIT_BEGIN,
     WAIT_END,
     ThreadState,
+    phase_changes,
     thread_state,
 )
 from rlscope.trace import format as fmt
 from rlscope.trace.gpu import GpuActivities
-from rlscope.trace.reader import ProcessTrace
+from rlscope.trace.reader import Events, ProcessTrace
 
 _DENSE_LIMIT = 1 << 22  # bincount over a dense key space up to this size, else np.unique
 
@@ -140,57 +141,6 @@ class _ThreadEvents:
         self.time, self.kind, self.name = time, kind, name
 
 
-def _split_threads(p: ProcessTrace, api_thread: np.ndarray, wait: np.ndarray
-                   ) -> dict[int, _ThreadEvents]:
-    ev = p.events
-    out: dict[int, _ThreadEvents] = {}
-    if len(ev):
-        th = ev.thread
-        lo, hi = int(th.min()), int(th.max())
-        if lo == hi:
-            groups = {lo: None}
-            order = None
-        else:
-            key = th.astype(np.uint16) if hi < 1 << 16 else th
-            order = np.argsort(key, kind="stable")
-            bounds = np.searchsorted(th[order], np.arange(lo, hi + 2))
-            groups = {t: slice(bounds[t - lo], bounds[t - lo + 1])
-                      for t in range(lo, hi + 1) if bounds[t - lo + 1] > bounds[t - lo]}
-        for t, sl in groups.items():
-            if order is None:
-                tt, kk, nn = ev.time_ns, ev.kind, ev.name
-            else:
-                idx = order[sl]
-                tt, kk, nn = ev.time_ns[idx], ev.kind[idx], ev.name[idx]
-            out[t] = _ThreadEvents(tt, kk, nn)
-    api = p.api_calls
-    for t in np.unique(api_thread).tolist():
-        sel = np.flatnonzero(api_thread == t)
-        w = wait[sel]
-        times = np.r_[api.start_ns[sel], api.end_ns[sel]]
-        kinds = np.r_[np.where(w, WAIT_BEGIN, API_BEGIN), np.where(w, WAIT_END, API_END)]
-        base = out.get(t)
-        if base is None:
-            base = out[t] = _ThreadEvents(np.zeros(0, np.int64), np.zeros(0, np.uint8),
-                                          np.zeros(0, np.uint32))
-        base.time = np.r_[base.time, times]
-        base.kind = np.r_[base.kind, kinds.astype(np.uint8)]
-        base.name = np.r_[base.name, np.zeros(len(times), np.uint32)]
-    for te in out.values():  # out-of-order input (and merged API calls): stable sort
-        if len(te.time) > 1 and np.any(te.time[1:] < te.time[:-1]):
-            o = np.argsort(te.time, kind="stable")
-            te.time, te.kind, te.name = te.time[o], te.kind[o], te.name[o]
-    return out
-
-
-def _add_boundaries(te: _ThreadEvents, times: np.ndarray) -> None:
-    """Insert no-op events (kind 0) so the thread's timeline is also cut at ``times``
-    (where the main thread's phase changes, for threads that inherit it)."""
-    if not len(te.time) or np.any((te.kind == fmt.PHASE_BEGIN) | (te.kind == fmt.PHASE_END)):
-        return
-    _insert_times(te, times)
-
-
 def _insert_times(te: _ThreadEvents, times: np.ndarray, append: bool = False) -> None:
     """Insert no-op events at ``times`` inside the thread's time range (or after it,
     with ``append``)."""
@@ -224,16 +174,15 @@ def _api_threads(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray, dict[int, tup
     return out, wait, extra
 
 
-def _gpu_launches(p: ProcessTrace, api_thread: np.ndarray, states: dict[int, ThreadState],
-                  main: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Launching thread, path and phase of every GPU activity: by correlation id with the
-    CUDA API call that launched it; failing that, the latest API call started before it;
-    failing that (no API calls), the main thread at the activity's start."""
+def _gpu_launch_times(p: ProcessTrace, api_thread: np.ndarray, main: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Launching thread and launch time of every GPU activity: from the CUDA API call with
+    the same correlation id; failing that, the latest API call started before it; failing
+    that (no API calls), the main thread at the activity's start."""
     g, api = p.gpu, p.api_calls
-    n = len(g)
-    thread = np.full(n, main, np.int64)
+    thread = np.full(len(g), main, np.int64)
     when = g.start_ns.copy()
-    if len(api):
+    if len(api) and len(g):
         order = np.argsort(api.correlation_id, kind="stable")
         corr = api.correlation_id[order]
         j = np.searchsorted(corr, g.correlation_id)
@@ -245,133 +194,363 @@ def _gpu_launches(p: ProcessTrace, api_thread: np.ndarray, states: dict[int, Thr
         row = np.where(hit, row, by_start[np.maximum(k, 0)])
         use = hit | (k >= 0)
         thread = np.where(use, api_thread[row], main)
-        when = np.where(use, api.start_ns[row], g.start_ns)
-    path = np.zeros(n, np.int32)
-    phase = np.zeros(n, np.int32)
-    for t in np.unique(thread).tolist():
-        s = states.get(t)
-        sel = np.flatnonzero(thread == t)
-        if s is None or not len(s.time):
-            continue
-        i = s.state_at(when[sel])
+        # Launched no later than it started (CUPTI and host clocks can disagree a little).
+        when = np.minimum(np.where(use, api.start_ns[row], g.start_ns), g.start_ns)
+    return thread, when
+
+
+class _GpuIndex:
+    """One thread's GPU activities, indexed for time windows and GPU-only attribution."""
+
+    def __init__(self, g: GpuActivities, acts: np.ndarray) -> None:
+        self.g = g
+        self.acts = acts[np.argsort(g.start_ns[acts], kind="stable")]
+        self.starts = g.start_ns[self.acts]
+        self.cummax_end = np.maximum.accumulate(np.maximum(g.end_ns[self.acts], self.starts))
+        prio = np.zeros(256, np.int64)
+        for k, v in C.GPU_KIND_PRIORITY.items():
+            prio[k] = v
+        self.prio = prio
+        self.streams = []
+        for stream in np.unique(g.stream[acts]).tolist():
+            a = acts[g.stream[acts] == stream]
+            a = a[np.argsort(g.start_ns[a], kind="stable")]
+            ends = g.end_ns[a]
+            cummax = np.maximum.accumulate(ends)
+            arg = np.maximum.accumulate(np.where(ends == cummax, np.arange(len(a)), 0))
+            self.streams.append((a, g.start_ns[a], cummax, arg))
+
+    def window(self, lo: int | None, hi: int | None) -> np.ndarray:
+        """Activities running at some point of [lo, hi) (None: no bound)."""
+        first = 0 if lo is None else int(np.searchsorted(self.cummax_end, lo, side="right"))
+        last = len(self.starts) if hi is None else int(np.searchsorted(self.starts, hi))
+        return self.acts[first:last]
+
+    def choose(self, at: np.ndarray) -> np.ndarray:
+        """For each time in ``at``, one activity running then: per stream the one with the
+        latest end among those started; kernels before copies, then the lowest stream."""
+        best = np.full(len(at), -1, np.int64)
+        best_score = np.full(len(at), -1, np.int64)
+        for a, starts, cummax, arg in self.streams:
+            i = np.searchsorted(starts, at, side="right") - 1
+            i0 = np.maximum(i, 0)
+            ok = (i >= 0) & (cummax[i0] > at)
+            cand = a[arg[i0]]
+            score = np.where(ok, self.prio[self.g.kind[cand]], -1)
+            better = score > best_score
+            best[better] = cand[better]
+            best_score[better] = score[better]
+        return best
+
+
+@dataclass
+class ProcessInfo:
+    """What the analysis needs before it sees the events: the recorded span, the main
+    thread's phase changes (threads without phases inherit them), and which threads have
+    phases of their own. One cheap pass over the events gives it (see stream.py)."""
+
+    span: ProcessSpan
+    main_phase_times: np.ndarray
+    main_phase_ids: np.ndarray
+    phase_threads: set[int]
+
+
+def process_info(ev: Events, strings: list[str], phases: NameTable,
+                 span: ProcessSpan | None = None) -> ProcessInfo:
+    """ProcessInfo from a process's events (or only its phase and process events)."""
+    span = span or _span(ev)
+    sel = np.flatnonzero((ev.kind == fmt.PHASE_BEGIN) | (ev.kind == fmt.PHASE_END))
+    mine = sel[ev.thread[sel] == span.main_thread]
+    mine = mine[np.argsort(ev.time_ns[mine], kind="stable")]
+    _, times, ids, _ = phase_changes(ev.time_ns[mine], ev.kind[mine], ev.name[mine], strings,
+                                     phases)
+    return ProcessInfo(span, times, ids, set(np.unique(ev.thread[sel]).tolist()))
+
+
+def _span(ev: Events) -> ProcessSpan:
+    from rlscope.analysis.summary import process_span
+
+    class _P:  # process_span only reads .events
+        events = ev
+
+    return process_span(_P)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Carry:
+    """A thread's state after the last event of the previous batch."""
+
+    last_time: int
+    ops: list[int]  # open operations, path ids outermost first (innermost last)
+    phases: list[int]  # open phases (phase ids)
+    calls: list[int]  # open backend/simulator call kinds, in begin order
+    api: int
+    wait: int
+
+
+class ProcessAnalyzer:
+    """The overlap sweep of one process, fed its events in batches.
+
+    Any split works as long as each thread's events stay in time order from one batch to
+    the next (the recorders flush each thread's buffer in order): every thread carries its
+    open scopes and last time across batches, so memory is bounded by the batch size.
+    CUDA API calls and GPU activities (separate, smaller tables) are held whole.
+    """
+
+    def __init__(self, p: ProcessTrace, info: ProcessInfo, paths: PathTable,
+                 phases: NameTable, progress: Callable[[int], None] | None = None) -> None:
+        self.p, self.info, self.paths, self.phases = p, info, paths, phases
+        self.progress = progress
+        span = info.span
+        if not len(p.events):
+            t = np.r_[p.api_calls.start_ns, p.api_calls.end_ns, p.gpu.start_ns,
+                      p.gpu.end_ns]
+            if len(t):  # a CUDA-only process (e.g. a C++ program): no main thread
+                span = info.span = ProcessSpan(int(t.min()), int(t.max()), -1)
+        self.span, self.main = span, span.main_thread
+        self.api_thread, wait, self.extra = _api_threads(p)
+        api = p.api_calls
+        self.api_events: dict[int, list] = {}
+        for t in np.unique(self.api_thread).tolist():
+            sel = np.flatnonzero(self.api_thread == t)
+            w = wait[sel]
+            times = np.r_[api.start_ns[sel], api.end_ns[sel]]
+            kinds = np.r_[np.where(w, WAIT_BEGIN, API_BEGIN),
+                          np.where(w, WAIT_END, API_END)].astype(np.uint8)
+            o = np.argsort(times, kind="stable")
+            self.api_events[t] = [times[o], kinds[o], 0]
+        g = p.gpu
+        self.g_thread, self.g_when = _gpu_launch_times(p, self.api_thread, self.main)
+        self.g_path = np.zeros(len(g), np.int32)
+        self.g_phase = np.zeros(len(g), np.int32)
+        self.g_cat = (np.array([C.GPU_KIND_CATEGORY.get(k, C.KERNEL) for k in range(256)],
+                               np.int64)[g.kind] if len(g) else np.zeros(0, np.int64))
+        self.g_launch: dict[int, list] = {}  # thread -> [acts by launch time, next]
+        self.g_index: dict[int, _GpuIndex] = {}
+        for t in np.unique(self.g_thread).tolist():
+            acts = np.flatnonzero(self.g_thread == t)
+            self.g_launch[t] = [acts[np.argsort(self.g_when[acts], kind="stable")], 0]
+            self.g_index[t] = _GpuIndex(g, acts)
+        self.carry: dict[int, _Carry] = {}
+        self.events_seen: dict[int, int] = {}
+        self._sid: dict[str, int] = {}
+        self._rows: list[list[np.ndarray]] = []
+        self._counts: list[np.ndarray] = []
+        self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    # -- feeding -----------------------------------------------------------------------
+    def feed(self, ev: Events) -> None:
+        groups = _by_thread(ev)
+        for t in sorted(groups, key=lambda t: (t != self.main, t)):
+            tt, kk, nn = groups[t]
+            self._window(t, tt, kk, nn, final=False)
+            if self.progress:
+                self.progress(len(tt))
+
+    def finish(self) -> ProcessResult:
+        z = np.zeros(0, np.int64)
+        threads = set(self.carry) | set(self.api_events) | set(self.g_launch)
+        for t in sorted(threads, key=lambda t: (t != self.main, t)):
+            self._window(t, z, z.astype(np.uint8), z.astype(np.uint32), final=True)
+        return self._result()
+
+    def _string_id(self, s: str) -> int:
+        sid = self._sid.get(s)
+        if sid is None:
+            self._sid = {v: i for i, v in enumerate(self.p.strings)}
+            sid = self._sid[s]
+        return sid
+
+    def _synthetic(self, c: _Carry | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Events that re-open the carried scopes at the previous batch's last time."""
+        if c is None:
+            z = np.zeros(0, np.int64)
+            return z, z.astype(np.uint8), z.astype(np.uint32)
+        # A no-op first, so the batch starts where the previous one stopped.
+        kinds = ([0] + [fmt.OPERATION_BEGIN] * len(c.ops) + [fmt.PHASE_BEGIN] * len(c.phases)
+                 + c.calls + [API_BEGIN] * c.api + [WAIT_BEGIN] * c.wait)
+        names = ([0] + [self._string_id(self.paths.name[x]) for x in c.ops]
+                 + [self._string_id(self.phases.names[x]) for x in c.phases]
+                 + [0] * (len(c.calls) + c.api + c.wait))
+        n = len(kinds)
+        return (np.full(n, c.last_time, np.int64), np.array(kinds, np.uint8),
+                np.array(names, np.uint32))
+
+    def _window(self, t: int, time: np.ndarray, kind: np.ndarray, name: np.ndarray,
+                final: bool) -> None:
+        if len(time) > 1 and np.any(time[1:] < time[:-1]):
+            o = np.argsort(time, kind="stable")
+            time, kind, name = time[o], kind[o], name[o]
+        c = self.carry.get(t)
+        if c is not None and len(time) and time[0] < c.last_time:
+            time = np.maximum(time, c.last_time)  # late event: no negative durations
+        if not final and not len(time):
+            return
+        hi = int(time[-1]) if not final else None
+        api = self.api_events.get(t)
+        if api is not None:
+            at, ak, ptr = api
+            # Calls at exactly ``hi`` wait for the next batch, which may still bring
+            # events of this thread at that time (they go first, as in one pass).
+            j = len(at) if final else int(np.searchsorted(at, hi, side="left"))
+            api_t, api_k = at[ptr:j], ak[ptr:j]
+            api[2] = j
+        else:
+            api_t = api_k = np.zeros(0, np.int64)
+        syn_t, syn_k, syn_n = self._synthetic(c)
+        te = _ThreadEvents(np.r_[syn_t, time, api_t], np.r_[syn_k, kind, api_k].astype(np.uint8),
+                           np.r_[syn_n, name, np.zeros(len(api_t), np.uint32)].astype(np.uint32))
+        if len(api_t) and len(te.time) > 1 and np.any(te.time[1:] < te.time[:-1]):
+            o = np.argsort(te.time, kind="stable")
+            te.time, te.kind, te.name = te.time[o], te.kind[o], te.name[o]
+        if not len(te.time):
+            if not final or (c is None and t not in self.g_index):
+                return
+            # Nothing left but GPU work running on: one no-op event to start from.
+            t0 = c.last_time if c is not None else int(self.g_index[t].starts[0])
+            te = _ThreadEvents(np.array([t0], np.int64), np.zeros(1, np.uint8),
+                               np.zeros(1, np.uint32))
+        own_phases = t in self.info.phase_threads or t == self.main
+        inherited = None
+        if not own_phases and len(self.info.main_phase_times):
+            inherited = (self.info.main_phase_times, self.info.main_phase_ids)
+            _insert_times(te, self.info.main_phase_times)
+        end = self.span.end_ns
+        if final and te.time[-1] < end:  # threads stop at the process end
+            _insert_times(te, np.array([end]), append=True)
+        else:
+            _insert_times(te, np.array([end]))
+        info = self.p.threads.get(t)
+        tid, tname = (info.tid, info.name) if info else self.extra.get(t, (0, f"thread {t}"))
+        s = thread_state(t, tid, tname, t == self.main, te.time, te.kind, te.name,
+                         self.p.strings, self.paths, self.phases,
+                         (self.span.start_ns, end), inherited, n_synthetic=len(syn_t))
+        del te
+        self.events_seen[t] = self.events_seen.get(t, 0) + len(time) + len(api_t)
+        self._launches(t, s, None if final else hi)
+        top = None if final else hi
+        sizes = [len(self.phases.names), len(self.paths), C.N_CATEGORIES, C.N_REGIONS]
+        # The first batch of a thread also takes GPU work that ran before its first event.
+        bottom = int(s.time[0]) if c is not None else None
+        acts = (self.g_index[t].window(bottom, top) if t in self.g_index
+                else np.zeros(0, np.int64))
+        key, dur, act, busy, b = _thread_regions(s, self.p.gpu, acts, self.g_path,
+                                                 self.g_phase, self.g_cat, sizes,
+                                                 self.g_index.get(t), bottom, top)
+        cols, sums = _aggregate_keys(key, sizes, dur)
+        del key
+        self._rows.append([np.full(len(sums), t, np.int64), *cols, sums])
+        if len(b):
+            self._runs.append((*_runs(b, dur, act), *_runs(b, dur, busy)))
+        what = [(-1, s.op_begin_path, s.op_begin_phase)]
+        what += [(k, s.call_path[k], s.call_phase[k]) for k in s.call_path]
+        for w, pth, phs in what:
+            if len(pth):
+                (ph_k, pa_k), n = _aggregate([phs.astype(np.int64), pth.astype(np.int64)],
+                                             sizes[:2], np.ones(len(pth)))
+                self._counts.append(np.stack([np.full(len(n), t), ph_k, pa_k,
+                                              np.full(len(n), w), n.astype(np.int64)], 1))
+        self.carry[t] = _Carry(int(s.time[-1]), self.paths.ancestors(int(s.path[-1]))[::-1],
+                               s.end_phases, s.end_calls, s.end_api, s.end_wait)
+
+    def _launches(self, t: int, s: ThreadState, hi: int | None) -> None:
+        """Operation and phase at launch of the GPU work this thread launched before hi."""
+        entry = self.g_launch.get(t)
+        if entry is None:
+            return
+        order, ptr = entry
+        j = len(order) if hi is None else int(np.searchsorted(self.g_when[order], hi,
+                                                              side="left"))
+        sel = order[ptr:j]
+        entry[1] = j
+        if not len(sel):
+            return
+        i = s.state_at(self.g_when[sel])
         ok = i >= 0
-        path[sel[ok]] = s.path[i[ok]]
-        phase[sel[ok]] = s.phase[i[ok]]
-    return thread, path, phase
+        self.g_path[sel[ok]] = s.path[i[ok]]
+        self.g_phase[sel[ok]] = s.phase[i[ok]]
+
+    # -- results -----------------------------------------------------------------------
+    def _result(self) -> ProcessResult:
+        p, g = self.p, self.p.gpu
+        n_paths, n_phases = len(self.paths), len(self.phases.names)
+        if self._rows:
+            cols = [np.concatenate([r[i] for r in self._rows]) for i in range(6)]
+            keys, ns = _aggregate(cols[:5], [max(self.carry, default=0) + 1 + len(self.extra),
+                                             n_phases, n_paths, C.N_CATEGORIES,
+                                             C.N_REGIONS], cols[5])
+        else:
+            keys, ns = [np.zeros(0, np.int64)] * 5, np.zeros(0)
+        if self._counts:
+            cnt = np.concatenate(self._counts)
+            size_t = int(cnt[:, 0].max()) + 1
+            (ct, cph, cpa, cw), cn = _aggregate(
+                [cnt[:, 0], cnt[:, 1], cnt[:, 2], cnt[:, 3] + 1],
+                [size_t, n_phases, n_paths, C.N_CATEGORIES + 1], cnt[:, 4].astype(np.float64))
+            count_rows = np.stack([ct, cph, cpa, cw - 1], 1)
+            count_n = np.rint(cn).astype(np.int64)
+        else:
+            count_rows, count_n = np.zeros((0, 4), np.int64), np.zeros(0, np.int64)
+        z = np.zeros(0, np.int64)
+        runs = list(zip(*self._runs, strict=True)) if self._runs else [[z]] * 4
+        regions, covered = _process_regions(*(np.concatenate(r) for r in runs), g)
+        gpu_rows = _gpu_table(g, self.g_thread, self.g_phase, self.g_path, self.g_cat)
+        threads = []
+        for t in sorted(self.carry, key=lambda t: (t != self.main, t)):
+            info = p.threads.get(t)
+            tid, tname = (info.tid, info.name) if info else self.extra.get(t, (0, f"thread {t}"))
+            threads.append(ThreadInfoOut(t, tid, tname, t == self.main,
+                                         self.events_seen.get(t, 0)))
+        return ProcessResult(
+            p.pid, p.header.process_name, (self.span.start_ns, self.span.end_ns), threads,
+            keys[0], keys[1], keys[2], keys[3], keys[4], ns, count_rows, count_n, gpu_rows,
+            regions, covered, list(p.warnings))
 
 
-def _gpu_only_choice(g: GpuActivities, acts: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """For each time in ``at``, one GPU activity (row of ``g``) among ``acts`` running
-    then: per stream the one with the latest end among those started; kernels before
-    copies, then the lowest stream."""
-    best = np.full(len(at), -1, np.int64)
-    best_score = np.full(len(at), -1, np.int64)
-    prio = np.zeros(256, np.int64)
-    for k, v in C.GPU_KIND_PRIORITY.items():
-        prio[k] = v
-    for stream in np.unique(g.stream[acts]).tolist():
-        a = acts[g.stream[acts] == stream]
-        a = a[np.argsort(g.start_ns[a], kind="stable")]
-        ends = g.end_ns[a]
-        cummax = np.maximum.accumulate(ends)
-        arg = np.maximum.accumulate(np.where(ends == cummax, np.arange(len(a)), 0))
-        i = np.searchsorted(g.start_ns[a], at, side="right") - 1
-        ok = (i >= 0) & (cummax[np.maximum(i, 0)] > at)
-        cand = a[arg[np.maximum(i, 0)]]
-        score = np.where(ok, prio[g.kind[cand]], -1)
-        better = score > best_score
-        best[better] = cand[better]
-        best_score[better] = score[better]
-    return best
+def _by_thread(ev: Events) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each thread's events (a view when the batch has one thread)."""
+    if not len(ev):
+        return {}
+    th = ev.thread
+    lo, hi = int(th.min()), int(th.max())
+    if lo == hi:
+        return {lo: (ev.time_ns, ev.kind, ev.name)}
+    key = th.astype(np.uint16) if hi < 1 << 16 else th
+    order = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(th[order], np.arange(lo, hi + 2))
+    out = {}
+    for t in range(lo, hi + 1):
+        a, b = bounds[t - lo], bounds[t - lo + 1]
+        if b > a:
+            idx = order[a:b]
+            out[t] = (ev.time_ns[idx], ev.kind[idx], ev.name[idx])
+    return out
 
 
 def analyze_process(p: ProcessTrace, paths: PathTable, phases: NameTable,
-                    progress: Callable[[int], None] | None = None) -> ProcessResult:
-    span = process_span(p)
-    if not len(p.events):  # a CUDA-only process (e.g. a C++ program): no main thread
-        t = np.r_[p.api_calls.start_ns, p.api_calls.end_ns, p.gpu.start_ns, p.gpu.end_ns]
-        span = ProcessSpan(int(t.min()), int(t.max()), -1) if len(t) else span
-    api_thread, wait, extra = _api_threads(p)
-    per_thread = _split_threads(p, api_thread, wait)
-    main = span.main_thread
-    # The main thread first: threads without phases inherit its phase.
-    order = sorted(per_thread, key=lambda t: (t != main, t))
-    states: dict[int, ThreadState] = {}
-    inherited = None
-    for t in order:
-        te = per_thread[t]
-        if t != main and inherited is not None and len(inherited[0]):
-            _add_boundaries(te, inherited[0])
-        # Threads stop at the process end: open scopes run to it, later calls are cut.
-        if len(te.time) and te.time[-1] != span.end_ns:
-            _insert_times(te, np.array([span.end_ns]), append=True)
-        info = p.threads.get(t)
-        tid, name = (info.tid, info.name) if info else extra.get(t, (0, f"thread {t}"))
-        s = thread_state(t, tid, name, t == main, te.time, te.kind, te.name, p.strings,
-                         paths, phases, (span.start_ns, span.end_ns), inherited)
-        states[t] = s
-        if t == main:
-            inherited = (s.phase_times, s.phase_ids)
-        del per_thread[t]
-        if progress:
-            progress(len(te.time) // 2)
-
-    g = p.gpu
-    g_thread, g_path, g_phase = _gpu_launches(p, api_thread, states, main)
-    g_cat = np.array([C.GPU_KIND_CATEGORY.get(k, C.KERNEL) for k in range(256)],
-                     np.int64)[g.kind] if len(g) else np.zeros(0, np.int64)
-
-    n_paths, n_phases = len(paths), len(phases.names)
-    rows: list[tuple[list[np.ndarray], np.ndarray]] = []
-    counts: list[np.ndarray] = []
-    count_n: list[np.ndarray] = []
-    act_s, act_e, busy_s, busy_e = [], [], [], []
-    for t, s in states.items():
-        acts = np.flatnonzero(g_thread == t)
-        sizes = [n_phases, n_paths, C.N_CATEGORIES, C.N_REGIONS]
-        key, dur, act, busy, b = _thread_regions(s, g, acts, g_path, g_phase, g_cat, sizes)
-        keys, sums = _aggregate_keys(key, sizes, dur)
-        del key
-        rows.append(([np.full(len(sums), t, np.int64), *keys], sums))
-        for lst_s, lst_e, mask in ((act_s, act_e, act), (busy_s, busy_e, busy)):
-            rs, re_ = _runs(b, dur, mask)
-            lst_s.append(rs)
-            lst_e.append(re_)
-        # Calls and transitions.
-        what = [(-1, s.op_begin_path, s.op_begin_phase)]
-        what += [(c, s.call_path[c], s.call_phase[c]) for c in s.call_path]
-        for w, pth, phs in what:
-            if not len(pth):
-                continue
-            (ph_k, pa_k), n = _aggregate([phs.astype(np.int64), pth.astype(np.int64)],
-                                         [n_phases, n_paths], np.ones(len(pth)))
-            counts.append(np.stack([np.full(len(n), t), ph_k, pa_k, np.full(len(n), w)], 1))
-            count_n.append(n.astype(np.int64))
-        if progress:
-            progress(len(s.time) - len(s.time) // 2)
-
-    regions, covered = _process_regions(np.concatenate(act_s or [np.zeros(0, np.int64)]),
-                                        np.concatenate(act_e or [np.zeros(0, np.int64)]),
-                                        np.concatenate(busy_s or [np.zeros(0, np.int64)]),
-                                        np.concatenate(busy_e or [np.zeros(0, np.int64)]), g)
-    cat = [np.concatenate([r[0][i] for r in rows]) if rows else np.zeros(0, np.int64)
-           for i in range(5)]
-    ns = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0)
-    gpu_rows = _gpu_table(g, g_thread, g_phase, g_path, g_cat)
-    threads = [ThreadInfoOut(s.index, s.tid, s.name, s.main, len(s.time))
-               for s in states.values()]
-    return ProcessResult(
-        p.pid, p.header.process_name, (span.start_ns, span.end_ns), threads,
-        cat[0], cat[1], cat[2], cat[3], cat[4], ns,
-        np.concatenate(counts) if counts else np.zeros((0, 4), np.int64),
-        np.concatenate(count_n) if count_n else np.zeros(0, np.int64),
-        gpu_rows, regions, covered, list(p.warnings))
+                    progress: Callable[[int], None] | None = None,
+                    batch_events: int | None = None) -> ProcessResult:
+    """Analyse a process read whole; ``batch_events`` feeds it in batches of that many
+    events (for tests of the streaming path)."""
+    info = process_info(p.events, p.strings, phases)
+    a = ProcessAnalyzer(p, info, paths, phases, progress)
+    n = len(p.events)
+    if not batch_events or batch_events >= n:
+        a.feed(p.events)
+    else:
+        for lo in range(0, n, batch_events):
+            sl = slice(lo, lo + batch_events)
+            ev = p.events
+            a.feed(Events(ev.time_ns[sl], ev.thread[sl], ev.kind[sl], ev.name[sl]))
+    return a.finish()
 
 
 def _thread_regions(s: ThreadState, g: GpuActivities, acts: np.ndarray, g_path: np.ndarray,
-                    g_phase: np.ndarray, g_cat: np.ndarray, sizes: list[int]):
-    """Elementary intervals of one thread: (group key, durations with 0 outside the
-    thread's covered time, active mask, busy mask, interval starts)."""
+                    g_phase: np.ndarray, g_cat: np.ndarray, sizes: list[int],
+                    index: _GpuIndex | None, bottom: int | None, top: int | None):
+    """Elementary intervals of one thread from ``bottom`` to ``top`` (None: from the
+    start / to the end of its GPU work): (group key, durations with 0 outside the thread's
+    covered time, active mask, busy mask, interval starts)."""
     if not len(acts):  # no GPU work: the thread's own events cut its timeline
         b = s.time
         if len(b) < 2:
@@ -385,7 +564,9 @@ def _thread_regions(s: ThreadState, g: GpuActivities, acts: np.ndarray, g_path: 
         key *= sizes[3]  # region: CPU only
         return key, dur, act, busy, b[:-1]
     gs, ge = g.start_ns[acts], np.maximum(g.end_ns[acts], g.start_ns[acts])
-    b = np.concatenate([s.time, gs, ge])
+    lo = bottom if bottom is not None else min(int(gs.min()), int(s.time[0]))
+    hi = top if top is not None else max(int(ge.max()), int(s.time[-1]))
+    b = np.concatenate([s.time, np.clip(gs, lo, hi), np.clip(ge, lo, hi)])
     b.sort()
     start, dur = b[:-1], np.diff(b)
     si = s.state_at(start)
@@ -401,7 +582,8 @@ def _thread_regions(s: ThreadState, g: GpuActivities, acts: np.ndarray, g_path: 
     del si
     gonly = np.flatnonzero(gpu_on & ~busy & (dur > 0))
     if len(gonly):
-        choice = _gpu_only_choice(g, acts, start[gonly])
+        assert index is not None
+        choice = index.choose(start[gonly])
         found = choice >= 0
         c = choice[found]
         at = gonly[found]

@@ -43,6 +43,11 @@ class ThreadState:
     call_phase: dict[int, np.ndarray]
     phase_times: np.ndarray  # times where the thread's phase changes (for inheritance)
     phase_ids: np.ndarray
+    # State after the last event, to carry into the next batch of events:
+    end_calls: list[int]  # kinds of the open backend/simulator calls, in begin order
+    end_api: int  # open CUDA API calls (not waiting)
+    end_wait: int  # open synchronising CUDA API calls
+    end_phases: list[int]  # open phases (phase ids), outermost first
 
     def state_at(self, t: np.ndarray) -> np.ndarray:
         """Index of the last event at or before each time (-1 before the first)."""
@@ -62,15 +67,16 @@ def _ffill(positions: np.ndarray, values: np.ndarray, n: int, before: object) ->
     return np.repeat(np.r_[np.array([before], dtype=values.dtype), values], lengths)
 
 
-def _active_flags(kind: np.ndarray, begin: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-    """(inside a call after each event, positions of the begins)."""
+def _active_flags(kind: np.ndarray, begin: int, end: int
+                  ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(inside a call after each event, positions of the begins, depth at the end)."""
     idx = np.flatnonzero((kind == begin) | (kind == end))
     n = len(kind)
     if not len(idx):
-        return np.zeros(n, bool), idx
+        return np.zeros(n, bool), idx, 0
     is_b = kind[idx] == begin
     depth = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
-    return _ffill(idx, depth > 0, n, False), idx[is_b]
+    return _ffill(idx, depth > 0, n, False), idx[is_b], int(depth[-1])
 
 
 def innermost_ops(kind: np.ndarray, name: np.ndarray, strings: list[str],
@@ -108,9 +114,10 @@ def innermost_ops(kind: np.ndarray, name: np.ndarray, strings: list[str],
 
 
 def phase_changes(time: np.ndarray, kind: np.ndarray, name: np.ndarray, strings: list[str],
-                  phases: NameTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(positions, times, phase ids) where the innermost phase changes. Phases are rare,
-    so a plain stack will do."""
+                  phases: NameTable
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """(positions, times, phase ids) where the innermost phase changes, and the phases
+    open at the end. Phases are rare, so a plain stack will do."""
     idx = np.flatnonzero((kind == fmt.PHASE_BEGIN) | (kind == fmt.PHASE_END))
     stack: list[int] = []
     ids = []
@@ -120,17 +127,22 @@ def phase_changes(time: np.ndarray, kind: np.ndarray, name: np.ndarray, strings:
         elif stack:
             stack.pop()
         ids.append(stack[-1] if stack else 0)
-    return idx, time[idx], np.array(ids, np.int32)
+    return idx, time[idx], np.array(ids, np.int32), stack
 
 
 def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
                  kind: np.ndarray, names: np.ndarray, strings: list[str], paths: PathTable,
                  phases: NameTable, span: tuple[int, int],
-                 inherited_phase: tuple[np.ndarray, np.ndarray] | None) -> ThreadState:
-    """State after each event of one thread; events must be sorted by time (stably)."""
+                 inherited_phase: tuple[np.ndarray, np.ndarray] | None,
+                 n_synthetic: int = 0) -> ThreadState:
+    """State after each event of one thread; events must be sorted by time (stably).
+
+    The first ``n_synthetic`` events only re-open the scopes carried over from the previous
+    batch: they set the state but count as no calls.
+    """
     n = len(time)
     path, op_begin_path = innermost_ops(kind, names, strings, paths)
-    ph_pos, ph_times, ph_ids = phase_changes(time, kind, names, strings, phases)
+    ph_pos, ph_times, ph_ids, ph_stack = phase_changes(time, kind, names, strings, phases)
     if len(ph_pos) or inherited_phase is None or not len(inherited_phase[0]):
         phase = _ffill(ph_pos, ph_ids, n, np.int32(0))
     else:  # no phases of its own: the main thread's phase at the same time
@@ -138,14 +150,15 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
         j = np.searchsorted(it, time, side="right") - 1
         phase = np.where(j >= 0, iid[np.maximum(j, 0)], 0).astype(np.int32)
 
-    bk_on, bk_begins = _active_flags(kind, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END)
-    sim_on, sim_begins = _active_flags(kind, fmt.SIMULATOR_CALL_BEGIN,
-                                       fmt.SIMULATOR_CALL_END)
-    api_on, _ = _active_flags(np.where(kind == WAIT_BEGIN, API_BEGIN,
+    bk_on, bk_begins, bk_end = _active_flags(kind, fmt.BACKEND_CALL_BEGIN,
+                                             fmt.BACKEND_CALL_END)
+    sim_on, sim_begins, sim_end = _active_flags(kind, fmt.SIMULATOR_CALL_BEGIN,
+                                                fmt.SIMULATOR_CALL_END)
+    api_on, _, api_end = _active_flags(np.where(kind == WAIT_BEGIN, API_BEGIN,
                                        np.where(kind == WAIT_END, API_END, kind))
                               if len(kind) and kind.max() >= API_BEGIN else kind,
                               API_BEGIN, API_END)
-    wait_on, _ = _active_flags(kind, WAIT_BEGIN, WAIT_END)
+    wait_on, _, wait_end = _active_flags(kind, WAIT_BEGIN, WAIT_END)
     category = np.zeros(n, np.uint8)
     category[bk_on] = C.BACKEND
     category[sim_on] = C.SIMULATOR
@@ -162,9 +175,15 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
         active = ((path > 0) | (category != C.PYTHON)) & (time < span[1])
     api_begins = np.flatnonzero((kind == API_BEGIN) | (kind == WAIT_BEGIN))
     op_b = np.flatnonzero(kind == fmt.OPERATION_BEGIN)
+    real = op_b >= n_synthetic
     call_pos = {C.BACKEND: bk_begins, C.SIMULATOR: sim_begins, C.CUDA_API: api_begins}
+    call_pos = {c: p[p >= n_synthetic] for c, p in call_pos.items()}
+    bk_later = bool(len(bk_begins)) and (not len(sim_begins) or bk_begins[-1] > sim_begins[-1])
+    end_calls = ([fmt.SIMULATOR_CALL_BEGIN] * sim_end + [fmt.BACKEND_CALL_BEGIN] * bk_end
+                 if bk_later else
+                 [fmt.BACKEND_CALL_BEGIN] * bk_end + [fmt.SIMULATOR_CALL_BEGIN] * sim_end)
     return ThreadState(
         index, tid, name, main, time, path, phase, category, active, wait_on,
-        op_begin_path, phase[op_b],
+        op_begin_path[real], phase[op_b[real]],
         {c: path[p] for c, p in call_pos.items()}, {c: phase[p] for c, p in call_pos.items()},
-        ph_times, ph_ids)
+        ph_times, ph_ids, end_calls, api_end - wait_end, wait_end, ph_stack)

@@ -156,3 +156,30 @@ def test_engine_matches_the_brute_force_oracle(case):
     cat_sum = ops[["python_s", "backend_s", "simulator_s", "cuda_api_s", "gpu_s"]].sum(axis=1)
     assert ((region_sum - ops["self_s"]).abs() < 1e-12).all()
     assert ((cat_sum - ops["self_s"]).abs() < 1e-12).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(timelines(), st.integers(1, 8))
+def test_batches_give_the_same_result_as_one_pass(case, batch):
+    """Streaming: feeding a process's events in batches (each thread's open scopes carried
+    from one batch to the next) changes nothing."""
+    events, api, gpu = case
+    p = process_trace(events, threads=TIDS, api=api, gpu=gpu)
+    whole = analyze(Trace(None, {}, [p]))  # type: ignore[arg-type]
+    parts = analyze(Trace(None, {}, [p]), batch_events=batch)  # type: ignore[arg-type]
+    by = ("thread", "phase", "operation", "category", "region")
+
+    def rows(a):
+        df = a.breakdown(by=by)
+        return sorted((*r[:-1], round(r[-1] * 1e9)) for r in df.itertuples(index=False)
+                      if round(r[-1] * 1e9))
+
+    assert rows(parts) == rows(whole)
+    cols = ["phase", "operation", "calls", "backend_calls", "simulator_calls",
+            "cuda_api_calls"]
+    key = ["phase", "operation"]
+    assert (parts.operations()[cols].sort_values(key).values.tolist()
+            == whole.operations()[cols].sort_values(key).values.tolist())
+    pw, pp = whole.processes().iloc[0], parts.processes().iloc[0]
+    for c in ("covered_s", "cpu_only_s", "gpu_only_s", "cpu_gpu_s"):
+        assert round(pw[c] * 1e9) == round(pp[c] * 1e9), c
