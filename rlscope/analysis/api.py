@@ -31,16 +31,40 @@ class _ProcessMeta:
 
 
 def load(directory: str | os.PathLike[str],
-         progress: Callable[[int], None] | None = None, correct: bool = True) -> Analysis:
-    """Read and analyse a trace directory. ``progress(n)`` is called as events are done.
-    With ``correct`` (and a calibration.json in the directory) rlscope's own overhead is
-    removed first (docs/overhead-correction.md)."""
-    trace = read_trace(directory)
-    if correct:
-        from rlscope.analysis.correction import apply_correction
+         progress: Callable[[int], None] | None = None, correct: bool = True,
+         batch_events: int | None = None,
+         on_total: Callable[[int], None] | None = None) -> Analysis:
+    """Read and analyse a trace directory. ``progress(n)`` is called as events are done,
+    ``on_total(n)`` once with their number.
 
-        trace = apply_correction(trace)
-    return analyze(trace, progress)
+    With ``correct`` and a calibration.json in the directory, rlscope's own overhead is
+    removed first (docs/overhead-correction.md); that reads the whole trace. Otherwise the
+    analysis streams: memory is bounded by ``batch_events`` (default 1M events), not by
+    the trace (docs/analysis.md).
+    """
+    from rlscope.analysis.stream import DEFAULT_BATCH, stream_directory, trace_files
+
+    d, _, _ = trace_files(directory)  # the directory's errors first
+    if correct:
+        from rlscope.calibration.file import find_calibration
+
+        if find_calibration(d) is not None:
+            from rlscope.analysis.correction import apply_correction
+
+            trace = apply_correction(read_trace(d))
+            if on_total:
+                on_total(total_events(trace))
+            return analyze(trace, progress, batch_events)
+    paths, phases = PathTable(), NameTable()
+    d, run, results, scanned = stream_directory(d, paths, phases, progress,
+                                                batch_events or DEFAULT_BATCH, on_total)
+    if correct:
+        run = dict(run, correction={"applied": False})
+    metas = [_ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
+                          s.trace.header.recorder, s.complete, s.events, s.trace.metadata,
+                          s.trace.progress) for s in scanned]
+    warnings = [w for s in scanned for w in s.trace.warnings]
+    return Analysis(str(d), run, results, metas, paths, phases, warnings)
 
 
 def total_events(trace: Trace) -> int:

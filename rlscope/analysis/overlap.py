@@ -258,7 +258,7 @@ class ProcessInfo:
 def process_info(ev: Events, strings: list[str], phases: NameTable,
                  span: ProcessSpan | None = None) -> ProcessInfo:
     """ProcessInfo from a process's events (or only its phase and process events)."""
-    span = span or _span(ev)
+    span = span or (_span(ev) if len(ev) else ProcessSpan(0, 0, -1))
     sel = np.flatnonzero((ev.kind == fmt.PHASE_BEGIN) | (ev.kind == fmt.PHASE_END))
     mine = sel[ev.thread[sel] == span.main_thread]
     mine = mine[np.argsort(ev.time_ns[mine], kind="stable")]
@@ -302,7 +302,7 @@ class ProcessAnalyzer:
         self.p, self.info, self.paths, self.phases = p, info, paths, phases
         self.progress = progress
         span = info.span
-        if not len(p.events):
+        if span.main_thread < 0:
             t = np.r_[p.api_calls.start_ns, p.api_calls.end_ns, p.gpu.start_ns,
                       p.gpu.end_ns]
             if len(t):  # a CUDA-only process (e.g. a C++ program): no main thread

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import sys
-from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import click
 
-from rlscope.analysis import Analysis
-from rlscope.analysis import analyze as run_analysis
-from rlscope.analysis.api import total_events
+from rlscope.analysis import Analysis, load
 from rlscope.cli.common import run
 from rlscope.errors import RLScopeError
 from rlscope.reporters import table
@@ -42,14 +40,30 @@ def _no_correct_option(f):
 
 
 def _analysis(directory: Path) -> Analysis:
-    """Read and analyse, with a progress bar on stderr for long analyses on a terminal."""
-    trace = _load(directory, correct=True)
-    n = total_events(trace)
-    show = n >= _PROGRESS_MIN_EVENTS and sys.stderr.isatty()
-    bar = (click.progressbar(length=n, label=f"analysing {n:,} events", file=sys.stderr)
-           if show else nullcontext(None))
-    with bar as b:
-        return run_analysis(trace, b.update if b is not None else None)
+    """Analyse (streaming unless overhead correction needs the whole trace), with a
+    progress bar on stderr for long analyses on a terminal."""
+    bar: Any = None
+
+    def on_total(n: int) -> None:
+        nonlocal bar
+        if n >= _PROGRESS_MIN_EVENTS and sys.stderr.isatty():
+            bar = click.progressbar(length=n, label=f"analysing {n:,} events",
+                                    file=sys.stderr)
+            bar.__enter__()
+
+    def step(n: int) -> None:
+        if bar is not None:
+            bar.update(n)
+
+    correct = not click.get_current_context().meta.get("rlscope.no_correct")
+    try:
+        a = load(directory, step, correct=correct, on_total=on_total)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    for w in a.warnings:
+        click.echo(f"rls-analyze: warning: {w}", err=True)
+    return a
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -3,10 +3,12 @@
     python scripts/bench/analyze_scale.py --events 10000000 [--gpu] [--trace DIR]
 
 Generates the trace with make_trace.py (not timed) unless --trace is given, then times
-read + overlap analysis + the per-operation table (best of --repeat runs), and measures
+the streaming analysis (rlscope.analysis.load: two passes over the file, batches of 1M
+events) + the per-operation table (best of --repeat runs), and measures
 the peak of Python-tracked memory (tracemalloc, which sees numpy's arrays) in a separate
-run, divided by the number of events. With --gpu, synthetic CUDA API calls and kernels
-(one per backend call) are attached in memory and counted as events (2 per row).
+run, divided by the number of events. --whole reads the trace whole instead. With
+--gpu, synthetic CUDA API calls and kernels (one per backend call) are attached in memory
+to the whole trace and counted as events (2 per row).
 Last line: RESULT analyze_events_per_s=<n> peak_bytes_per_event=<n>
 """
 
@@ -25,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_trace import make_trace
 
-from rlscope.analysis import analyze
+from rlscope.analysis import analyze, load
 from rlscope.analysis.api import total_events
 from rlscope.trace import format as fmt
 from rlscope.trace.gpu import KERNEL, RUNTIME_API, CudaApiCalls, GpuActivities
@@ -50,13 +52,17 @@ def attach_gpu(trace) -> None:
                               np.zeros(n, np.uint32), np.zeros(n, np.int64))
 
 
-def run_once(d: Path, gpu: bool) -> tuple[float, int]:
+def run_once(d: Path, gpu: bool, whole: bool) -> tuple[float, int]:
     t0 = time.perf_counter()
-    trace = read_trace(d)
-    if gpu:
-        attach_gpu(trace)
-    n = total_events(trace) + sum(2 * len(p.gpu) for p in trace.processes)
-    a = analyze(trace)
+    if gpu or whole:  # read whole, then analyse (GPU tables attached in memory)
+        trace = read_trace(d)
+        if gpu:
+            attach_gpu(trace)
+        n = total_events(trace) + sum(2 * len(p.gpu) for p in trace.processes)
+        a = analyze(trace)
+    else:  # streaming: rlscope.analysis.load, as rls-analyze does
+        a = load(d, correct=False)
+        n = int(a.processes()["events"].sum())
     a.operations()
     return time.perf_counter() - t0, n
 
@@ -68,6 +74,8 @@ def main() -> None:
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--trace", type=Path, default=None)
+    ap.add_argument("--whole", action="store_true",
+                    help="read the whole trace first instead of streaming (--gpu implies it)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         d = args.trace or Path(tmp) / "trace"
@@ -76,13 +84,13 @@ def main() -> None:
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         times = []
         for _ in range(args.repeat):
-            dt, n = run_once(d, args.gpu)
+            dt, n = run_once(d, args.gpu, args.whole)
             times.append(dt)
             print(f"run: {n:,} events in {dt:.3f} s ({n / dt / 1e6:.2f} M events/s)",
                   file=sys.stderr)
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         tracemalloc.start()
-        run_once(d, args.gpu)
+        run_once(d, args.gpu, args.whole)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     best = min(times)

@@ -1,0 +1,341 @@
+"""Streaming analysis of a trace directory: memory bounded by the batch size, not the
+trace size.
+
+Each Python trace file is read twice, one chunk at a time: a first pass collects what the
+sweep needs up front (strings, threads, metadata, progress, the recorded span, the main
+thread's phases) and validates the file; the second feeds batches of events to
+:class:`~rlscope.analysis.overlap.ProcessAnalyzer`. The file is memory-mapped, so its
+bytes are not copied. CUDA collector files (smaller, columnar) are read whole by the
+reader and merged as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlscope.analysis.overlap import ProcessAnalyzer, ProcessInfo
+from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.analysis.summary import ProcessSpan
+from rlscope.analysis.threadstate import phase_changes
+from rlscope.errors import TraceError
+from rlscope.trace import format as fmt
+from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
+from rlscope.trace.cuda_reader import merge_cuda
+from rlscope.trace.reader import (
+    _MAX_RECORD,
+    RUN_FILE,
+    Events,
+    Header,
+    ProcessTrace,
+    Progress,
+    ThreadInfo,
+    _varint,
+    read_process,
+)
+
+DEFAULT_BATCH = 1 << 20  # events per batch fed to the sweep
+
+
+@dataclass
+class ScannedProcess:
+    trace: ProcessTrace  # header, strings, threads, metadata, progress; no events
+    info: ProcessInfo
+    events: int
+    complete: bool
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    """(offset, Record) of every intact record of a file; same checks and messages as
+    the reader (a torn last record ends the iteration with a warning record = None)."""
+    from rlscope import trace_pb2
+
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (closed by the with below, after the check)
+    except OSError as e:
+        raise TraceError(f"cannot read {path}: {e.strerror}") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise TraceError(f"{path} is empty or truncated before its header; the process "
+                             "died as it started, delete the file")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            data = memoryview(m)
+            try:
+                head = bytes(data[:len(fmt.MAGIC)])
+                if head != fmt.MAGIC:
+                    if fmt.MAGIC.startswith(head):
+                        raise TraceError(f"{path} is empty or truncated before its header; "
+                                         "the process died as it started, delete the file")
+                    raise TraceError(f"{path} is not an rlscope trace (unknown file "
+                                     "signature); remove it from the trace directory")
+                pos, end = len(fmt.MAGIC), size
+                while pos < end:
+                    try:
+                        got = _varint(m, pos, end)
+                        if got is not None and got[0] > _MAX_RECORD:
+                            raise ValueError("record too large")
+                    except ValueError:
+                        raise TraceError(f"{path} is corrupt: bad record length at offset "
+                                         f"{pos}; the file was modified or damaged") from None
+                    if got is None or got[1] + got[0] > end:
+                        yield pos, None
+                        return
+                    n, start = got
+                    try:
+                        rec = trace_pb2.Record.FromString(data[start:start + n])
+                    except Exception:
+                        if start + n == end:
+                            yield start, None
+                            return
+                        raise TraceError(f"{path} is corrupt: record at offset {start} does "
+                                         "not parse; the file was modified or damaged"
+                                         ) from None
+                    yield start, rec
+                    pos = start + n
+            finally:
+                data.release()
+
+
+def _header(path: Path) -> tuple[Header, Any]:
+    for _, rec in _records(path):
+        if rec is None or not rec.HasField("header"):
+            break
+        h = rec.header
+        if h.format_version != fmt.FORMAT_VERSION:
+            raise TraceError(f"{path} has trace format version {h.format_version}, this "
+                             f"rlscope reads version {fmt.FORMAT_VERSION}; use the matching "
+                             "rlscope")
+        return Header(h.format_version, h.source, h.pid, h.ppid, h.host, h.process_name,
+                      tuple(h.argv), fmt.ClockPair(h.clock.monotonic_ns, h.clock.realtime_ns,
+                                                   h.clock.uncertainty_ns),
+                      h.recorder, h.rlscope_version), h
+    raise TraceError(f"{path} has no header record; the file is truncated or not an "
+                     "rlscope trace")
+
+
+def _chunk_events(c: Any) -> Events:
+    n = len(c.kind)
+    if len(c.time_delta_ns) != n or len(c.thread) != n or len(c.name) != n:
+        raise TraceError(f"chunk {c.sequence} has columns of different lengths")
+    deltas = np.array(c.time_delta_ns, dtype=np.int64)
+    if n:
+        deltas[0] += c.base_time_ns
+    return Events(np.cumsum(deltas), np.array(c.thread, dtype=np.uint32),
+                  np.array(c.kind, dtype=np.uint8), np.array(c.name, dtype=np.uint32))
+
+
+def _chunks(path: Path, warnings: list[str] | None = None) -> Iterator[Any]:
+    """Chunk messages after the header (a torn last record ends the iteration, with a
+    warning appended to ``warnings``)."""
+    first = True
+    for pos, rec in _records(path):
+        if rec is None:
+            if warnings is not None:
+                warnings.append(f"{path.name}: last record is torn (at offset {pos}, the "
+                                "process was probably killed); skipped it")
+            return
+        if first:
+            first = False
+            continue
+        if not rec.HasField("chunk"):
+            raise TraceError(f"{path} is corrupt: a second header in the middle of the file")
+        yield rec.chunk
+
+
+def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
+    """First pass: everything but the events, and the ProcessInfo for the sweep."""
+    strings: dict[int, str] = {0: ""}
+    threads: dict[int, ThreadInfo] = {}
+    metadata: dict[str, Any] = {}
+    warnings: list[str] = []
+    prog_t, prog_th, prog_args = [], [], []
+    ph_rows: list[np.ndarray] = []
+    n_events = dropped = 0
+    expected = 0
+    t_min, t_max = None, None
+    start = end = None
+    start_thread = first_thread = None
+    max_name = 0
+    for c in _chunks(path, warnings):
+        if c.sequence != expected:
+            warnings.append(f"{path.name}: chunk {expected} is missing (found "
+                            f"{c.sequence}); events were lost")
+        expected = c.sequence + 1
+        for s in c.strings:
+            strings[s.id] = s.value
+        for t in c.threads:
+            threads[t.index] = ThreadInfo(t.index, t.tid, t.name)
+        for m in c.metadata:
+            try:
+                metadata[m.key] = json.loads(m.json_value)
+            except ValueError:
+                metadata[m.key] = m.json_value
+        dropped += c.dropped_events
+        try:
+            ev = _chunk_events(c)
+        except TraceError as e:
+            raise TraceError(f"{path} is corrupt: {e}") from None
+        n = len(ev)
+        if not n:
+            continue
+        n_events += n
+        if first_thread is None:
+            first_thread = int(ev.thread[0])
+        lo, hi = int(ev.time_ns.min()), int(ev.time_ns.max())
+        t_min = lo if t_min is None else min(t_min, lo)
+        t_max = hi if t_max is None else max(t_max, hi)
+        max_name = max(max_name, int(ev.name.max()))
+        special = np.flatnonzero(ev.kind <= fmt.PROCESS_END)
+        k = ev.kind[special]
+        for i in special[k == fmt.PROCESS_START][:1].tolist():
+            if start is None:
+                start, start_thread = int(ev.time_ns[i]), int(ev.thread[i])
+        ends = special[k == fmt.PROCESS_END]
+        if len(ends):
+            end = int(ev.time_ns[ends[-1]])
+        ph = special[(k == fmt.PHASE_BEGIN) | (k == fmt.PHASE_END)]
+        if len(ph):
+            ph_rows.append(np.stack([ev.time_ns[ph], ev.thread[ph], ev.kind[ph],
+                                     ev.name[ph]], 1).astype(np.int64))
+        pg = special[k == fmt.PROGRESS]
+        args = np.array(c.args, dtype=np.int64)
+        if len(args) != 2 * len(pg):
+            raise TraceError(f"{path} is corrupt: {len(args)} event arguments for "
+                             f"{len(pg)} progress events")
+        if len(pg):
+            prog_t.append(ev.time_ns[pg])
+            prog_th.append(ev.thread[pg])
+            prog_args.append(args)
+    if dropped:
+        warnings.append(f"{path.name}: {dropped} events were dropped because the recorder's "
+                        "memory bound was reached; raise it or flush more often")
+    n_strings = max(strings) + 1
+    string_list = [strings.get(i, f"<string {i}>") for i in range(n_strings)]
+    if n_events and max_name >= n_strings:
+        raise TraceError(f"{path} is corrupt: an event names an undefined string")
+    if n_events:
+        s0 = start if start is not None else t_min
+        e0 = end if end is not None else t_max
+        main = start_thread if start_thread is not None else first_thread
+        span = ProcessSpan(s0, max(e0, s0), main)
+    else:
+        span = ProcessSpan(0, 0, -1)
+    ph = np.concatenate(ph_rows) if ph_rows else np.zeros((0, 4), np.int64)
+    mine = ph[ph[:, 1] == span.main_thread]
+    mine = mine[np.argsort(mine[:, 0], kind="stable")]
+    _, p_times, p_ids, _ = phase_changes(mine[:, 0], mine[:, 2], mine[:, 3], string_list,
+                                         phases)
+    info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()))
+    args = np.concatenate(prog_args) if prog_args else np.zeros(0, np.int64)
+    progress = Progress(_cat(prog_t, np.int64), _cat(prog_th, np.uint32),
+                        args[0::2].copy(), args[1::2].copy())
+    z = np.zeros(0, np.int64)
+    empty = Events(z, z.astype(np.uint32), z.astype(np.uint8), z.astype(np.uint32))
+    pt = ProcessTrace(path, header, empty, string_list, threads, progress, metadata,
+                      dropped, expected, warnings)
+    return ScannedProcess(pt, info, n_events, end is not None)
+
+
+def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+
+def batches(path: Path, batch_events: int) -> Iterator[Events]:
+    """Second pass: the events in batches of about ``batch_events``."""
+    parts: list[Events] = []
+    n = 0
+    for c in _chunks(path):
+        ev = _chunk_events(c)
+        if len(ev):
+            parts.append(ev)
+            n += len(ev)
+        if n >= batch_events:
+            yield _concat(parts)
+            parts, n = [], 0
+    if parts:
+        yield _concat(parts)
+
+
+def _concat(parts: list[Events]) -> Events:
+    if len(parts) == 1:
+        return parts[0]
+    return Events(np.concatenate([p.time_ns for p in parts]),
+                  np.concatenate([p.thread for p in parts]),
+                  np.concatenate([p.kind for p in parts]),
+                  np.concatenate([p.name for p in parts]))
+
+
+def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Path]]:
+    """The directory, its run.json and its trace files (same errors as read_trace)."""
+    d = Path(directory)
+    if not d.exists():
+        raise TraceError(f"trace directory {d} does not exist; pass the directory given "
+                         "to rls-prof -o")
+    if not d.is_dir():
+        raise TraceError(f"{d} is not a directory; pass the directory given to rls-prof -o")
+    run: dict[str, Any] = {}
+    run_path = d / RUN_FILE
+    if run_path.exists():
+        try:
+            run = json.loads(run_path.read_text())
+        except (OSError, ValueError) as e:
+            raise TraceError(f"{run_path} is not valid JSON ({e}); the run metadata is "
+                             "corrupt") from None
+    files = sorted(d.glob("*" + fmt.FILE_SUFFIX))
+    if not files:
+        raise TraceError(f"no rlscope trace files (*{fmt.FILE_SUFFIX}) in {d}; record one "
+                         f"with: rls-prof -o {d} -- python your_script.py")
+    return d, run, files
+
+
+@dataclass
+class StreamedProcess:
+    scanned: ScannedProcess
+    analyzer: ProcessAnalyzer
+
+
+def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases: NameTable,
+                     progress: Callable[[int], None] | None = None,
+                     batch_events: int = DEFAULT_BATCH,
+                     on_scanned: Callable[[int], None] | None = None
+                     ) -> tuple[Path, dict[str, Any], list[Any], list[ScannedProcess]]:
+    """Scan, merge CUDA files, then analyse every process batch by batch. Returns the
+    directory, run.json, the ProcessResults and the scanned processes (same order)."""
+    d, run, files = trace_files(directory)
+    scanned: list[ScannedProcess] = []
+    cuda: list[ProcessTrace] = []
+    for f in files:
+        header, _ = _header(f)
+        if header.source == SOURCE_CUDA:
+            cuda.append(read_process(f))
+        else:
+            scanned.append(scan(f, header, phases))
+    merged = merge_cuda([s.trace for s in scanned] + cuda)
+    by_id = {id(s.trace): s for s in scanned}
+    out: list[ScannedProcess] = []
+    for p in merged:
+        s = by_id.get(id(p))
+        if s is None:  # a CUDA file with no Python process
+            from rlscope.analysis.overlap import process_info
+
+            s = ScannedProcess(p, process_info(p.events, p.strings, phases), 0, False)
+        out.append(s)
+    out.sort(key=lambda s: (s.trace.header.clock.monotonic_ns, s.trace.pid))
+    if on_scanned:
+        on_scanned(sum(s.events + 2 * len(s.trace.api_calls) for s in out))
+    results = []
+    for s in out:
+        a = ProcessAnalyzer(s.trace, s.info, paths, phases, progress)
+        if s.events:
+            for ev in batches(s.trace.path, batch_events):
+                a.feed(ev)
+        results.append(a.finish())
+    return d, run, results, out
