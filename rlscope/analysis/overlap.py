@@ -566,16 +566,27 @@ def _thread_regions(s: ThreadState, g: GpuActivities, acts: np.ndarray, g_path: 
     gs, ge = g.start_ns[acts], np.maximum(g.end_ns[acts], g.start_ns[acts])
     lo = bottom if bottom is not None else min(int(gs.min()), int(s.time[0]))
     hi = top if top is not None else max(int(ge.max()), int(s.time[-1]))
-    b = np.concatenate([s.time, np.clip(gs, lo, hi), np.clip(ge, lo, hi)])
-    b.sort()
+    # Merge the three sorted runs (events, GPU starts, GPU ends) with one stable sort;
+    # running counts along it give each piece's thread state and running GPU work
+    # (equal times only make zero-length pieces, whose order does not matter).
+    n, m = len(s.time), len(gs)
+    allb = np.concatenate([s.time, np.clip(gs, lo, hi), np.clip(np.sort(ge), lo, hi)])
+    order = np.argsort(allb, kind="stable")
+    b = allb[order]
+    del allb
+    tag = np.zeros(n + 2 * m, np.int8)
+    tag[n:n + m] = 1
+    tag[n + m:] = -1
+    tag = tag[order]
+    si = np.cumsum(tag == 0, dtype=np.int64)[:-1] - 1  # last event at or before
+    gpu_on = np.cumsum(tag, dtype=np.int64)[:-1] > 0
+    del tag, order
     start, dur = b[:-1], np.diff(b)
-    si = s.state_at(start)
     ok = si >= 0
     np.maximum(si, 0, out=si)
     act = ok & s.active[si]
     del ok
     busy = act & ~s.waiting[si]
-    gpu_on = _count_active(gs, ge, start) > 0
     region = np.where(gpu_on, np.where(busy, np.int8(C.CPU_GPU), np.int8(C.GPU_ONLY)),
                       np.int8(C.CPU_ONLY))
     phase, path, cat = s.phase[si], s.path[si], s.category[si]

@@ -6,9 +6,10 @@ Generates the trace with make_trace.py (not timed) unless --trace is given, then
 the streaming analysis (rlscope.analysis.load: two passes over the file, batches of 1M
 events) + the per-operation table (best of --repeat runs), and measures
 the peak of Python-tracked memory (tracemalloc, which sees numpy's arrays) in a separate
-run, divided by the number of events. --whole reads the trace whole instead. With
---gpu, synthetic CUDA API calls and kernels (one per backend call) are attached in memory
-to the whole trace and counted as events (2 per row).
+run, divided by the number of events. --whole reads the trace whole and analyses it in
+one batch. With --gpu, synthetic CUDA API calls and kernels (one per backend call) are
+attached in memory to the trace read whole, counted as events (2 per row), and the sweep
+runs in 1M-event batches as in streaming.
 Last line: RESULT analyze_events_per_s=<n> peak_bytes_per_event=<n>
 """
 
@@ -59,7 +60,7 @@ def run_once(d: Path, gpu: bool, whole: bool) -> tuple[float, int]:
         if gpu:
             attach_gpu(trace)
         n = total_events(trace) + sum(2 * len(p.gpu) for p in trace.processes)
-        a = analyze(trace)
+        a = analyze(trace, batch_events=None if whole else 1 << 20)
     else:  # streaming: rlscope.analysis.load, as rls-analyze does
         a = load(d, correct=False)
         n = int(a.processes()["events"].sum())
