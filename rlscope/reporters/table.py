@@ -84,15 +84,17 @@ def render_text(a: Analysis) -> str:
         splits = [(c, h) for c, h in _SPLITS if c in rows and rows[c].abs().sum() > 0
                   and not (c == "cpu_only_s" and not (rows["gpu_only_s"].sum()
                                                       or rows["cpu_gpu_s"].sum()))]
-        head = ["Phase", "Operation", "Calls", "Wall s", "Wall %", "Self s", "Self %",
-                *[h for _, h in splits]]
+        # Milliseconds for short runs, so sub-second operations stay readable.
+        scale, unit = (1e3, "ms") if proc["covered_s"] < 10 else (1.0, "s")
+        head = ["Phase", "Operation", "Calls", f"Wall {unit}", "Wall %", f"Self {unit}",
+                "Self %", *[h for _, h in splits]]
         body = []
         for r in rows.itertuples():
             op = "  " * int(r.depth) + r.operation.split(PATH_SEP)[-1]
             calls = "-" if r.operation == UNANNOTATED else f"{r.calls:,}"
-            body.append([r.phase or "-", op, calls, f"{r.wall_s:.3f}", f"{r.wall_pct:.1f}",
-                         f"{r.self_s:.3f}", f"{r.self_pct:.1f}",
-                         *[f"{getattr(r, c):.3f}" for c, _ in splits]])
+            body.append([r.phase or "-", op, calls, f"{r.wall_s * scale:.3f}",
+                         f"{r.wall_pct:.1f}", f"{r.self_s * scale:.3f}", f"{r.self_pct:.1f}",
+                         *[f"{getattr(r, c) * scale:.3f}" for c, _ in splits]])
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
                   for i, h in enumerate(head)]
         lines.append("  " + _row(head, widths))
@@ -103,9 +105,9 @@ def render_text(a: Analysis) -> str:
                  "excluding them. %: of the process's wall time.")
     if any(ops[c].abs().sum() > 0 for c in _GPU_COLS - {"cpu_only_s"}):
         lines.append("Python/Backend/Simulator/CUDA API/GPU and CPU only/GPU only/CPU+GPU "
-                     "split the self time (seconds).")
+                     "split the self time (same unit).")
     elif len(ops) and (ops["backend_s"].sum() or ops["simulator_s"].sum()):
-        lines.append("Python/Backend/Simulator split the self time (seconds).")
+        lines.append("Python/Backend/Simulator split the self time (same unit).")
     return "\n".join(lines)
 
 
