@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlscope.analysis import categories as C
+from rlscope.analysis.aggregate import aggregate, aggregate_keys
+from rlscope.analysis.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
 from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.analysis.regions import process_regions, runs, thread_regions
 from rlscope.analysis.summary import ProcessSpan
 from rlscope.analysis.threadstate import (
     API_BEGIN,
@@ -39,10 +42,9 @@ from rlscope.analysis.threadstate import (
     thread_state,
 )
 from rlscope.trace import format as fmt
-from rlscope.trace.gpu import GpuActivities
 from rlscope.trace.reader import Events, ProcessTrace
 
-_DENSE_LIMIT = 1 << 22  # bincount over a dense key space up to this size, else np.unique
+DENSE_LIMIT = 1 << 22  # bincount over a dense key space up to this size, else np.unique
 
 
 @dataclass
@@ -80,60 +82,6 @@ class ProcessResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _runs(start: np.ndarray, dur: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray,
-                                                                          np.ndarray]:
-    """Maximal runs of consecutive elementary intervals where ``mask`` holds."""
-    if not len(mask) or not mask.any():
-        z = np.zeros(0, np.int64)
-        return z, z
-    m = mask.astype(np.int8)
-    edges = np.diff(np.r_[np.int8(0), m, np.int8(0)])
-    first = np.flatnonzero(edges == 1)
-    last = np.flatnonzero(edges == -1) - 1
-    return start[first], start[last] + dur[last]
-
-
-def _count_active(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """How many of the [start, end) intervals contain each point (inputs unsorted)."""
-    return (np.searchsorted(np.sort(starts), at, side="right")
-            - np.searchsorted(np.sort(ends), at, side="right"))
-
-
-def _encode(columns: list[np.ndarray], sizes: list[int]) -> np.ndarray:
-    """One int64 key per row from integer columns, each in [0, size)."""
-    key = columns[0].astype(np.int64)
-    for col, size in zip(columns[1:], sizes[1:], strict=True):
-        key *= size
-        key += col
-    return key
-
-
-def _aggregate_keys(key: np.ndarray, sizes: list[int], weights: np.ndarray
-                    ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Sum ``weights`` per key; decode the non-zero groups back into columns."""
-    total = int(np.prod(np.array(sizes, dtype=np.float64)))
-    if total <= _DENSE_LIMIT:
-        sums = np.bincount(key, weights=weights, minlength=total)
-        uniq = np.flatnonzero(sums)
-        sums = sums[uniq]
-    else:
-        uniq, inverse = np.unique(key, return_inverse=True)
-        sums = np.bincount(inverse, weights=weights)
-        nz = sums != 0
-        uniq, sums = uniq[nz], sums[nz]
-    out = []
-    for size in reversed(sizes):
-        out.append(uniq % size)
-        uniq = uniq // size
-    return out[::-1], sums
-
-
-def _aggregate(columns: list[np.ndarray], sizes: list[int], weights: np.ndarray
-               ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Group rows by integer columns (each in [0, size)) and sum ``weights``."""
-    return _aggregate_keys(_encode(columns, sizes), sizes, weights)
-
-
 class _ThreadEvents:
     """A thread's events (and its CUDA API calls) in time order."""
 
@@ -151,96 +99,6 @@ def _insert_times(te: _ThreadEvents, times: np.ndarray, append: bool = False) ->
     te.time = np.insert(te.time, pos, inside)
     te.kind = np.insert(te.kind, pos, np.uint8(0))
     te.name = np.insert(te.name, pos, np.uint32(0))
-
-
-def _api_threads(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[int, str]]]:
-    """Thread index of each CUDA API call (by OS tid), whether it waits, and pseudo
-    threads for tids that recorded no Python events."""
-    api = p.api_calls
-    by_tid = {t.tid: t.index for t in p.threads.values()}
-    extra: dict[int, tuple[int, str]] = {}
-    next_index = max([*p.threads.keys(), int(p.events.thread.max()) if len(p.events) else -1,
-                      -1]) + 1
-    out = np.zeros(len(api), np.int64)
-    for tid in np.unique(api.tid).tolist():
-        idx = by_tid.get(tid)
-        if idx is None:
-            idx = by_tid[tid] = next_index
-            extra[idx] = (tid, f"tid {tid}")
-            next_index += 1
-        out[api.tid == tid] = idx
-    waiting_ids = [i for i, s in enumerate(api.strings) if s in C.WAITING_CUDA_CALLS]
-    wait = np.isin(api.name, waiting_ids) if len(api) else np.zeros(0, bool)
-    return out, wait, extra
-
-
-def _gpu_launch_times(p: ProcessTrace, api_thread: np.ndarray, main: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Launching thread and launch time of every GPU activity: from the CUDA API call with
-    the same correlation id; failing that, the latest API call started before it; failing
-    that (no API calls), the main thread at the activity's start."""
-    g, api = p.gpu, p.api_calls
-    thread = np.full(len(g), main, np.int64)
-    when = g.start_ns.copy()
-    if len(api) and len(g):
-        order = np.argsort(api.correlation_id, kind="stable")
-        corr = api.correlation_id[order]
-        j = np.searchsorted(corr, g.correlation_id)
-        jc = np.minimum(j, len(corr) - 1)
-        hit = (j < len(corr)) & (corr[jc] == g.correlation_id) & (g.correlation_id != 0)
-        row = order[jc]
-        by_start = np.argsort(api.start_ns, kind="stable")
-        k = np.searchsorted(api.start_ns[by_start], g.start_ns, side="right") - 1
-        row = np.where(hit, row, by_start[np.maximum(k, 0)])
-        use = hit | (k >= 0)
-        thread = np.where(use, api_thread[row], main)
-        # Launched no later than it started (CUPTI and host clocks can disagree a little).
-        when = np.minimum(np.where(use, api.start_ns[row], g.start_ns), g.start_ns)
-    return thread, when
-
-
-class _GpuIndex:
-    """One thread's GPU activities, indexed for time windows and GPU-only attribution."""
-
-    def __init__(self, g: GpuActivities, acts: np.ndarray) -> None:
-        self.g = g
-        self.acts = acts[np.argsort(g.start_ns[acts], kind="stable")]
-        self.starts = g.start_ns[self.acts]
-        self.cummax_end = np.maximum.accumulate(np.maximum(g.end_ns[self.acts], self.starts))
-        prio = np.zeros(256, np.int64)
-        for k, v in C.GPU_KIND_PRIORITY.items():
-            prio[k] = v
-        self.prio = prio
-        self.streams = []
-        for stream in np.unique(g.stream[acts]).tolist():
-            a = acts[g.stream[acts] == stream]
-            a = a[np.argsort(g.start_ns[a], kind="stable")]
-            ends = g.end_ns[a]
-            cummax = np.maximum.accumulate(ends)
-            arg = np.maximum.accumulate(np.where(ends == cummax, np.arange(len(a)), 0))
-            self.streams.append((a, g.start_ns[a], cummax, arg))
-
-    def window(self, lo: int | None, hi: int | None) -> np.ndarray:
-        """Activities running at some point of [lo, hi) (None: no bound)."""
-        first = 0 if lo is None else int(np.searchsorted(self.cummax_end, lo, side="right"))
-        last = len(self.starts) if hi is None else int(np.searchsorted(self.starts, hi))
-        return self.acts[first:last]
-
-    def choose(self, at: np.ndarray) -> np.ndarray:
-        """For each time in ``at``, one activity running then: per stream the one with the
-        latest end among those started; kernels before copies, then the lowest stream."""
-        best = np.full(len(at), -1, np.int64)
-        best_score = np.full(len(at), -1, np.int64)
-        for a, starts, cummax, arg in self.streams:
-            i = np.searchsorted(starts, at, side="right") - 1
-            i0 = np.maximum(i, 0)
-            ok = (i >= 0) & (cummax[i0] > at)
-            cand = a[arg[i0]]
-            score = np.where(ok, self.prio[self.g.kind[cand]], -1)
-            better = score > best_score
-            best[better] = cand[better]
-            best_score[better] = score[better]
-        return best
 
 
 @dataclass
@@ -308,7 +166,7 @@ class ProcessAnalyzer:
             if len(t):  # a CUDA-only process (e.g. a C++ program): no main thread
                 span = info.span = ProcessSpan(int(t.min()), int(t.max()), -1)
         self.span, self.main = span, span.main_thread
-        self.api_thread, wait, self.extra = _api_threads(p)
+        self.api_thread, wait, self.extra = api_threads(p)
         api = p.api_calls
         self.api_events: dict[int, list] = {}
         for t in np.unique(self.api_thread).tolist():
@@ -320,23 +178,23 @@ class ProcessAnalyzer:
             o = np.argsort(times, kind="stable")
             self.api_events[t] = [times[o], kinds[o], 0]
         g = p.gpu
-        self.g_thread, self.g_when = _gpu_launch_times(p, self.api_thread, self.main)
+        self.g_thread, self.g_when = gpu_launch_times(p, self.api_thread, self.main)
         self.g_path = np.zeros(len(g), np.int32)
         self.g_phase = np.zeros(len(g), np.int32)
         self.g_cat = (np.array([C.GPU_KIND_CATEGORY.get(k, C.KERNEL) for k in range(256)],
                                np.int64)[g.kind] if len(g) else np.zeros(0, np.int64))
         self.g_launch: dict[int, list] = {}  # thread -> [acts by launch time, next]
-        self.g_index: dict[int, _GpuIndex] = {}
+        self.g_index: dict[int, GpuIndex] = {}
         for t in np.unique(self.g_thread).tolist():
             acts = np.flatnonzero(self.g_thread == t)
             self.g_launch[t] = [acts[np.argsort(self.g_when[acts], kind="stable")], 0]
-            self.g_index[t] = _GpuIndex(g, acts)
+            self.g_index[t] = GpuIndex(g, acts)
         self.carry: dict[int, _Carry] = {}
         self.events_seen: dict[int, int] = {}
         self._sid: dict[str, int] = {}
         self._rows: list[list[np.ndarray]] = []
         self._counts: list[np.ndarray] = []
-        self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._activity: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     # -- feeding -----------------------------------------------------------------------
     def feed(self, ev: Events) -> None:
@@ -434,19 +292,19 @@ class ProcessAnalyzer:
         bottom = int(s.time[0]) if c is not None else None
         acts = (self.g_index[t].window(bottom, top) if t in self.g_index
                 else np.zeros(0, np.int64))
-        key, dur, act, busy, b = _thread_regions(s, self.p.gpu, acts, self.g_path,
+        key, dur, act, busy, b = thread_regions(s, self.p.gpu, acts, self.g_path,
                                                  self.g_phase, self.g_cat, sizes,
                                                  self.g_index.get(t), bottom, top)
-        cols, sums = _aggregate_keys(key, sizes, dur)
+        cols, sums = aggregate_keys(key, sizes, dur)
         del key
         self._rows.append([np.full(len(sums), t, np.int64), *cols, sums])
         if len(b):
-            self._runs.append((*_runs(b, dur, act), *_runs(b, dur, busy)))
+            self._activity.append((*runs(b, dur, act), *runs(b, dur, busy)))
         what = [(-1, s.op_begin_path, s.op_begin_phase)]
         what += [(k, s.call_path[k], s.call_phase[k]) for k in s.call_path]
         for w, pth, phs in what:
             if len(pth):
-                (ph_k, pa_k), n = _aggregate([phs.astype(np.int64), pth.astype(np.int64)],
+                (ph_k, pa_k), n = aggregate([phs.astype(np.int64), pth.astype(np.int64)],
                                              sizes[:2], np.ones(len(pth)))
                 self._counts.append(np.stack([np.full(len(n), t), ph_k, pa_k,
                                               np.full(len(n), w), n.astype(np.int64)], 1))
@@ -476,7 +334,7 @@ class ProcessAnalyzer:
         n_paths, n_phases = len(self.paths), len(self.phases.names)
         if self._rows:
             cols = [np.concatenate([r[i] for r in self._rows]) for i in range(6)]
-            keys, ns = _aggregate(cols[:5], [max(self.carry, default=0) + 1 + len(self.extra),
+            keys, ns = aggregate(cols[:5], [max(self.carry, default=0) + 1 + len(self.extra),
                                              n_phases, n_paths, C.N_CATEGORIES,
                                              C.N_REGIONS], cols[5])
         else:
@@ -484,7 +342,7 @@ class ProcessAnalyzer:
         if self._counts:
             cnt = np.concatenate(self._counts)
             size_t = int(cnt[:, 0].max()) + 1
-            (ct, cph, cpa, cw), cn = _aggregate(
+            (ct, cph, cpa, cw), cn = aggregate(
                 [cnt[:, 0], cnt[:, 1], cnt[:, 2], cnt[:, 3] + 1],
                 [size_t, n_phases, n_paths, C.N_CATEGORIES + 1], cnt[:, 4].astype(np.float64))
             count_rows = np.stack([ct, cph, cpa, cw - 1], 1)
@@ -492,9 +350,9 @@ class ProcessAnalyzer:
         else:
             count_rows, count_n = np.zeros((0, 4), np.int64), np.zeros(0, np.int64)
         z = np.zeros(0, np.int64)
-        runs = list(zip(*self._runs, strict=True)) if self._runs else [[z]] * 4
-        regions, covered = _process_regions(*(np.concatenate(r) for r in runs), g)
-        gpu_rows = _gpu_table(g, self.g_thread, self.g_phase, self.g_path, self.g_cat)
+        cols_runs = list(zip(*self._activity, strict=True)) if self._activity else [[z]] * 4
+        regions, covered = process_regions(*(np.concatenate(r) for r in cols_runs), g)
+        gpu_rows = gpu_table(g, self.g_thread, self.g_phase, self.g_path, self.g_cat)
         threads = []
         for t in sorted(self.carry, key=lambda t: (t != self.main, t)):
             info = p.threads.get(t)
@@ -545,95 +403,3 @@ def analyze_process(p: ProcessTrace, paths: PathTable, phases: NameTable,
     return a.finish()
 
 
-def _thread_regions(s: ThreadState, g: GpuActivities, acts: np.ndarray, g_path: np.ndarray,
-                    g_phase: np.ndarray, g_cat: np.ndarray, sizes: list[int],
-                    index: _GpuIndex | None, bottom: int | None, top: int | None):
-    """Elementary intervals of one thread from ``bottom`` to ``top`` (None: from the
-    start / to the end of its GPU work): (group key, durations with 0 outside the thread's
-    covered time, active mask, busy mask, interval starts)."""
-    if not len(acts):  # no GPU work: the thread's own events cut its timeline
-        b = s.time
-        if len(b) < 2:
-            z = np.zeros(0, np.int64)
-            return z, np.zeros(0), np.zeros(0, bool), np.zeros(0, bool), z
-        dur = np.diff(b)
-        act = s.active[:-1]
-        busy = act & ~s.waiting[:-1] if s.waiting.any() else act
-        dur[~act] = 0
-        key = _encode([s.phase[:-1], s.path[:-1], s.category[:-1]], sizes[:3])
-        key *= sizes[3]  # region: CPU only
-        return key, dur, act, busy, b[:-1]
-    gs, ge = g.start_ns[acts], np.maximum(g.end_ns[acts], g.start_ns[acts])
-    lo = bottom if bottom is not None else min(int(gs.min()), int(s.time[0]))
-    hi = top if top is not None else max(int(ge.max()), int(s.time[-1]))
-    # Merge the three sorted runs (events, GPU starts, GPU ends) with one stable sort;
-    # running counts along it give each piece's thread state and running GPU work
-    # (equal times only make zero-length pieces, whose order does not matter).
-    n, m = len(s.time), len(gs)
-    allb = np.concatenate([s.time, np.clip(gs, lo, hi), np.clip(np.sort(ge), lo, hi)])
-    order = np.argsort(allb, kind="stable")
-    b = allb[order]
-    del allb
-    tag = np.zeros(n + 2 * m, np.int8)
-    tag[n:n + m] = 1
-    tag[n + m:] = -1
-    tag = tag[order]
-    si = np.cumsum(tag == 0, dtype=np.int64)[:-1] - 1  # last event at or before
-    gpu_on = np.cumsum(tag, dtype=np.int64)[:-1] > 0
-    del tag, order
-    start, dur = b[:-1], np.diff(b)
-    ok = si >= 0
-    np.maximum(si, 0, out=si)
-    act = ok & s.active[si]
-    del ok
-    busy = act & ~s.waiting[si]
-    region = np.where(gpu_on, np.where(busy, np.int8(C.CPU_GPU), np.int8(C.GPU_ONLY)),
-                      np.int8(C.CPU_ONLY))
-    phase, path, cat = s.phase[si], s.path[si], s.category[si]
-    del si
-    gonly = np.flatnonzero(gpu_on & ~busy & (dur > 0))
-    if len(gonly):
-        assert index is not None
-        choice = index.choose(start[gonly])
-        found = choice >= 0
-        c = choice[found]
-        at = gonly[found]
-        phase[at], path[at], cat[at] = g_phase[c], g_path[c], g_cat[c]
-    dur[~(act | gpu_on)] = 0
-    return _encode([phase, path, cat, region], sizes), dur, act, busy, start
-
-
-def _process_regions(act_s, act_e, busy_s, busy_e, g: GpuActivities
-                     ) -> tuple[np.ndarray, int]:
-    """Process-wide partition: every instant where any thread is active or any GPU work
-    runs falls in exactly one region."""
-    gs, ge = g.start_ns, np.maximum(g.end_ns, g.start_ns)
-    b = np.sort(np.r_[act_s, act_e, busy_s, busy_e, gs, ge])  # repeats: zero-length pieces
-    out = np.zeros(C.N_REGIONS, np.int64)
-    if len(b) < 2:
-        return out, 0
-    start, dur = b[:-1], np.diff(b)
-    covered = _count_active(act_s, act_e, start) > 0
-    if len(gs):
-        ng = _count_active(gs, ge, start)
-        covered |= ng > 0
-        nb = _count_active(busy_s, busy_e, start)
-        region = np.where(ng > 0, np.where(nb > 0, C.CPU_GPU, C.GPU_ONLY), C.CPU_ONLY)
-    else:
-        region = np.zeros(len(start), np.int64)
-    out += np.bincount(region[covered], weights=dur[covered],
-                       minlength=C.N_REGIONS).astype(np.int64)
-    return out, int(out.sum())
-
-
-def _gpu_table(g: GpuActivities, thread, phase, path, cat) -> np.ndarray:
-    if not len(g):
-        return np.zeros((0, 7), np.int64)
-    import pandas as pd
-
-    df = pd.DataFrame({"thread": thread, "phase": phase, "path": path, "category": cat,
-                       "stream": g.stream.astype(np.int64),
-                       "ns": np.maximum(g.end_ns - g.start_ns, 0)})
-    agg = df.groupby(["thread", "phase", "path", "category", "stream"]).agg(
-        n=("ns", "size"), ns=("ns", "sum")).reset_index()
-    return agg.to_numpy(np.int64)
