@@ -63,7 +63,13 @@ def _analysis(directory: Path) -> Analysis:
             bar.__exit__(None, None, None)
     for w in a.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
+    if not len(a.processes()) or not (a.processes()["covered_s"] > 0).any():
+        raise RLScopeError(_EMPTY.format(directory))
     return a
+
+
+_EMPTY = ("{} holds no recorded time: every process stopped before recording any event; "
+          "record a run that does some work")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -124,6 +130,8 @@ def timeline(directory: Path, output: Path | None) -> None:
     from rlscope.reporters import timeline as tl
 
     trace = _load(directory, correct=True)
+    if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
+        raise RLScopeError(_EMPTY.format(directory))
     out = output or directory / "trace.json"
     _make_dir(out.parent)
     try:

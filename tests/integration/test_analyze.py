@@ -81,7 +81,18 @@ def _other_version(d: Path, traces: list[Path]) -> Path:
 def test_bad_input_is_one_line_for_every_subcommand(traces: list[Path], tmp_path: Path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    bad = [tmp_path / "missing", empty, _corrupt(tmp_path / "corrupt"),
+    no_events = tmp_path / "no_events"  # a header and nothing else
+    no_events.mkdir()
+    rec = trace_pb2.Record()
+    rec.header.format_version = fmt.FORMAT_VERSION
+    rec.header.source = "python"
+    body = rec.SerializeToString()
+    (no_events / f"python.3{fmt.FILE_SUFFIX}").write_bytes(fmt.MAGIC + bytes([len(body)])
+                                                           + body)
+    zero = tmp_path / "zero"  # a zero-byte file
+    zero.mkdir()
+    (zero / f"python.4{fmt.FILE_SUFFIX}").write_bytes(b"")
+    bad = [tmp_path / "missing", empty, no_events, zero, _corrupt(tmp_path / "corrupt"),
            _other_version(tmp_path / "mixed", traces)]
     for d in bad:
         for args in (["report", str(d)], ["plot", str(d), "-o", str(tmp_path / "p")],
