@@ -33,7 +33,7 @@ def _result(stdout: str) -> dict:
 
 def test_counts_nesting_threads_and_wall_time(tmp_path: Path, recorder: str):
     out = tmp_path / "run"
-    r = prof(out, recorder, "--iterations", "300", "--fork")
+    r = prof(out, recorder, "--iterations", "300", "--work-s", "0.0006", "--fork")
     assert r.returncode == 0, r.stderr
     res = _result(r.stdout)
     trace = read_trace(out)
