@@ -12,7 +12,6 @@ reader and merged as usual.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,15 +29,16 @@ from rlscope.trace import format as fmt
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda
 from rlscope.trace.reader import (
-    _MAX_RECORD,
     RUN_FILE,
     Events,
     Header,
     ProcessTrace,
     Progress,
     ThreadInfo,
-    _varint,
+    header_of,
+    iter_records,
     read_process,
+    torn_warning,
 )
 
 DEFAULT_BATCH = 1 << 20  # events per batch fed to the sweep
@@ -52,71 +52,9 @@ class ScannedProcess:
     complete: bool
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    """(offset, Record) of every intact record of a file; same checks and messages as
-    the reader (a torn last record ends the iteration with a warning record = None)."""
-    from rlscope import trace_pb2
-
-    try:
-        f = open(path, "rb")  # noqa: SIM115 (closed by the with below, after the check)
-    except OSError as e:
-        raise TraceError(f"cannot read {path}: {e.strerror}") from None
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            raise TraceError(f"{path} is empty or truncated before its header; the process "
-                             "died as it started, delete the file")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            data = memoryview(m)
-            try:
-                head = bytes(data[:len(fmt.MAGIC)])
-                if head != fmt.MAGIC:
-                    if fmt.MAGIC.startswith(head):
-                        raise TraceError(f"{path} is empty or truncated before its header; "
-                                         "the process died as it started, delete the file")
-                    raise TraceError(f"{path} is not an rlscope trace (unknown file "
-                                     "signature); remove it from the trace directory")
-                pos, end = len(fmt.MAGIC), size
-                while pos < end:
-                    try:
-                        got = _varint(m, pos, end)
-                        if got is not None and got[0] > _MAX_RECORD:
-                            raise ValueError("record too large")
-                    except ValueError:
-                        raise TraceError(f"{path} is corrupt: bad record length at offset "
-                                         f"{pos}; the file was modified or damaged") from None
-                    if got is None or got[1] + got[0] > end:
-                        yield pos, None
-                        return
-                    n, start = got
-                    try:
-                        rec = trace_pb2.Record.FromString(data[start:start + n])
-                    except Exception:
-                        if start + n == end:
-                            yield start, None
-                            return
-                        raise TraceError(f"{path} is corrupt: record at offset {start} does "
-                                         "not parse; the file was modified or damaged"
-                                         ) from None
-                    yield start, rec
-                    pos = start + n
-            finally:
-                data.release()
-
-
 def _header(path: Path) -> tuple[Header, Any]:
-    for _, rec in _records(path):
-        if rec is None or not rec.HasField("header"):
-            break
-        h = rec.header
-        if h.format_version != fmt.FORMAT_VERSION:
-            raise TraceError(f"{path} has trace format version {h.format_version}, this "
-                             f"rlscope reads version {fmt.FORMAT_VERSION}; use the matching "
-                             "rlscope")
-        return Header(h.format_version, h.source, h.pid, h.ppid, h.host, h.process_name,
-                      tuple(h.argv), fmt.ClockPair(h.clock.monotonic_ns, h.clock.realtime_ns,
-                                                   h.clock.uncertainty_ns),
-                      h.recorder, h.rlscope_version), h
+    for _, rec in iter_records(path):
+        return header_of(path, rec), rec.header
     raise TraceError(f"{path} has no header record; the file is truncated or not an "
                      "rlscope trace")
 
@@ -136,11 +74,10 @@ def _chunks(path: Path, warnings: list[str] | None = None) -> Iterator[Any]:
     """Chunk messages after the header (a torn last record ends the iteration, with a
     warning appended to ``warnings``)."""
     first = True
-    for pos, rec in _records(path):
+    for pos, rec in iter_records(path):
         if rec is None:
             if warnings is not None:
-                warnings.append(f"{path.name}: last record is torn (at offset {pos}, the "
-                                "process was probably killed); skipped it")
+                warnings.append(torn_warning(path, pos))
             return
         if first:
             first = False

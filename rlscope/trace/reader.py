@@ -7,7 +7,9 @@ skipped; anything else that does not parse raises :class:`TraceError` with one l
 from __future__ import annotations
 
 import json
+import mmap
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,60 +166,95 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int] | None:
     return None
 
 
-def read_process(path: str | os.PathLike[str]) -> ProcessTrace:
-    """Read one process's trace file."""
+def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+    """(offset, Record) of every intact record of a trace file, header first.
+
+    The file is memory-mapped, so memory stays bounded by one record. A torn last record
+    (the writer was killed) ends the iteration with ``(offset, None)``; a foreign or
+    damaged file raises :class:`TraceError` with one line.
+    """
     from rlscope import trace_pb2
 
     p = Path(path)
     try:
-        data = p.read_bytes()
+        f = open(p, "rb")  # noqa: SIM115 (closed by the with below)
     except OSError as e:
         raise TraceError(f"cannot read {p}: {e.strerror}") from None
-    if not data.startswith(fmt.MAGIC):
-        if fmt.MAGIC.startswith(data):
-            raise TraceError(f"{p} is empty or truncated before its header; the process "
-                             "died as it started, delete the file")
-        raise TraceError(f"{p} is not an rlscope trace (unknown file signature); remove it "
-                         "from the trace directory")
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size < len(fmt.MAGIC):
+            head = f.read()
+            if fmt.MAGIC.startswith(head):
+                raise TraceError(f"{p} is empty or truncated before its header; the process "
+                                 "died as it started, delete the file")
+            raise TraceError(f"{p} is not an rlscope trace (unknown file signature); "
+                             "remove it from the trace directory")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            data = memoryview(m)
+            try:
+                if bytes(data[:len(fmt.MAGIC)]) != fmt.MAGIC:
+                    raise TraceError(f"{p} is not an rlscope trace (unknown file "
+                                     "signature); remove it from the trace directory")
+                pos = len(fmt.MAGIC)
+                while pos < size:
+                    try:
+                        got = _varint(m, pos, size)
+                        if got is not None and got[0] > _MAX_RECORD:
+                            raise ValueError("record too large")
+                    except ValueError:
+                        raise TraceError(f"{p} is corrupt: bad record length at offset "
+                                         f"{pos}; the file was modified or damaged") from None
+                    if got is None or got[1] + got[0] > size:
+                        yield pos, None
+                        return
+                    n, start = got
+                    try:
+                        rec = trace_pb2.Record.FromString(data[start:start + n])
+                    except Exception:
+                        if start + n == size:
+                            yield start, None
+                            return
+                        raise TraceError(f"{p} is corrupt: record at offset {start} does "
+                                         "not parse; the file was modified or damaged"
+                                         ) from None
+                    yield start, rec
+                    pos = start + n
+            finally:
+                data.release()
+
+
+def torn_warning(path: Path, offset: int) -> str:
+    return (f"{path.name}: last record is torn (at offset {offset}, the process was "
+            "probably killed); skipped it")
+
+
+def header_of(path: Path, rec: Any) -> Header:
+    """The Header of a file's first record; checks it is one and its format version."""
+    if rec is None or not rec.HasField("header"):
+        raise TraceError(f"{path} has no header record; the file is truncated or not an "
+                         "rlscope trace")
+    h = rec.header
+    if h.format_version != fmt.FORMAT_VERSION:
+        raise TraceError(f"{path} has trace format version {h.format_version}, this rlscope "
+                         f"reads version {fmt.FORMAT_VERSION}; use the matching rlscope")
+    return Header(h.format_version, h.source, h.pid, h.ppid, h.host, h.process_name,
+                  tuple(h.argv), fmt.ClockPair(h.clock.monotonic_ns, h.clock.realtime_ns,
+                                               h.clock.uncertainty_ns),
+                  h.recorder, h.rlscope_version)
+
+
+def read_process(path: str | os.PathLike[str]) -> ProcessTrace:
+    """Read one process's trace file."""
+    p = Path(path)
     warnings: list[str] = []
     records: list[Any] = []
-    pos, end = len(fmt.MAGIC), len(data)
-    view = memoryview(data)
-    while pos < end:
-        try:
-            got = _varint(data, pos, end)
-            if got is not None and got[0] > _MAX_RECORD:
-                raise ValueError("record too large")
-        except ValueError:
-            raise TraceError(f"{p} is corrupt: bad record length at offset {pos}; the file "
-                             "was modified or damaged") from None
-        if got is None or got[1] + got[0] > end:
-            warnings.append(f"{p.name}: last record is torn ({end - pos} bytes at offset "
-                            f"{pos}, the process was probably killed); skipped it")
+    for offset, rec in iter_records(p):
+        if rec is None:
+            warnings.append(torn_warning(p, offset))
             break
-        size, start = got
-        try:
-            rec = trace_pb2.Record.FromString(view[start:start + size])
-        except Exception:
-            if start + size == end:
-                warnings.append(f"{p.name}: last record is torn ({size} bytes at offset "
-                                f"{start}); skipped it")
-                break
-            raise TraceError(f"{p} is corrupt: record at offset {start} does not parse; "
-                             "the file was modified or damaged") from None
         records.append(rec)
-        pos = start + size
-    if not records or not records[0].HasField("header"):
-        raise TraceError(f"{p} has no header record; the file is truncated or not an "
-                         "rlscope trace")
+    header = header_of(p, records[0] if records else None)
     h = records[0].header
-    if h.format_version != fmt.FORMAT_VERSION:
-        raise TraceError(f"{p} has trace format version {h.format_version}, this rlscope "
-                         f"reads version {fmt.FORMAT_VERSION}; use the matching rlscope")
-    header = Header(h.format_version, h.source, h.pid, h.ppid, h.host, h.process_name,
-                    tuple(h.argv), fmt.ClockPair(h.clock.monotonic_ns, h.clock.realtime_ns,
-                                                 h.clock.uncertainty_ns),
-                    h.recorder, h.rlscope_version)
     if h.source == SOURCE_CUDA:
         return _cuda_process(p, header, h, records[1:], warnings)
     return _assemble(p, header, records[1:], warnings)
