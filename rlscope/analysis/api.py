@@ -42,7 +42,8 @@ def load(directory: str | os.PathLike[str],
     analysis streams: memory is bounded by ``batch_events`` (default 1M events), not by
     the trace (docs/analysis.md).
     """
-    from rlscope.analysis.stream import DEFAULT_BATCH, stream_directory, trace_files
+    from rlscope.analysis.stream import DEFAULT_BATCH, stream_directory
+    from rlscope.trace.reader import trace_files
 
     d, _, _ = trace_files(directory)  # the directory's errors first
     if correct:

@@ -29,7 +29,6 @@ from rlscope.trace import format as fmt
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda
 from rlscope.trace.reader import (
-    RUN_FILE,
     Events,
     Header,
     ProcessTrace,
@@ -39,6 +38,7 @@ from rlscope.trace.reader import (
     iter_records,
     read_process,
     torn_warning,
+    trace_files,
 )
 
 DEFAULT_BATCH = 1 << 20  # events per batch fed to the sweep
@@ -208,29 +208,6 @@ def _concat(parts: list[Events]) -> Events:
                   np.concatenate([p.thread for p in parts]),
                   np.concatenate([p.kind for p in parts]),
                   np.concatenate([p.name for p in parts]))
-
-
-def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Path]]:
-    """The directory, its run.json and its trace files (same errors as read_trace)."""
-    d = Path(directory)
-    if not d.exists():
-        raise TraceError(f"trace directory {d} does not exist; pass the directory given "
-                         "to rls-prof -o")
-    if not d.is_dir():
-        raise TraceError(f"{d} is not a directory; pass the directory given to rls-prof -o")
-    run: dict[str, Any] = {}
-    run_path = d / RUN_FILE
-    if run_path.exists():
-        try:
-            run = json.loads(run_path.read_text())
-        except (OSError, ValueError) as e:
-            raise TraceError(f"{run_path} is not valid JSON ({e}); the run metadata is "
-                             "corrupt") from None
-    files = sorted(d.glob("*" + fmt.FILE_SUFFIX))
-    if not files:
-        raise TraceError(f"no rlscope trace files (*{fmt.FILE_SUFFIX}) in {d}; record one "
-                         f"with: rls-prof -o {d} -- python your_script.py")
-    return d, run, files
 
 
 @dataclass

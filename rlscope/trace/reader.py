@@ -117,8 +117,8 @@ class Trace:
         return [w for p in self.processes for w in p.warnings]
 
 
-def read_trace(directory: str | os.PathLike[str]) -> Trace:
-    """Read every process's trace file in ``directory``."""
+def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Path]]:
+    """The directory, its run.json and its trace files (same errors as read_trace)."""
     d = Path(directory)
     if not d.exists():
         raise TraceError(f"trace directory {d} does not exist; pass the directory given "
@@ -137,6 +137,12 @@ def read_trace(directory: str | os.PathLike[str]) -> Trace:
     if not files:
         raise TraceError(f"no rlscope trace files (*{fmt.FILE_SUFFIX}) in {d}; record one "
                          f"with: rls-prof -o {d} -- python your_script.py")
+    return d, run, files
+
+
+def read_trace(directory: str | os.PathLike[str]) -> Trace:
+    """Read every process's trace file in ``directory``."""
+    d, run, files = trace_files(directory)
     processes = [read_process(f) for f in files]
     processes = merge_cuda(processes)  # cuda.<pid> files join python.<pid> ones
     versions = {p.header.format_version for p in processes}
