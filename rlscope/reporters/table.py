@@ -21,6 +21,8 @@ FORMATS = ("text", "csv", "json", "markdown")
 _SPLITS = [("python_s", "Python"), ("backend_s", "Backend"), ("simulator_s", "Simulator"),
            ("cuda_api_s", "CUDA API"), ("gpu_s", "GPU"), ("cpu_only_s", "CPU only"),
            ("gpu_only_s", "GPU only"), ("cpu_gpu_s", "CPU+GPU")]
+# (column, heading) of Python -> native transition counts, shown when not all zero.
+_TRANSITIONS = [("backend_calls", "→Backend"), ("simulator_calls", "→Simulator")]
 _GPU_COLS = {"cuda_api_s", "gpu_s", "cpu_only_s", "gpu_only_s", "cpu_gpu_s"}
 
 
@@ -59,6 +61,11 @@ def _duration(s: float) -> str:
     return f"{s:.2f} s"
 
 
+def _transition_cell(count: int, calls: int) -> str:
+    """Transitions of an operation, and per call of it (per iteration of a loop body)."""
+    return f"{count:,} ({count / calls:,.1f}/call)" if calls else f"{count:,}"
+
+
 def _row(cells: list[str], widths: list[int]) -> str:
     return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
                      for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
@@ -86,20 +93,27 @@ def render_text(a: Analysis) -> str:
                                                       or rows["cpu_gpu_s"].sum()))]
         # Milliseconds for short runs, so sub-second operations stay readable.
         scale, unit = (1e3, "ms") if proc["covered_s"] < 10 else (1.0, "s")
+        transitions = [(c, h) for c, h in _TRANSITIONS if c in rows and rows[c].sum() > 0]
         head = ["Phase", "Operation", "Calls", f"Wall {unit}", "Wall %", f"Self {unit}",
-                "Self %", *[h for _, h in splits]]
+                "Self %", *[h for _, h in splits], *[h for _, h in transitions]]
         body = []
         for r in rows.itertuples():
             op = "  " * int(r.depth) + r.operation.split(PATH_SEP)[-1]
             calls = "-" if r.operation == UNANNOTATED else f"{r.calls:,}"
             body.append([r.phase or "-", op, calls, f"{r.wall_s * scale:.3f}",
                          f"{r.wall_pct:.1f}", f"{r.self_s * scale:.3f}", f"{r.self_pct:.1f}",
-                         *[f"{getattr(r, c) * scale:.3f}" for c, _ in splits]])
+                         *[f"{getattr(r, c) * scale:.3f}" for c, _ in splits],
+                         *[_transition_cell(getattr(r, c), r.calls) for c, _ in transitions]])
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
                   for i, h in enumerate(head)]
         lines.append("  " + _row(head, widths))
         lines.append("  " + "  ".join("-" * w for w in widths))
         lines.extend("  " + _row(b, widths) for b in body)
+        if transitions and len(ex) and ex.iloc[0]["timesteps"] > 0:
+            steps = ex.iloc[0]["timesteps"]
+            per = ", ".join(f"{h.lstrip('→')} {rows[c].sum() / steps:,.1f}"
+                            for c, h in transitions)
+            lines.append(f"  Transitions from Python per timestep: {per}")
     lines.append("")
     lines.append("Wall: time inside the operation, nested operations included. Self: "
                  "excluding them. %: of the process's wall time.")
@@ -108,6 +122,9 @@ def render_text(a: Analysis) -> str:
                      "split the self time (same unit).")
     elif len(ops) and (ops["backend_s"].sum() or ops["simulator_s"].sum()):
         lines.append("Python/Backend/Simulator split the self time (same unit).")
+    if len(ops) and any(c in ops and ops[c].sum() for c, _ in _TRANSITIONS):
+        lines.append("→Backend/→Simulator: calls from Python into the ML backend / simulator "
+                     "(outermost intercepted calls), in total and per call of the operation.")
     return "\n".join(lines)
 
 
