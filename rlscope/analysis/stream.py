@@ -11,7 +11,6 @@ reader and merged as usual.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from rlscope.trace.reader import (
     ProcessTrace,
     Progress,
     ThreadInfo,
+    add_definitions,
     header_of,
     iter_records,
     read_process,
@@ -106,16 +106,7 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
             warnings.append(f"{path.name}: chunk {expected} is missing (found "
                             f"{c.sequence}); events were lost")
         expected = c.sequence + 1
-        for s in c.strings:
-            strings[s.id] = s.value
-        for t in c.threads:
-            threads[t.index] = ThreadInfo(t.index, t.tid, t.name)
-        for m in c.metadata:
-            try:
-                metadata[m.key] = json.loads(m.json_value)
-            except ValueError:
-                metadata[m.key] = m.json_value
-        dropped += c.dropped_events
+        dropped += add_definitions(c, strings, threads, metadata)
         try:
             ev = _chunk_events(c)
         except TraceError as e:

@@ -278,6 +278,21 @@ def _cuda_process(path: Path, header: Header, h: Any, records: list[Any],
                         0, info.chunks, warnings, api_calls=api, gpu=gpu, cuda=info)
 
 
+def add_definitions(c: Any, strings: dict[int, str], threads: dict[int, ThreadInfo],
+                    metadata: dict[str, Any]) -> int:
+    """Take a chunk's string, thread and metadata definitions; returns its dropped count."""
+    for s in c.strings:
+        strings[s.id] = s.value
+    for t in c.threads:
+        threads[t.index] = ThreadInfo(t.index, t.tid, t.name)
+    for m in c.metadata:
+        try:
+            metadata[m.key] = json.loads(m.json_value)
+        except ValueError:
+            metadata[m.key] = m.json_value
+    return int(c.dropped_events)
+
+
 def _assemble(path: Path, header: Header, records: list[Any],
               warnings: list[str]) -> ProcessTrace:
     strings: dict[int, str] = {0: ""}
@@ -294,16 +309,7 @@ def _assemble(path: Path, header: Header, records: list[Any],
             warnings.append(f"{path.name}: chunk {expected_seq} is missing (found "
                             f"{c.sequence}); events were lost")
         expected_seq = c.sequence + 1
-        for s in c.strings:
-            strings[s.id] = s.value
-        for t in c.threads:
-            threads[t.index] = ThreadInfo(t.index, t.tid, t.name)
-        for m in c.metadata:
-            try:
-                metadata[m.key] = json.loads(m.json_value)
-            except ValueError:
-                metadata[m.key] = m.json_value
-        dropped += c.dropped_events
+        dropped += add_definitions(c, strings, threads, metadata)
         n = len(c.kind)
         if len(c.time_delta_ns) != n or len(c.thread) != n or len(c.name) != n:
             raise TraceError(f"{path} is corrupt: chunk {c.sequence} has columns of "
