@@ -29,6 +29,12 @@ def autostart() -> None:
         from rlscope.calibration.switches import apply_work_limit
 
         apply_work_limit()
+    if os.environ.get("RLSCOPE_CALIBRATE_CHUNKS"):  # calibration by chunks: no recording
+        from rlscope.calibration import chunks
+
+        _enable_intercept(os.environ.get(ENV_INTERCEPT, "auto"))
+        chunks.install_from_env()
+        return
     out = os.environ.get(ENV_OUTPUT_DIR)
     if not out:
         return

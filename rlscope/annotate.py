@@ -27,6 +27,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _recorder: ModuleType | None = None  # the active recorder module, or None
 _output_dir: str | None = None
 _lock = threading.Lock()
+# Called at every progress report, recording or not (calibration.chunks sets it).
+_progress_hook: Callable[[], None] | None = None
 
 
 class _NoopScope:
@@ -113,6 +115,8 @@ def pop_operation(name: str | None = None) -> None:
 
 def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
     """Record training progress; lets reports extrapolate to the full run."""
+    if _progress_hook is not None:  # calibration's chunk boundaries (calibration.chunks)
+        _progress_hook()
     rec = _recorder
     if rec is not None:
         rec.progress(int(timesteps), -1 if total_timesteps is None else int(total_timesteps))

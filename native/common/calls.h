@@ -10,6 +10,7 @@
 // allocation.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "recorder.h"
@@ -21,6 +22,14 @@ enum CallCategory : uint32_t {
   CALL_SIMULATOR = 1,  // SIMULATOR_CALL_BEGIN / END
 };
 constexpr uint32_t kCallCategories = 2;
+
+// Bit c set: calls of category c are recorded. Calibration (rlscope.calibration
+// .chunks) switches categories off in a forked child to time the others alone.
+inline std::atomic<uint32_t> g_call_mask{~0u};
+
+inline bool call_category_on(uint32_t category) {
+  return (g_call_mask.load(std::memory_order_relaxed) >> category) & 1u;
+}
 
 constexpr uint32_t call_begin_kind(uint32_t category) {
   return BACKEND_CALL_BEGIN + 2 * category;

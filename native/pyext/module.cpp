@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common/calls.h"
+#include "../common/pause.h"
 #include "../common/recorder.h"
 #include "../common/trace_writer.h"
 
@@ -267,7 +268,8 @@ PyObject* g_own_attrs = nullptr;  // frozenset of attribute names not forwarded
 PyObject* callwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                  PyObject* kwnames) {
   auto* w = reinterpret_cast<CallWrapperObject*>(self);
-  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+  if (rlscope::g_session.load(std::memory_order_relaxed) == 0 ||
+      !rlscope::call_category_on(w->category)) {
     return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
   ThreadState* t = thread_state();
@@ -569,6 +571,36 @@ PyObject* py_stop(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// set_call_mask(mask) -> previous mask: bit c on records calls of category c.
+PyObject* py_set_call_mask(PyObject*, PyObject* arg) {
+  unsigned long mask = PyLong_AsUnsignedLong(arg);
+  if (mask == static_cast<unsigned long>(-1) && PyErr_Occurred()) return nullptr;
+  return PyLong_FromUnsignedLong(
+      rlscope::g_call_mask.exchange(static_cast<uint32_t>(mask), std::memory_order_relaxed));
+}
+
+// install_pause_handler() -> bool; pause_gaps() -> [(stop_ns, resume_ns), ...]
+PyObject* py_install_pause_handler(PyObject*, PyObject*) {
+  return PyBool_FromLong(rlscope::install_pause_handler());
+}
+
+PyObject* py_pause_gaps(PyObject*, PyObject*) {
+  std::vector<uint64_t> buf(2 * (size_t{1} << 16));
+  size_t n = rlscope::pause_gaps(buf.data(), buf.size() / 2);
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(n));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    PyObject* pair = Py_BuildValue("(KK)", static_cast<unsigned long long>(buf[2 * i]),
+                                   static_cast<unsigned long long>(buf[2 * i + 1]));
+    if (!pair) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), pair);
+  }
+  return list;
+}
+
 PyObject* py_is_active(PyObject*, PyObject*) { return PyBool_FromLong(rlscope::is_active()); }
 
 PyObject* py_flush(PyObject*, PyObject*) {
@@ -708,6 +740,12 @@ PyMethodDef module_methods[] = {
      "max_buffer_bytes=256 MiB)"},
     {"stop", py_stop, METH_NOARGS, "Stop recording: write everything and close the file."},
     {"is_active", py_is_active, METH_NOARGS, "True while recording."},
+    {"install_pause_handler", py_install_pause_handler, METH_NOARGS,
+     "Calibration copies: on SIGTSTP note the time, stop, note the resume time."},
+    {"pause_gaps", py_pause_gaps, METH_NOARGS,
+     "[(stop_ns, resume_ns), ...] of the pauses since install_pause_handler()."},
+    {"set_call_mask", py_set_call_mask, METH_O,
+     "set_call_mask(mask) -> previous: bit c set records wrapped calls of category c."},
     {"flush", py_flush, METH_NOARGS, "Write every buffered event now."},
     {"operation", py_operation, METH_O, "operation(name) -> cached Scope"},
     {"phase", py_phase, METH_O, "phase(name) -> cached Scope"},

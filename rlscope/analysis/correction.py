@@ -228,8 +228,18 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
                 f"corrected total is {err:+.1f}% off the uninstrumented runs; make every run "
                 "do the same work (fixed seeds and steps, RLSCOPE_MAX_PROGRESS), pin threads "
                 "(OMP_NUM_THREADS=1) and re-run rls-prof --calibrate with more --repetitions")
+    v = cal.validation
+    if cal.mode == "chunks" and v.get("validation_rounds"):
+        info.update(heldout_chunks=len(v["validation_rounds"]),
+                    heldout_error_pct=_num(v.get("total_error_pct")),
+                    heldout_raw_error_pct=_num(v.get("raw_total_error_pct")))
+        if abs(info["heldout_error_pct"]) > WARN_PCT:
+            info["warnings"].append(
+                f"on held-out chunks the corrected time is {info['heldout_error_pct']:+.1f}% "
+                "off the uninstrumented time; re-run rls-prof --calibrate on a quieter "
+                "machine, with more --chunks")
     noise = 100.0 * float(u.get("std_s", 0)) / max(float(u.get("mean_s", 0)), 1e-9)
-    if noise > WARN_PCT or cal.warnings:
+    if noise > WARN_PCT or (cal.warnings and cal.mode != "chunks"):
         info["warnings"].append(
             "calibration is noisy (" + "; ".join(cal.warnings or [f"runs vary {noise:.1f}%"])
             + "); the correction is unreliable: re-run rls-prof --calibrate on a quiet "
@@ -258,5 +268,15 @@ def correction_lines(run: dict) -> list[str]:
             f"uninstrumented {c['uninstrumented_mean_s']:.3f} ± "
             f"{c['uninstrumented_std_s']:.3f} s (n={c['uninstrumented_n']}): "
             f"residual error {c['error_pct']:+.1f}% (raw {c['raw_error_pct']:+.1f}%)")
+    if "heldout_chunks" in c:
+        lines.append(
+            f"  calibration check: on {c['heldout_chunks']} held-out chunks (the same work "
+            f"with and without rlscope, moments apart) the corrected time is "
+            f"{c['heldout_error_pct']:+.1f}% off the uninstrumented time "
+            f"(raw {c['heldout_raw_error_pct']:+.1f}%)")
     lines += [f"  warning: {w}" for w in c.get("warnings", [])]
     return lines
+
+
+def _num(v: object) -> float:
+    return math.nan if v is None else float(v)  # type: ignore[arg-type]

@@ -50,11 +50,14 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
 
 def build_calibration(command: list[str], samples: list[RunSample], configs: list[Config],
                       rounds: int, microbenchmark: dict[str, dict[str, float]] | None = None,
-                      run_dirs: list[str] | None = None, metric: str = "cpu") -> Calibration:
-    """``metric``: what RunSample.seconds measures, "cpu" (process-tree CPU time) or
-    "wall"."""
+                      run_dirs: list[str] | None = None, metric: str = "cpu",
+                      mode: str = "runs") -> Calibration:
+    """``metric``: what RunSample.seconds measures, "cpu" (process-tree CPU time),
+    "wall" or "thread-cpu"; ``mode``: "runs" (a round is a set of whole runs) or
+    "chunks" (a round is one chunk of work measured in every configuration)."""
+    chunks = mode == "chunks"
     cal_rounds, val_rounds = split_rounds([s.round for s in samples])
-    est = estimate_costs(samples, cal_rounds)
+    est = estimate_costs(samples, cal_rounds, paired=chunks)
     full = [s for s in samples if s.config == "full"]
     costs = {}
     for kind, e in est.items():
@@ -70,11 +73,17 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
     unin = {"mean_s": float(u.mean()), "std_s": float(u.std(ddof=1)) if len(u) > 1 else 0.0,
             "median_s": float(np.median(u)), "min_s": float(u.min()), "max_s": float(u.max()),
             "n": len(u), "wall_mean_s": float(np.mean(uw)) if len(uw) else math.nan}
+    if chunks:  # chunk times are of different work: no whole-run figure to compare with
+        unin = {"chunks": len(u), "chunk_mean_s": unin["mean_s"]}
     warnings = []
-    if v.errors_pct and v.max_abs_pct > WARN_ERROR_PCT:
+    if chunks:
+        if abs(v.total_error_pct) > WARN_ERROR_PCT:
+            warnings.append(f"held-out chunks: corrected instrumented time is "
+                            f"{v.total_error_pct:+.1f}% off the uninstrumented time")
+    elif v.errors_pct and v.max_abs_pct > WARN_ERROR_PCT:
         warnings.append(f"held-out rounds: corrected full runs are off by up to "
                         f"{v.max_abs_pct:.1f}% from uninstrumented ones")
-    noise = 100 * unin["std_s"] / max(unin["mean_s"], 1e-9)
+    noise = 0.0 if chunks else 100 * unin["std_s"] / max(unin["mean_s"], 1e-9)
     if noise > WARN_NOISE_PCT:
         warnings.append(f"uninstrumented runs vary by {noise:.1f}% (std/mean): the machine "
                         "is noisy or the work per run is not fixed")
@@ -93,5 +102,8 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
                     "validation_rounds": v.rounds, "independent": independent,
                     "errors_pct": v.errors_pct, "median_error_pct": v.median_pct,
                     "max_abs_error_pct": v.max_abs_pct,
-                    "raw_errors_pct": raw.errors_pct},
-        microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric)
+                    "raw_errors_pct": raw.errors_pct,
+                    "total_error_pct": v.total_error_pct,
+                    "raw_total_error_pct": raw.total_error_pct,
+                    "uninstrumented_total_s": v.uninstrumented_s},
+        microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric, mode=mode)

@@ -52,6 +52,15 @@ class Validation:
     rounds: list[int]
     errors_pct: list[float]  # (T_full - overhead) / T_uninstrumented - 1, per round
     independent: bool  # False when the same rounds calibrated and validated
+    corrected_s: float = math.nan  # sums over the rounds
+    uninstrumented_s: float = math.nan
+
+    @property
+    def total_error_pct(self) -> float:
+        """Error of the summed corrected time over the summed uninstrumented time."""
+        if not self.uninstrumented_s > 0:
+            return math.nan
+        return 100.0 * (self.corrected_s / self.uninstrumented_s - 1.0)
 
     @property
     def median_pct(self) -> float:
@@ -96,11 +105,17 @@ def _confounded(x: np.ndarray, kinds: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None
-                   ) -> dict[str, CostEstimate]:
-    """Per-event cost (ns) by kind, from the given rounds (default: all)."""
+def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None,
+                   paired: bool = False) -> dict[str, CostEstimate]:
+    """Per-event cost (ns) by kind, from the given rounds (default: all).
+
+    ``paired``: the rounds are chunks of different work, each measured in every
+    configuration moments apart (calibration.chunks); the cost is then the median of
+    the per-chunk estimates (a fastest run over different work means nothing)."""
     t_u = float(np.median(uninstrumented_seconds(samples)))
     kinds = _observed_kinds(samples)
+    if paired:
+        return _estimate_pooled(samples, rounds, kinds)
     per_round: dict[str, list[float]] = {k: [] for k in kinds}
     confounded: dict[str, list[str]] = {k: [] for k in kinds}
     for r, runs in sorted(_by_round(samples).items()):
@@ -111,7 +126,10 @@ def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None
         if not inst or base <= 0:
             continue
         x = np.array([[s.counts.get(k, 0) for k in kinds] for s in inst], np.float64)
-        y = np.array([(s.seconds / base - 1.0) * t_u * 1e9 for s in inst])
+        # Whole runs: ratios to the round's own uninstrumented run, scaled to the median
+        # one (cancels a round that ran slower as a whole). Chunks: plain differences.
+        y = np.array([(s.seconds - base if paired else (s.seconds / base - 1.0) * t_u) * 1e9
+                      for s in inst])
         # Scale columns so the tiny per-process count and millions of calls solve alike.
         scale = np.maximum(x.max(axis=0), 1.0)
         cost = np.linalg.lstsq(x / scale, y, rcond=None)[0] / scale
@@ -119,7 +137,7 @@ def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None
             per_round[k].append(float(c))
         for k, others in _confounded(x, kinds).items():
             confounded[k] = sorted(set(confounded[k]) | set(others))
-    point = _fit_fastest(samples, rounds, kinds, t_u)
+    point = {} if paired else _fit_fastest(samples, rounds, kinds, t_u)
     out = {}
     for k in kinds:
         v = np.array(per_round[k])
@@ -128,6 +146,50 @@ def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None
         value = point.get(k, float(np.median(v))) if point else float(np.median(v))
         out[k] = CostEstimate(value, _median_error(v), v.tolist(), confounded[k])
     return out
+
+
+def _paired_rows(samples: list[RunSample], rounds: list[int] | None, kinds: list[str]
+                 ) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per round: (round, counts of each instrumented run, its excess ns over the same
+    round's uninstrumented run)."""
+    out = []
+    for r, runs in sorted(_by_round(samples).items()):
+        if (rounds is not None and r not in rounds) or UNINSTRUMENTED not in runs:
+            continue
+        base = runs[UNINSTRUMENTED].seconds
+        inst = [s for c, s in sorted(runs.items()) if c != UNINSTRUMENTED]
+        if inst:
+            x = np.array([[s.counts.get(k, 0) for k in kinds] for s in inst], np.float64)
+            out.append((r, x, np.array([(s.seconds - base) * 1e9 for s in inst])))
+    return out
+
+
+def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    # Scale columns so the tiny per-process count and millions of calls solve alike.
+    scale = np.maximum(x.max(axis=0), 1.0)
+    return np.linalg.lstsq(x / scale, y, rcond=None)[0] / scale
+
+
+def _estimate_pooled(samples: list[RunSample], rounds: list[int] | None, kinds: list[str]
+                     ) -> dict[str, CostEstimate]:
+    """Paired chunks: one least-squares fit over every chunk's excess times (long chunks
+    weigh more, as they should); error bars by jackknife over chunks."""
+    rows = _paired_rows(samples, rounds, kinds)
+    if not rows or not kinds:
+        return {}
+    x = np.vstack([r[1] for r in rows])
+    y = np.concatenate([r[2] for r in rows])
+    cost = _lstsq(x, y)
+    loo = np.array([_lstsq(np.vstack([r[1] for j, r in enumerate(rows) if j != i]),
+                           np.concatenate([r[2] for j, r in enumerate(rows) if j != i]))
+                    for i in range(len(rows))]) if len(rows) > 2 else np.empty((0, len(kinds)))
+    n = len(loo)
+    err = np.sqrt((n - 1) / n * ((loo - loo.mean(axis=0)) ** 2).sum(axis=0)) if n else \
+        np.full(len(kinds), math.nan)
+    conf = _confounded(x, kinds)
+    return {k: CostEstimate(float(cost[i]), float(err[i]),
+                            loo[:, i].tolist() if n else [], conf[k])
+            for i, k in enumerate(kinds)}
 
 
 def _fit_fastest(samples: list[RunSample], rounds: list[int] | None, kinds: list[str],
@@ -172,7 +234,7 @@ def overhead_ns(counts: dict[str, int], costs: dict[str, float]) -> float:
 def validate(samples: list[RunSample], costs: dict[str, float], rounds: list[int],
              config: str, independent: bool) -> Validation:
     """Corrected time of ``config`` vs the same round's uninstrumented time."""
-    used, errs = [], []
+    used, errs, tot_c, tot_u = [], [], 0.0, 0.0
     for r, runs in sorted(_by_round(samples).items()):
         if r not in rounds or UNINSTRUMENTED not in runs or config not in runs:
             continue
@@ -180,4 +242,6 @@ def validate(samples: list[RunSample], costs: dict[str, float], rounds: list[int
         corrected = s.seconds - overhead_ns(s.counts, costs) / 1e9
         used.append(r)
         errs.append(100.0 * (corrected / runs[UNINSTRUMENTED].seconds - 1.0))
-    return Validation(used, errs, independent)
+        tot_c += corrected
+        tot_u += runs[UNINSTRUMENTED].seconds
+    return Validation(used, errs, independent, tot_c, tot_u)

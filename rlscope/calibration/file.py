@@ -53,7 +53,9 @@ class Calibration:
     validation: dict[str, Any] = field(default_factory=dict)
     microbenchmark: dict[str, dict[str, float]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    metric: str = "cpu"  # run times compared: "cpu" (process-tree CPU s) or "wall"
+    metric: str = "cpu"  # times compared: "cpu" (process-tree CPU s), "wall", or
+    # "thread-cpu" (the main thread's CPU s over a chunk)
+    mode: str = "runs"  # "runs" (whole runs) or "chunks" (paired chunks, one process)
     rlscope_version: str = __version__
 
     def cost_table(self) -> dict[str, KindCost]:
@@ -108,7 +110,7 @@ def read_calibration(path: str | os.PathLike[str]) -> Calibration:
             str(c.get("source", "")), int(c.get("events", 0)), str(c.get("note", "")))
     known = {"command", "machine", "repetitions", "configurations", "runs",
              "uninstrumented", "validation", "microbenchmark", "warnings",
-             "rlscope_version", "metric"}
+             "rlscope_version", "metric", "mode"}
     rest = {k: v for k, v in d.items() if k in known}
     rest.setdefault("command", [])
     return Calibration(costs=costs, **rest)

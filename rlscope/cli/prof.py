@@ -115,8 +115,16 @@ def _resolve(command: tuple[str, ...]) -> None:
               help="After the run, calibrate rlscope's own overhead: run COMMAND "
                    "uninstrumented and with each kind of book-keeping on, and write "
                    "OUTPUT/calibration.json (docs/overhead-correction.md).")
+@click.option("--calibrate-by", "calibrate_by", type=click.Choice(["chunks", "runs"]),
+              default="chunks", show_default=True,
+              help="chunks: time the same chunk of work (between progress reports) in every "
+                   "configuration, in forked copies of one process; runs: whole runs.")
+@click.option("--chunks", "max_chunks", type=click.IntRange(4, 10000), default=40,
+              show_default=True, help="Chunks measured with --calibrate-by chunks.")
+@click.option("--chunk-seconds", "chunk_s", type=click.FloatRange(0.01, 60), default=0.25,
+              show_default=True, help="Shortest chunk, in seconds of the workload.")
 @click.option("--repetitions", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="Rounds of calibration runs with --calibrate (half calibrate, half "
+              help="Rounds of whole runs with --calibrate-by runs (half calibrate, half "
                    "validate).")
 @click.option("--calibration", "calibration_file", default=None,
               type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -125,7 +133,8 @@ def _resolve(command: tuple[str, ...]) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
-         intercept: str, no_intercept: bool, calibrate: bool, repetitions: int,
+         intercept: str, no_intercept: bool, calibrate: bool, calibrate_by: str,
+         max_chunks: int, chunk_s: float, repetitions: int,
          calibration_file: Path | None, quiet: bool, command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
@@ -183,10 +192,10 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         from rlscope.calibration.calibrate import from_cli
 
         from_cli(list(command), out, calibration_file, parse_intercept(intercept),
-                 not no_cuda and cuda_library() is not None, repetitions, recorder,
+                 not no_cuda and bool(cuda_files), repetitions, recorder,
                  lambda c, d: child_environment(str(d), recorder, flush_interval,
                                                 cuda=c.cuda, intercept=c.intercept_spec),
-                 BOOTSTRAP_DIR, quiet)
+                 BOOTSTRAP_DIR, quiet, calibrate_by, chunk_s, max_chunks)
     return status
 
 

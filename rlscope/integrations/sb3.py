@@ -63,7 +63,7 @@ def _wrap(p: Patcher, cls: type, attr: str,
 def _progress(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(self: Any, num_timesteps: int, total_timesteps: int) -> Any:
-        if annotate._recorder is not None:
+        if annotate._recorder is not None or annotate._progress_hook is not None:
             annotate.report_progress(num_timesteps, total_timesteps)
         return func(self, num_timesteps, total_timesteps)
     return wrapper

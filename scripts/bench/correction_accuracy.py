@@ -1,24 +1,28 @@
 """How close does overhead correction get to an uninstrumented run? (issue 5)
 
-For each workload: ``rls-prof --calibrate`` (the profiled run plus interleaved calibration
-rounds), then compare the profiled run's total wall time, raw and corrected, with the
-mean of the uninstrumented calibration runs. Per operation taking >= 10% of the run, the
-corrected wall time of the fully instrumented run is compared with the corrected time in
-the annotations-only runs (the lightest instrumentation that still sees operations).
+For each workload, ``rls-prof --calibrate`` (paired chunks: every chunk of work is run in
+forked copies of one process, uninstrumented and with each kind of book-keeping on,
+taking turns on one CPU; docs/overhead-correction.md). Costs are estimated from the even
+chunks; this script checks them on the odd (held-out) chunks:
 
-    .venv/bin/python scripts/bench/correction_accuracy.py [--repetitions 3] [--only ppo]
+- total: corrected instrumented time (main-thread CPU) vs the uninstrumented time of the
+  same chunks, summed; raw (uncorrected) beside it;
+- per operation (top-level operations taking >= 10% of the time): the corrected
+  operation time of the fully instrumented copy vs the annotations-only copy of the same
+  chunks (the lightest configuration that still sees operations; its own overhead is
+  corrected too), read from their traces with the time the other copies ran removed.
 
-The RESULT errors compare each configuration's fastest run (CPU time; other load on the
-machine only slows runs down): min over rounds of (full run - its estimated overhead)
-vs min of the uninstrumented runs. The table also shows the profiled run itself against
-the uninstrumented mean, which is what `rls-analyze report` prints.
+    .venv/bin/python scripts/bench/correction_accuracy.py [--chunks 40] [--only ppo-cartpole]
 
 Last line: RESULT correction_error_median=<pct> correction_error_max=<pct>
+(|total error| over the workloads.)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -30,17 +34,19 @@ import pandas as pd
 
 from rlscope.analysis import analyze
 from rlscope.analysis.correction import apply_correction
-from rlscope.calibration.file import FILE_NAME, read_calibration
+from rlscope.calibration.chunks import RESULTS
+from rlscope.calibration.file import FILE_NAME, Calibration, read_calibration
 from rlscope.trace.reader import read_trace
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "sb3_fixed.py")
 WORKLOADS = {  # name -> sb3_fixed.py arguments (fixed seeds and steps: identical work)
-    "ppo-cartpole": ["ppo", "CartPole-v1", "4096"],
-    "dqn-cartpole": ["dqn", "CartPole-v1", "6000"],
-    "sac-pendulum": ["sac", "Pendulum-v1", "900"],
-    "ppo-halfcheetah": ["ppo", "HalfCheetah-v5", "2048"],
+    "ppo-cartpole": ["ppo", "CartPole-v1", "16384"],
+    "dqn-cartpole": ["dqn", "CartPole-v1", "8000"],
+    "sac-pendulum": ["sac", "Pendulum-v1", "2000"],
+    "ppo-halfcheetah": ["ppo", "HalfCheetah-v5", "8192"],
 }
+OP_SHARE = 0.10
 
 
 def _has_mujoco() -> bool:
@@ -51,58 +57,75 @@ def _has_mujoco() -> bool:
     return True
 
 
-def _ops(trace_dir: Path, cal) -> pd.Series:
-    """Wall seconds per top-level operation of the root process, corrected."""
-    a = analyze(apply_correction(read_trace(trace_dir), cal))
-    ops = a.operations()
+def _without_gaps(times: np.ndarray, gaps: list[list[int]]) -> np.ndarray:
+    """Trace times with the intervals the copy was stopped (others ran) cut out."""
+    if not gaps:
+        return times
+    g = np.array(gaps, np.int64)
+    cum = np.cumsum(g[:, 1] - g[:, 0])
+    idx = np.searchsorted(g[:, 1], times, side="right")  # gaps that ended before t
+    return times - np.where(idx > 0, cum[np.maximum(idx - 1, 0)], 0)
+
+
+def _op_seconds(trace_dir: Path, gaps: list[list[int]], cal: Calibration | None
+                ) -> pd.Series:
+    """Seconds per top-level operation of the copy's main process, corrected."""
+    t = read_trace(trace_dir)
+    procs = [dataclasses.replace(p, events=dataclasses.replace(
+        p.events, time_ns=_without_gaps(p.events.time_ns, gaps))) for p in t.processes]
+    t = dataclasses.replace(t, processes=procs)
+    t = apply_correction(t, cal) if cal is not None else t
+    ops = analyze(t).operations()
     ops = ops[(ops["pid"] == ops["pid"].iloc[0]) & (ops["depth"] == 0)]
     return ops.groupby("operation")["wall_s"].sum()
 
 
-def measure(name: str, args: list[str], work: Path, repetitions: int) -> dict:
+def measure(name: str, args: list[str], work: Path, chunks: int) -> dict:
     out = work / name
     cmd = [sys.executable, "-m", "rlscope.cli.prof", "-o", str(out), "--force", "--calibrate",
-           "--repetitions", str(repetitions), "-q", "--", sys.executable, WORKLOAD, *args]
+           "--chunks", str(chunks), "-q", "--", sys.executable, WORKLOAD, *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"{name}: rls-prof failed:\n{r.stderr[-2000:]}")
     cal = read_calibration(out / FILE_NAME)
-    c = apply_correction(read_trace(out)).run["correction"]
-    unin = c["uninstrumented_mean_s"]
-    res = {"workload": name, "uninstrumented_s": unin,
-           "uninstrumented_sd_s": c["uninstrumented_std_s"], "raw_s": c["raw_total_s"],
-           "corrected_s": c["corrected_total_s"], "raw_error_pct": c["raw_error_pct"],
-           "error_pct": c["error_pct"],
-           "heldout_error_pct": cal.validation.get("median_error_pct", float("nan")),
-           "costs": {k: round(v.per_event_ns) for k, v in cal.costs.items()}}
-    # Fastest run of each configuration (other load only slows runs down): corrected
-    # full vs uninstrumented.
-    costs = {k: v.per_event_ns for k, v in cal.costs.items()}
-    full_runs = [x for x in cal.runs if x["config"] == "full"]
-    fast_full = min(x["seconds"] - sum(n * costs.get(k, 0) for k, n in x["counts"].items())
-                    / 1e9 for x in full_runs)
-    fast_unin = min(x["seconds"] for x in cal.runs if x["config"] == "uninstrumented")
-    res["fastest_error_pct"] = 100.0 * (fast_full / fast_unin - 1.0)
-    res["fastest_raw_error_pct"] = 100.0 * (min(x["seconds"] for x in full_runs)
-                                            / fast_unin - 1.0)
-    # Per operation: full run vs the annotations-only calibration runs (median).
-    full = _ops(out, cal)
-    ann_dirs = [out / x["directory"] for x in cal.runs if x["config"] == "annotations"]
-    op_err = {}
-    if ann_dirs and len(full):
-        ann = pd.concat([_ops(d, cal) for d in ann_dirs], axis=1).median(axis=1)
-        total = full.sum()
-        for op, s in full.items():
-            if op in ann and s >= 0.10 * total and ann[op] > 0:
-                op_err[op] = 100.0 * (s / ann[op] - 1.0)
-    res["op_error_pct"] = op_err
+    if cal.mode != "chunks":
+        raise SystemExit(f"{name}: calibrated by {cal.mode}, not chunks:\n{r.stderr[-2000:]}")
+    v = cal.validation
+    res = {"workload": name, "chunks": len(v["validation_rounds"]),
+           "uninstrumented_s": v["uninstrumented_total_s"],
+           "error_pct": v["total_error_pct"], "raw_error_pct": v["raw_total_error_pct"],
+           "costs": {k: f"{c.per_event_ns:.0f}±{c.error_ns:.0f}" for k, c in cal.costs.items()}}
+    # Per operation on the held-out chunks: full vs annotations-only copies.
+    root = out / "calibration" / "chunks"
+    rows = [json.loads(x) for x in (root / RESULTS).read_text().splitlines()]
+    held = set(v["validation_rounds"])
+    ann_cfg = "annotations"
+    by = {(x["chunk"], x["config"]): x for x in rows if x["chunk"] in held}
+    full_c, full_raw, ann_c = [], [], []
+    for c in sorted(held):
+        f, a = by.get((c, "full")), by.get((c, ann_cfg))
+        if f is None or a is None:
+            continue
+        full_c.append(_op_seconds(root / f["directory"], f["gaps_ns"], cal))
+        full_raw.append(_op_seconds(root / f["directory"], f["gaps_ns"], None))
+        ann_c.append(_op_seconds(root / a["directory"], a["gaps_ns"], cal))
+    op_err, op_raw = {}, {}
+    if full_c:
+        fc = pd.concat(full_c, axis=1).fillna(0).sum(axis=1)
+        fr = pd.concat(full_raw, axis=1).fillna(0).sum(axis=1)
+        ac = pd.concat(ann_c, axis=1).fillna(0).sum(axis=1)
+        for op, s in ac.items():
+            if s >= OP_SHARE * ac.sum() and op in fc:
+                op_err[op] = 100.0 * (fc[op] / s - 1.0)
+                op_raw[op] = 100.0 * (fr[op] / s - 1.0)
+    res["op_error_pct"], res["op_raw_error_pct"] = op_err, op_raw
     return res
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repetitions", type=int, default=3)
+    ap.add_argument("--chunks", type=int, default=40)
     ap.add_argument("--only", nargs="*", default=None, help="workload names")
     ap.add_argument("--keep", type=Path, default=None, help="keep traces in this directory")
     opts = ap.parse_args()
@@ -111,22 +134,21 @@ def main() -> None:
         else None
     work = Path(work_ctx.name) if work_ctx else opts.keep
     results = []
-    print("times: CPU seconds of the process tree (what calibration compares; see "
-          "docs/overhead-correction.md)")
-    print(f"{'workload':16} {'uninstr s':>14} {'raw s':>8} {'corrected s':>11} "
-          f"{'raw err':>8} {'error':>7} {'held-out':>8}  per-op error (ops >= 10%)")
+    print("held-out chunks; times: main-thread CPU seconds (docs/overhead-correction.md)")
+    print(f"{'workload':16} {'chunks':>6} {'uninstr s':>9} {'raw err':>8} {'corrected':>9}  "
+          "per-op error, raw -> corrected (ops >= 10%)")
     for n in names:
-        r = measure(n, WORKLOADS[n], work, opts.repetitions)
+        r = measure(n, WORKLOADS[n], work, opts.chunks)
         results.append(r)
-        ops = ", ".join(f"{k} {v:+.1f}%" for k, v in r["op_error_pct"].items()) or "-"
-        print(f"{n:16} {r['uninstrumented_s']:7.3f}±{r['uninstrumented_sd_s']:.3f} "
-              f"{r['raw_s']:8.3f} {r['corrected_s']:11.3f} {r['raw_error_pct']:+7.1f}% "
-              f"{r['error_pct']:+6.1f}% {r['heldout_error_pct']:+7.1f}%  {ops}", flush=True)
-        print(f"{'':16} fastest runs: raw {r['fastest_raw_error_pct']:+.1f}%, corrected "
-              f"{r['fastest_error_pct']:+.1f}%; costs ns/event: {r['costs']}", flush=True)
-    errs = np.abs([r["fastest_error_pct"] for r in results])
+        ops = ", ".join(f"{k} {r['op_raw_error_pct'][k]:+.1f}% -> {v:+.1f}%"
+                        for k, v in r["op_error_pct"].items()) or "-"
+        print(f"{n:16} {r['chunks']:6d} {r['uninstrumented_s']:9.3f} "
+              f"{r['raw_error_pct']:+7.1f}% {r['error_pct']:+8.1f}%  {ops}", flush=True)
+        print(f"{'':16} costs ns/event: {r['costs']}", flush=True)
+    errs = np.abs([r["error_pct"] for r in results])
     op_errs = np.abs([v for r in results for v in r["op_error_pct"].values()] or [np.nan])
-    print(f"per-operation error max {np.nanmax(op_errs):.2f}% over {len(op_errs)} operations")
+    print(f"per-operation error: max {np.nanmax(op_errs):.2f}%, median "
+          f"{np.nanmedian(op_errs):.2f}% over {len(op_errs)} operations")
     print(f"RESULT correction_error_median={np.median(errs):.2f} "
           f"correction_error_max={errs.max():.2f}")
     if work_ctx:

@@ -1,4 +1,4 @@
-"""rls-prof --calibrate end to end on a tiny workload (2 rounds), then rls-analyze
+"""rls-prof --calibrate-by runs end to end on a tiny workload (2 rounds), then rls-analyze
 reports the corrected numbers, --no-correct the raw ones, and --calibration reuses."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ WORKLOAD = str(Path(__file__).parent / "workloads" / "calib_loop.py")
 
 def test_calibrate_then_report_and_reuse(tmp_path: Path):
     out = tmp_path / "run"
-    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--repetitions", "2",
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--calibrate-by", "runs",
+                 "--repetitions", "2",
                  "--no-intercept", "--", sys.executable, WORKLOAD, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "calibration written to" in r.stderr

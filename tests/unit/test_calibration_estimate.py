@@ -85,3 +85,43 @@ def test_one_round_has_no_error_bar():
     est = estimate_costs(runs(1, 0.0))
     assert math.isnan(est["annotation"].error_ns)
     assert split_rounds([0]) == ([0], [0])
+
+
+def chunks(n: int, noise: float, seed: int = 0, speed_amp: float = 0.3) -> list[RunSample]:
+    """Chunks of different work (0.05-0.5 s, event counts proportional), each measured in
+    every configuration; the machine's speed differs from chunk to chunk."""
+    rng = random.Random(seed)
+    out = []
+    for c in range(n):
+        work = rng.uniform(0.05, 0.5)
+        speed = rng.uniform(1 - speed_amp, 1 + speed_amp)  # a slow chunk: all copies alike
+        out.append(RunSample(UNINSTRUMENTED, c, work * speed * (1 + rng.gauss(0, noise))))
+        for cfg in ("annotations", "annotations+backend", "full"):
+            n_ev = {k: int(v * work) for k, v in COUNTS[cfg].items() if k != "process"}
+            over = sum(TRUE[k] * v for k, v in n_ev.items()) / 1e9
+            out.append(RunSample(cfg, c, (work + over) * speed * (1 + rng.gauss(0, noise)),
+                                 n_ev))
+    return out
+
+
+def test_paired_chunks_recover_costs_of_different_work():
+    exact = estimate_costs(chunks(12, 0.0, speed_amp=0.0), paired=True)
+    for k in ("annotation", "backend_call", "simulator_call"):
+        assert exact[k].per_event_ns == pytest.approx(TRUE[k], rel=1e-6)
+    # A chunk's speed scales its excess: the estimate is the speed-weighted mean cost.
+    est = estimate_costs(chunks(12, 0.0), paired=True)
+    for k in ("annotation", "backend_call", "simulator_call"):
+        assert est[k].per_event_ns == pytest.approx(TRUE[k], rel=0.3)
+    noisy = estimate_costs(chunks(40, 0.003, seed=5), paired=True)
+    for k in ("annotation", "backend_call", "simulator_call"):
+        e = noisy[k]
+        assert math.isfinite(e.error_ns) and e.error_ns > 0
+        assert abs(e.per_event_ns - TRUE[k]) < 4 * e.error_ns + 0.3 * TRUE[k]
+
+
+def test_paired_chunks_validate_on_summed_time():
+    samples = chunks(10, 0.0, seed=2)
+    v = validate(samples, TRUE, list(range(1, 10, 2)), "full", True)
+    raw = validate(samples, {}, list(range(1, 10, 2)), "full", True)
+    assert abs(v.total_error_pct) < abs(raw.total_error_pct)
+    assert raw.total_error_pct > 0

@@ -1,0 +1,74 @@
+"""rls-prof's side of paired-chunk calibration: run the workload once with the chunk
+driver (:mod:`rlscope.calibration.chunks`) and turn its children's times and traces
+into samples, one round per chunk."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rlscope.calibration import chunks as ch
+from rlscope.calibration.configs import Config
+from rlscope.calibration.counts import PROCESS, count_events
+from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
+from rlscope.calibration.runner import SUBDIR, EnvFor, RunRecord, _run_once
+from rlscope.errors import RLScopeError
+from rlscope.trace.reader import read_trace
+
+CHUNKS_SUBDIR = "chunks"
+MIN_CHUNKS = 4  # fewer: too few paired measurements; rls-prof falls back to whole runs
+
+
+def chunk_configs(configs: list[Config]) -> list[ch.ChunkConfig]:
+    """The whole-run configurations as in-process switches: the call mask of the
+    categories each one intercepts (``base`` has no in-process equivalent: its
+    annotations-off switch is made at start-up)."""
+    from rlscope.calibration.configs import BACKENDS, SIMULATORS
+
+    out = []
+    for c in configs:
+        if c.name == "base" or c.cuda:
+            continue
+        mask = (1 if any(n in BACKENDS for n in c.intercept) else 0) | \
+            (2 if any(n in SIMULATORS for n in c.intercept) else 0)
+        out.append(ch.ChunkConfig(c.name, c.record, mask))
+    return out
+
+
+def run_chunks(command: list[str], configs: list[Config], out: Path, env_for: EnvFor,
+               recorder: str, chunk_s: float, max_chunks: int,
+               echo: Callable[[str], None] | None = None) -> tuple[list[RunRecord], str]:
+    """(samples of the complete chunks, why the chunk driver stopped)."""
+    root = out / SUBDIR / CHUNKS_SUBDIR
+    full = next(c for c in configs if c.name == "full")
+    env = env_for(Config("full", intercept=full.intercept), root)
+    env.pop("RLSCOPE_OUTPUT_DIR", None)
+    env.update({ch.ENV_DIR: str(root), ch.ENV_CONFIGS: ch.encode_configs(chunk_configs(configs)),
+                ch.ENV_CHUNK_S: repr(chunk_s), ch.ENV_MAX_CHUNKS: str(max_chunks),
+                ch.ENV_RECORDER: recorder})
+    t0 = time.monotonic()
+    _wall, _cpu, rc = _run_once(command, env, root, None)
+    lines = (root / ch.RESULTS).read_text().splitlines() if (root / ch.RESULTS).exists() \
+        else []
+    why = (root / "stopped.txt").read_text().strip() if (root / "stopped.txt").exists() \
+        else "the workload ended"
+    if rc != 0:
+        raise RLScopeError(f"the calibration run exited with status {rc}; see "
+                           f"{root / 'output.log'}")
+    records = []
+    for line in lines:
+        r = json.loads(line)
+        d = root / r["directory"]
+        counts = count_events(read_trace(d)) if r["config"] != UNINSTRUMENTED else {}
+        counts.pop(PROCESS, None)  # paid before the chunk's clocks start
+        records.append(RunRecord(RunSample(r["config"], int(r["chunk"]),
+                                           r["thread_cpu_ns"] / 1e9, counts,
+                                           r["wall_ns"] / 1e9), str(d), 0))
+    if echo:
+        n = len({x.sample.round for x in records})
+        echo(f"{n} chunks of {len({x.sample.config for x in records})} configurations in "
+             f"{time.monotonic() - t0:.1f} s ({why})")
+    return records, why
+

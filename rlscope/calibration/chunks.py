@@ -1,0 +1,317 @@
+"""Paired-chunk calibration, inside the workload's own process (``rls-prof --calibrate``).
+
+Whole runs of a workload differ by far more than rlscope's overhead on a shared machine
+(identical runs here took 4.1–7.3 s of CPU time, with the machine's speed changing
+every second or so), so calibration compares the *same work* measured moments apart:
+
+- The calibration process runs the command with every interception installed but
+  nothing recording (wrappers then cost a flag test per call).
+- At a chunk boundary (a progress report: the script's ``rlscope.report_progress`` or
+  stable-baselines3's progress updates) it forks one child per configuration. A forked
+  child starts from exactly the parent's state, so every child does exactly the same
+  work. Each switches its configuration on (recording into its own directory, a set of
+  call categories) and stops itself.
+- The parent then runs the children in turn, ``RLSCOPE_CHUNK_SLICE_S`` (2 ms) each
+  (one at a time, never in parallel), until each has passed the chunk's progress
+  reports, read its clocks, sent them through a pipe and left with ``os._exit``. Taking
+  turns this often, all see the same changes in the machine's speed; each child's
+  main-thread CPU time is what is compared.
+- The parent then runs the chunk itself, not recording, and adapts the number of
+  progress reports per chunk so that a chunk lasts about ``RLSCOPE_CHUNK_S``. After
+  ``RLSCOPE_MAX_CHUNKS`` chunks it ends the process (exit status 0).
+
+The parent appends one JSON line per child to ``DIR/chunks.jsonl``; rls-prof reads them
+and counts each child's events from its trace (:mod:`rlscope.calibration.chunked`).
+Requirements: the native recorder, environments in the process (a forked child must not
+share a simulator process with its parent), and single-threaded math (OpenMP thread
+pools do not survive ``fork``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_DIR = "RLSCOPE_CALIBRATE_CHUNKS"
+ENV_CONFIGS = "RLSCOPE_CHUNK_CONFIGS"  # JSON list of [name, record, call mask]
+ENV_CHUNK_S = "RLSCOPE_CHUNK_S"
+ENV_MAX_CHUNKS = "RLSCOPE_MAX_CHUNKS"
+ENV_RECORDER = "RLSCOPE_RECORDER"
+ENV_SLICE_S = "RLSCOPE_CHUNK_SLICE_S"
+RESULTS = "chunks.jsonl"
+DEFAULT_CHUNK_S = 0.25
+DEFAULT_MAX_CHUNKS = 40
+DEFAULT_SLICE_S = 0.002  # children take turns about this long (see _interleave)
+CHILD_TIMEOUT_S = 120.0  # a child that long past its chunk is hung (e.g. a fork-unsafe pool)
+
+ALL_CALLS = 0b11  # CALL_BACKEND | CALL_SIMULATOR (native/common/calls.h)
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    name: str
+    record: bool
+    mask: int  # call categories recorded (bit 0 backend, bit 1 simulator)
+
+
+def encode_configs(configs: list[ChunkConfig]) -> str:
+    return json.dumps([[c.name, c.record, c.mask] for c in configs])
+
+
+def decode_configs(text: str) -> list[ChunkConfig]:
+    return [ChunkConfig(str(n), bool(r), int(m)) for n, r, m in json.loads(text)]
+
+
+def installed_mask() -> int:
+    """Call categories for which some library is wrapped in this process now."""
+    from rlscope import intercept
+    from rlscope.calibration.configs import BACKENDS, SIMULATORS
+
+    mask = 0
+    for lib, n in intercept.counts.items():
+        if n and lib in BACKENDS:
+            mask |= 1
+        if n and lib in SIMULATORS:
+            mask |= 2
+    return mask
+
+
+def distinct(configs: list[ChunkConfig], active: int) -> list[ChunkConfig]:
+    """Configurations that differ in what they record, given the categories with wrapped
+    libraries (``active``); of equal ones the first is kept, or ``full``."""
+    out: list[ChunkConfig] = []
+    keys: list[tuple[bool, int]] = []
+    for c in configs:
+        key = (c.record, c.mask & active if c.record else 0)
+        if key not in keys:
+            out.append(c)
+            keys.append(key)
+        elif c.name == "full":
+            out[keys.index(key)] = c
+    return out
+
+
+class _Child:
+    """A forked child timing one configuration over one chunk of ``boundaries``
+    progress reports. It stops itself once set up; the parent then runs it in slices."""
+
+    def __init__(self, driver: Driver, cfg: ChunkConfig, wfd: int) -> None:
+        self.driver, self.cfg, self.wfd = driver, cfg, wfd
+        self.seen = 0
+        self.dir = driver.out / f"{driver.chunk}-{cfg.name.replace('+', '_')}"
+        _die_with_parent()
+        if cfg.record:
+            import rlscope
+            from rlscope import _native
+
+            _native.set_call_mask(cfg.mask)
+            rlscope.start(self.dir, recorder=driver.recorder)
+        _pin_main_thread(driver.cpu)  # after start(): the writer thread is not pinned
+        from rlscope import _native
+
+        _native.install_pause_handler()  # the parent pauses it with SIGTSTP
+        os.kill(os.getpid(), signal.SIGSTOP)  # set up; the parent starts the clocks
+        # Measured from here: what a chunk of a profiled run costs, not recording's
+        # fixed per-process cost.
+        self.t0 = (time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns())
+
+    def boundary(self) -> None:
+        self.seen += 1
+        if self.seen < self.driver.boundaries:
+            return
+        wall, thread, proc = time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns()
+        if self.cfg.record:
+            import rlscope
+
+            rlscope.stop()  # flush this chunk's trace (after the clocks were read)
+        from rlscope import _native
+
+        msg = {"chunk": self.driver.chunk, "config": self.cfg.name, "boundaries": self.seen,
+               "wall_ns": wall - self.t0[0], "thread_cpu_ns": thread - self.t0[1],
+               "cpu_ns": proc - self.t0[2], "directory": self.dir.name,
+               "gaps_ns": _native.pause_gaps()}
+        os.write(self.wfd, json.dumps(msg).encode())
+        os._exit(0)
+
+
+class Driver:
+    def __init__(self, out: Path, configs: list[ChunkConfig], chunk_s: float,
+                 max_chunks: int, recorder: str, slice_s: float = DEFAULT_SLICE_S) -> None:
+        self.out, self.configs, self.recorder = out, configs, recorder
+        self.chunk_ns = int(chunk_s * 1e9)
+        self.slice_s = slice_s
+        self.max_chunks = max_chunks
+        self.chunk = 0
+        self.boundaries = 1  # progress reports per chunk, adapted to last ~chunk_s
+        self.left = 0  # parent: boundaries until the next chunk starts
+        self.t_chunk = 0  # parent: CPU clock when it started running the chunk itself
+        self.child: _Child | None = None
+        self.stopped = False
+        self.active: list[ChunkConfig] | None = None
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.cpu: int | None = cpus[-1] if cpus else None
+
+    def boundary(self) -> None:
+        if self.child is not None:
+            self.child.boundary()
+            return
+        if self.stopped:
+            return
+        if self.left > 1:
+            self.left -= 1
+            return
+        if self.left == 1:  # the parent's own run of the chunk just ended: adapt its length
+            took = max(time.thread_time_ns() - self.t_chunk, 1)
+            # (at most x8: work per report can jump, e.g. when learning starts)
+            self.boundaries = max(1, min(8 * self.boundaries,
+                                         round(self.boundaries * self.chunk_ns / took)))
+        if self.chunk >= self.max_chunks:
+            self._finish(f"{self.chunk} chunks measured")
+        if self.active is None:
+            self.active = distinct(self.configs, installed_mask())
+        self._run_chunk()
+
+    def _run_chunk(self) -> None:
+        k = self.chunk % len(self.active)
+        kids: list[tuple[ChunkConfig, int, int]] = []  # (config, pid, read end)
+        for cfg in self.active[k:] + self.active[:k]:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            rfd, wfd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                for _c, _p, fd in kids:
+                    os.close(fd)
+                os.close(rfd)
+                self.child = _Child(self, cfg, wfd)
+                return  # in the child: back to the workload
+            os.close(wfd)
+            kids.append((cfg, pid, rfd))
+            os.waitpid(pid, os.WUNTRACED)  # stopped, set up
+        results = self._interleave_elsewhere(kids)
+        if results is None:
+            return
+        with open(self.out / RESULTS, "a") as f:
+            for r in results:
+                f.write(json.dumps(r) + "\n")
+        self.left = self.boundaries
+        self.chunk += 1
+        self.t_chunk = time.thread_time_ns()
+
+    def _interleave_elsewhere(self, kids: list[tuple[ChunkConfig, int, int]]
+                              ) -> list[dict] | None:
+        """:meth:`_interleave` with the parent off the children's CPU, where it can."""
+        mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+        others = mine - {self.cpu}
+        if others:
+            os.sched_setaffinity(0, others)
+        try:
+            return self._interleave(kids)
+        finally:
+            if others:
+                os.sched_setaffinity(0, mine)
+
+    def _interleave(self, kids: list[tuple[ChunkConfig, int, int]]) -> list[dict] | None:
+        """Run the stopped children in turn, a slice each, until all have exited: they
+        see the same changes in the machine's speed. None (and stop) if one failed.
+
+        Measured here (two virtual CPUs, shared host): identical children of a chunk
+        differed by up to 25% run on any CPU one after the other, 3-4% pinned to one
+        CPU in 10 ms turns, 1-2% in 2 ms turns."""
+        alive = list(kids)
+        results: list[dict] = []
+        deadline = time.monotonic() + CHILD_TIMEOUT_S + len(kids) * 20 * self.chunk_ns / 1e9
+        failed = ""
+        rng = random.Random(self.chunk)
+        while alive:
+            # A shuffled order and jittered slices: no child may stay in step with a
+            # periodic disturbance of the machine.
+            for item in rng.sample(alive, len(alive)):
+                _cfg, pid, rfd = item
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(self.slice_s * rng.uniform(0.5, 1.5))
+                os.kill(pid, signal.SIGTSTP)  # the child notes the time and stops itself
+                _, status = os.waitpid(pid, os.WUNTRACED)
+                if os.WIFSTOPPED(status):
+                    continue
+                alive.remove(item)
+                data = _read_all(rfd)
+                if data:
+                    results.append(json.loads(data))
+                elif not failed:
+                    failed = (f"the workload ended (status {os.waitstatus_to_exitcode(status)})"
+                              f" inside chunk {self.chunk}")
+            if time.monotonic() > deadline and alive:
+                failed = f"calibration children hung in chunk {self.chunk}"
+                for _c, pid, rfd in alive:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    os.close(rfd)
+                break
+        if failed:
+            self._stop(failed)
+            return None
+        return results
+
+    def _stop(self, why: str) -> None:
+        """Measure no more chunks; the process goes on uninstrumented."""
+        self.stopped = True
+        (self.out / "stopped.txt").write_text(why + "\n")
+
+    def _finish(self, why: str) -> None:
+        from rlscope.calibration.limits import WorkLimitReached
+
+        self._stop(why)
+        print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
+        raise WorkLimitReached(0)
+
+
+def _pin_main_thread(cpu: int | None) -> None:
+    """Every child of a chunk runs on the same CPU: on a virtual machine the CPUs can
+    differ in speed by tens of percent at a given moment."""
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {cpu})  # 0: the calling thread
+        except OSError:
+            pass
+
+
+def _die_with_parent() -> None:
+    """A stopped child must not outlive a parent killed mid-chunk (Linux prctl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _read_all(fd: int) -> bytes:
+    data = b""
+    try:
+        while part := os.read(fd, 65536):
+            data += part
+    finally:
+        os.close(fd)
+    return data
+
+
+def install_from_env() -> None:
+    """Called by rlscope._autostart when ``RLSCOPE_CALIBRATE_CHUNKS`` is set."""
+    from rlscope import annotate
+
+    # Processes the workload starts run as usual (not chunked, not recording).
+    out = Path(os.environ.pop(ENV_DIR))
+    out.mkdir(parents=True, exist_ok=True)
+    driver = Driver(out, decode_configs(os.environ[ENV_CONFIGS]),
+                    float(os.environ.get(ENV_CHUNK_S, DEFAULT_CHUNK_S)),
+                    int(os.environ.get(ENV_MAX_CHUNKS, DEFAULT_MAX_CHUNKS)),
+                    os.environ.get(ENV_RECORDER, "native"),
+                    float(os.environ.get(ENV_SLICE_S, DEFAULT_SLICE_S)))
+    annotate._progress_hook = driver.boundary

@@ -1,0 +1,72 @@
+"""rls-prof --calibrate by paired chunks: forked copies of one process do the same work
+in every configuration; their counts, times and pauses are read back."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlscope.calibration.chunks import RESULTS
+from rlscope.calibration.file import FILE_NAME, read_calibration
+from rlscope.trace import format as fmt
+from rlscope.trace.reader import read_trace
+from tests.conftest import run_tool
+
+pytest.importorskip("torch")
+WORKLOADS = Path(__file__).parent / "workloads"
+
+
+def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--chunks", "8",
+                 "--chunk-seconds", "0.05", "--intercept", "torch", "--", sys.executable,
+                 str(WORKLOADS / "chunk_torch.py"), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "chunks of 3 configurations" in r.stderr, r.stderr
+    cal = read_calibration(out / FILE_NAME)
+    assert cal.mode == "chunks" and cal.metric == "thread-cpu"
+    assert set(cal.costs) == {"annotation", "backend_call"}
+    assert np.isfinite(cal.costs["backend_call"].per_event_ns)
+    assert cal.validation["validation_rounds"] == [1, 3, 5, 7]
+
+    root = out / "calibration" / "chunks"
+    rows = [json.loads(x) for x in (root / RESULTS).read_text().splitlines()]
+    assert {x["chunk"] for x in rows} == set(range(8))
+    by = {(x["chunk"], x["config"]): x for x in rows}
+    for c in range(8):
+        assert {k for (ch, k) in by if ch == c} == {"uninstrumented", "annotations", "full"}
+        # Identical work: the same progress reports and annotations in every copy, and
+        # backend calls only where they are switched on.
+        assert len({by[c, k]["boundaries"] for k in ("uninstrumented", "annotations",
+                                                      "full")}) == 1
+        ann = read_trace(root / by[c, "annotations"]["directory"]).processes[0]
+        full = read_trace(root / by[c, "full"]["directory"]).processes[0]
+        kinds = (fmt.OPERATION_BEGIN, fmt.OPERATION_END)
+        steps = [int((p.events.kind == k).sum()) for p in (ann, full) for k in kinds]
+        assert len(set(steps)) == 1 and steps[0] > 0
+        assert not (ann.events.kind == fmt.BACKEND_CALL_BEGIN).any()
+        assert (full.events.kind == fmt.BACKEND_CALL_BEGIN).sum() > 0
+        # Copies took turns: each one's pauses are inside its own recorded span.
+        g = np.array(by[c, "full"]["gaps_ns"])
+        if len(g):
+            assert (g[:, 1] >= g[:, 0]).all()
+            assert g[0, 0] >= full.events.time_ns.min()
+    assert not (out / "calibration" / "0-uninstrumented").exists()  # no whole runs
+
+    rep = run_tool("rls-analyze", "report", str(out))
+    assert rep.returncode == 0, rep.stderr
+    assert "held-out chunks" in rep.stdout, rep.stdout
+
+
+def test_too_few_progress_reports_fall_back_to_whole_runs(tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--repetitions", "1",
+                 "--no-intercept", "--", sys.executable,
+                 str(WORKLOADS / "calib_loop.py"), "--iterations", "40", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "calibrating with whole runs: only 0 chunk(s)" in r.stderr, r.stderr
+    assert read_calibration(out / FILE_NAME).mode == "runs"
