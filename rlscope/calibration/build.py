@@ -29,7 +29,9 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
                mb: dict[str, float] | None, events: int) -> KindCost:
     notes = []
     source = "runs"
-    unresolved = per_event < 0 or (math.isfinite(error) and error > abs(per_event))
+    # Used only when at least twice its error bar (~95%): else chunks or runs could
+    # not tell the kind's cost from noise.
+    unresolved = per_event < 0 or (math.isfinite(error) and 2 * error > abs(per_event))
     if unresolved and mb is not None and mb.get("per_event_ns", math.nan) > 0:
         # The runs cannot resolve this kind: take the microbenchmark (a lower bound).
         notes.append(f"runs gave {per_event:.0f} ± {error:.0f} ns; microbenchmark used")

@@ -149,9 +149,9 @@ def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None,
 
 
 def _paired_rows(samples: list[RunSample], rounds: list[int] | None, kinds: list[str]
-                 ) -> list[tuple[int, np.ndarray, np.ndarray]]:
+                 ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
     """Per round: (round, counts of each instrumented run, its excess ns over the same
-    round's uninstrumented run)."""
+    round's uninstrumented run, that uninstrumented time in ns)."""
     out = []
     for r, runs in sorted(_by_round(samples).items()):
         if (rounds is not None and r not in rounds) or UNINSTRUMENTED not in runs:
@@ -160,7 +160,8 @@ def _paired_rows(samples: list[RunSample], rounds: list[int] | None, kinds: list
         inst = [s for c, s in sorted(runs.items()) if c != UNINSTRUMENTED]
         if inst:
             x = np.array([[s.counts.get(k, 0) for k in kinds] for s in inst], np.float64)
-            out.append((r, x, np.array([(s.seconds - base) * 1e9 for s in inst])))
+            out.append((r, x, np.array([(s.seconds - base) * 1e9 for s in inst]),
+                        np.full(len(inst), base * 1e9)))
     return out
 
 
@@ -170,19 +171,36 @@ def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(x / scale, y, rcond=None)[0] / scale
 
 
+def _robust_lstsq(x: np.ndarray, y: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Least squares with Huber weights on residuals relative to the chunk's size: a
+    chunk disturbed far more than the others (it happens) does not set the costs."""
+    cost = _lstsq(x, y)
+    for _ in range(10):
+        rel = (y - x @ cost) / np.maximum(size, 1.0)
+        mad = 1.4826 * float(np.median(np.abs(rel - np.median(rel))))
+        if not mad > 0:
+            break
+        w = np.sqrt(np.minimum(1.0, 1.345 * mad / np.maximum(np.abs(rel), 1e-300)))
+        cost = _lstsq(x * w[:, None], y * w)
+    return cost
+
+
 def _estimate_pooled(samples: list[RunSample], rounds: list[int] | None, kinds: list[str]
                      ) -> dict[str, CostEstimate]:
-    """Paired chunks: one least-squares fit over every chunk's excess times (long chunks
-    weigh more, as they should); error bars by jackknife over chunks."""
+    """Paired chunks: one (robust) least-squares fit over every chunk's excess times (long
+    chunks weigh more, as they should); error bars by jackknife over chunks."""
     rows = _paired_rows(samples, rounds, kinds)
     if not rows or not kinds:
         return {}
+    def fit(sel: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+        return _robust_lstsq(np.vstack([r[1] for r in sel]),
+                             np.concatenate([r[2] for r in sel]),
+                             np.concatenate([r[3] for r in sel]))
+
     x = np.vstack([r[1] for r in rows])
-    y = np.concatenate([r[2] for r in rows])
-    cost = _lstsq(x, y)
-    loo = np.array([_lstsq(np.vstack([r[1] for j, r in enumerate(rows) if j != i]),
-                           np.concatenate([r[2] for j, r in enumerate(rows) if j != i]))
-                    for i in range(len(rows))]) if len(rows) > 2 else np.empty((0, len(kinds)))
+    cost = fit(rows)
+    loo = np.array([fit(rows[:i] + rows[i + 1:]) for i in range(len(rows))]) \
+        if len(rows) > 2 else np.empty((0, len(kinds)))
     n = len(loo)
     err = np.sqrt((n - 1) / n * ((loo - loo.mean(axis=0)) ** 2).sum(axis=0)) if n else \
         np.full(len(kinds), math.nan)

@@ -42,9 +42,9 @@ HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "sb3_fixed.py")
 WORKLOADS = {  # name -> sb3_fixed.py arguments (fixed seeds and steps: identical work)
     "ppo-cartpole": ["ppo", "CartPole-v1", "16384"],
-    "dqn-cartpole": ["dqn", "CartPole-v1", "8000"],
+    "dqn-cartpole": ["dqn", "CartPole-v1", "12000"],
     "sac-pendulum": ["sac", "Pendulum-v1", "2000"],
-    "ppo-halfcheetah": ["ppo", "HalfCheetah-v5", "8192"],
+    "ppo-halfcheetah": ["ppo", "HalfCheetah-v5", "16384"],
 }
 OP_SHARE = 0.10
 

@@ -24,7 +24,7 @@ def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
     out = tmp_path / "run"
     r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--chunks", "8",
                  "--chunk-seconds", "0.05", "--intercept", "torch", "--", sys.executable,
-                 str(WORKLOADS / "chunk_torch.py"), timeout=300)
+                 str(WORKLOADS / "chunk_torch.py"), "--steps", "3000", timeout=300)
     assert r.returncode == 0, r.stderr
     assert "chunks of 3 configurations" in r.stderr, r.stderr
     cal = read_calibration(out / FILE_NAME)
