@@ -26,23 +26,25 @@ WARN_NOISE_PCT = 3.0  # ... and when the uninstrumented runs spread more than th
 
 
 def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
-               mb: dict[str, float] | None, events: int) -> KindCost:
+               mb: dict[str, float] | None, events: int, measured: str = "runs") -> KindCost:
+    """``measured``: what the estimate came from, "runs" or "chunks"."""
     notes = []
-    source = "runs"
+    source = measured
     # Used only when at least twice its error bar (~95%): else chunks or runs could
     # not tell the kind's cost from noise.
     unresolved = per_event < 0 or (math.isfinite(error) and 2 * error > abs(per_event))
     if unresolved and mb is not None and mb.get("per_event_ns", math.nan) > 0:
-        # The runs cannot resolve this kind: take the microbenchmark (a lower bound).
-        notes.append(f"runs gave {per_event:.0f} ± {error:.0f} ns; microbenchmark used")
+        # The measurements cannot resolve this kind: take the microbenchmark (a lower
+        # bound).
+        notes.append(f"{measured} gave {per_event:.0f} ± {error:.0f} ns; microbenchmark used")
         per_event, source = float(mb["per_event_ns"]), "microbenchmark"
     if per_event < 0:
-        notes.append(f"runs gave {per_event:.0f} ns (noise); set to 0")
+        notes.append(f"{measured} gave {per_event:.0f} ns (noise); set to 0")
         per_event = 0.0
     if mb is not None and math.isfinite(mb.get("inside_ns", math.nan)):
         inside = min(max(float(mb["inside_ns"]), 0.0), per_event)
-        if source == "runs":
-            source = "runs (inside part: microbenchmark)"
+        if source == measured:
+            source = f"{measured} (inside part: microbenchmark)"
     else:
         inside = per_event * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
     if confounded:
@@ -65,11 +67,12 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
     for kind, e in est.items():
         events = int(np.median([s.counts.get(kind, 0) for s in full])) if full else 0
         costs[kind] = _kind_cost(kind, e.per_event_ns, e.error_ns, e.confounded_with,
-                                 (microbenchmark or {}).get(kind), events)
+                                 (microbenchmark or {}).get(kind), events,
+                                 "chunks" if chunks else "runs")
     independent = cal_rounds != val_rounds
     v = validate(samples, {k: c.per_event_ns for k, c in costs.items()}, val_rounds, "full",
-                 independent)
-    raw = validate(samples, {}, val_rounds, "full", independent)
+                 independent, drop_outliers=chunks)
+    raw = validate(samples, {}, val_rounds, "full", independent, drop_outliers=chunks)
     u = uninstrumented_seconds(samples)
     uw = np.array([s.wall_s for s in samples if s.config == "uninstrumented"])
     unin = {"mean_s": float(u.mean()), "std_s": float(u.std(ddof=1)) if len(u) > 1 else 0.0,
@@ -107,5 +110,6 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
                     "raw_errors_pct": raw.errors_pct,
                     "total_error_pct": v.total_error_pct,
                     "raw_total_error_pct": raw.total_error_pct,
-                    "uninstrumented_total_s": v.uninstrumented_s},
+                    "uninstrumented_total_s": v.uninstrumented_s,
+                    "outlier_rounds": v.dropped},
         microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric, mode=mode)

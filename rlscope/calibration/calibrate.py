@@ -93,7 +93,10 @@ def summary_lines(cal: Calibration) -> list[str]:
         err = "" if c.error_ns != c.error_ns else f" ± {c.error_ns:.0f}"
         unit = f"{c.per_event_ns / 1e6:.1f} ms" if k == "process" else \
             f"{c.per_event_ns:.0f}{err} ns"
-        lines.append(f"  {k}: {unit} per event ({c.source})")
+        mb = cal.microbenchmark.get(k, {}).get("per_event_ns")
+        check = f"; tight-loop microbenchmark {mb:.0f} ns" if mb and c.source != \
+            "microbenchmark" else ""
+        lines.append(f"  {k}: {unit} per event ({c.source}{check})")
     v = cal.validation
     if cal.mode == "chunks" and v.get("validation_rounds"):
         lines.append(f"  held-out check: on {len(v['validation_rounds'])} chunks the corrected "

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import signal
 import sys
 import time
@@ -106,26 +107,27 @@ class _Child:
         self.seen = 0
         self.dir = driver.out / f"{driver.chunk}-{cfg.name.replace('+', '_')}"
         _die_with_parent()
+        from rlscope import _native
+
         if cfg.record:
             import rlscope
-            from rlscope import _native
 
             _native.set_call_mask(cfg.mask)
             rlscope.start(self.dir, recorder=driver.recorder)
         _pin_main_thread(driver.cpu)  # after start(): the writer thread is not pinned
-        from rlscope import _native
-
         _native.install_pause_handler()  # the parent pauses it with SIGTSTP
         os.kill(os.getpid(), signal.SIGSTOP)  # set up; the parent starts the clocks
         # Measured from here: what a chunk of a profiled run costs, not recording's
         # fixed per-process cost.
-        self.t0 = (time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns())
+        self.t0 = (time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns(),
+                   _thread_sys_ns())
 
     def boundary(self) -> None:
         self.seen += 1
         if self.seen < self.driver.boundaries:
             return
         wall, thread, proc = time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns()
+        sys_ns = _thread_sys_ns()
         if self.cfg.record:
             import rlscope
 
@@ -134,7 +136,8 @@ class _Child:
 
         msg = {"chunk": self.driver.chunk, "config": self.cfg.name, "boundaries": self.seen,
                "wall_ns": wall - self.t0[0], "thread_cpu_ns": thread - self.t0[1],
-               "cpu_ns": proc - self.t0[2], "directory": self.dir.name,
+               "cpu_ns": proc - self.t0[2], "thread_sys_ns": sys_ns - self.t0[3],
+               "directory": self.dir.name,
                "gaps_ns": _native.pause_gaps()}
         os.write(self.wfd, json.dumps(msg).encode())
         os._exit(0)
@@ -270,6 +273,12 @@ class Driver:
         self._stop(why)
         print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
         raise WorkLimitReached(0)
+
+
+def _thread_sys_ns() -> int:
+    """System (kernel) CPU time of this thread: page faults, I/O."""
+    ru = resource.getrusage(resource.RUSAGE_THREAD)
+    return int(ru.ru_stime * 1e9)
 
 
 def _pin_main_thread(cpu: int | None) -> None:

@@ -54,6 +54,7 @@ class Validation:
     independent: bool  # False when the same rounds calibrated and validated
     corrected_s: float = math.nan  # sums over the rounds
     uninstrumented_s: float = math.nan
+    dropped: list[int] = field(default_factory=list)  # outlier rounds left out
 
     @property
     def total_error_pct(self) -> float:
@@ -250,16 +251,42 @@ def overhead_ns(counts: dict[str, int], costs: dict[str, float]) -> float:
 
 
 def validate(samples: list[RunSample], costs: dict[str, float], rounds: list[int],
-             config: str, independent: bool) -> Validation:
-    """Corrected time of ``config`` vs the same round's uninstrumented time."""
+             config: str, independent: bool, drop_outliers: bool = False) -> Validation:
+    """Corrected time of ``config`` vs the same round's uninstrumented time.
+
+    ``drop_outliers`` (paired chunks): leave out rounds whose raw excess of ``config``
+    over the uninstrumented copy is far from the others' (:func:`outlier_rounds`): one
+    copy disturbed by the machine is a failed measurement, not an error of the
+    correction. The rounds left out are in ``Validation.dropped``."""
+    pairs = {r: (runs[config], runs[UNINSTRUMENTED])
+             for r, runs in sorted(_by_round(samples).items())
+             if r in rounds and UNINSTRUMENTED in runs and config in runs}
+    dropped = outlier_rounds({r: s.seconds / u.seconds - 1.0 for r, (s, u) in pairs.items()
+                              if u.seconds > 0}) if drop_outliers else []
     used, errs, tot_c, tot_u = [], [], 0.0, 0.0
-    for r, runs in sorted(_by_round(samples).items()):
-        if r not in rounds or UNINSTRUMENTED not in runs or config not in runs:
+    for r, (s, u) in pairs.items():
+        if r in dropped:
             continue
-        s = runs[config]
         corrected = s.seconds - overhead_ns(s.counts, costs) / 1e9
         used.append(r)
-        errs.append(100.0 * (corrected / runs[UNINSTRUMENTED].seconds - 1.0))
+        errs.append(100.0 * (corrected / u.seconds - 1.0))
         tot_c += corrected
-        tot_u += runs[UNINSTRUMENTED].seconds
-    return Validation(used, errs, independent, tot_c, tot_u)
+        tot_u += u.seconds
+    return Validation(used, errs, independent, tot_c, tot_u, dropped)
+
+
+OUTLIER_MADS = 4.0
+OUTLIER_MIN = 0.03  # never call a round an outlier for less than 3% off the median
+
+
+def outlier_rounds(excess: dict[int, float]) -> list[int]:
+    """Rounds whose excess (instrumented / uninstrumented - 1) is more than 4 MADs and 3
+    points from the median excess; at most a quarter of the rounds."""
+    if len(excess) < 4:
+        return []
+    v = np.array(list(excess.values()))
+    med = float(np.median(v))
+    mad = 1.4826 * float(np.median(np.abs(v - med)))
+    limit = max(OUTLIER_MADS * mad, OUTLIER_MIN)
+    far = sorted((abs(x - med), r) for r, x in excess.items() if abs(x - med) > limit)
+    return sorted(r for _d, r in far[::-1][:len(v) // 4])

@@ -32,7 +32,8 @@ class KindCost:
     per_event_ns: float
     inside_ns: float
     error_ns: float  # nan: unknown (one round, or taken from a microbenchmark)
-    source: str  # "runs", "microbenchmark", "runs+microbenchmark split" or "none"
+    source: str  # "runs" or "chunks" (+ " (inside part: microbenchmark)"), or
+    # "microbenchmark" when those could not resolve the kind
     events: int = 0  # events of the kind in the calibration's full runs (median)
     note: str = ""
 

@@ -10,7 +10,10 @@ chunks; this script checks them on the odd (held-out) chunks:
 - per operation (top-level operations taking >= 10% of the time): the corrected
   operation time of the fully instrumented copy vs the annotations-only copy of the same
   chunks (the lightest configuration that still sees operations; its own overhead is
-  corrected too), read from their traces with the time the other copies ran removed.
+  corrected too), read from their traces with the time the other copies ran removed;
+  the time outside any operation is reported apart.
+Held-out chunks where one copy was disturbed (raw excess far from the others': see
+rlscope.calibration.estimate.outlier_rounds) are left out, as rls-prof does.
 
     .venv/bin/python scripts/bench/correction_accuracy.py [--chunks 40] [--only ppo-cartpole]
 
@@ -47,6 +50,7 @@ WORKLOADS = {  # name -> sb3_fixed.py arguments (fixed seeds and steps: identica
     "ppo-halfcheetah": ["ppo", "HalfCheetah-v5", "16384"],
 }
 OP_SHARE = 0.10
+UNANNOTATED = "(unannotated)"  # time outside any operation, reported apart
 
 
 def _has_mujoco() -> bool:
@@ -141,14 +145,21 @@ def main() -> None:
         r = measure(n, WORKLOADS[n], work, opts.chunks)
         results.append(r)
         ops = ", ".join(f"{k} {r['op_raw_error_pct'][k]:+.1f}% -> {v:+.1f}%"
-                        for k, v in r["op_error_pct"].items()) or "-"
+                        for k, v in r["op_error_pct"].items() if k != UNANNOTATED) or "-"
+        if UNANNOTATED in r["op_error_pct"]:
+            ops += (f"; outside operations {r['op_raw_error_pct'][UNANNOTATED]:+.1f}% -> "
+                    f"{r['op_error_pct'][UNANNOTATED]:+.1f}%")
         print(f"{n:16} {r['chunks']:6d} {r['uninstrumented_s']:9.3f} "
               f"{r['raw_error_pct']:+7.1f}% {r['error_pct']:+8.1f}%  {ops}", flush=True)
         print(f"{'':16} costs ns/event: {r['costs']}", flush=True)
     errs = np.abs([r["error_pct"] for r in results])
-    op_errs = np.abs([v for r in results for v in r["op_error_pct"].values()] or [np.nan])
+    op_errs = np.abs([v for r in results for k, v in r["op_error_pct"].items()
+                      if k != UNANNOTATED] or [np.nan])
+    out_errs = np.abs([r["op_error_pct"][UNANNOTATED] for r in results
+                       if UNANNOTATED in r["op_error_pct"]] or [np.nan])
     print(f"per-operation error: max {np.nanmax(op_errs):.2f}%, median "
-          f"{np.nanmedian(op_errs):.2f}% over {len(op_errs)} operations")
+          f"{np.nanmedian(op_errs):.2f}% over {len(op_errs)} operations; time outside "
+          f"operations: max {np.nanmax(out_errs):.2f}% over {len(out_errs)} workloads")
     print(f"RESULT correction_error_median={np.median(errs):.2f} "
           f"correction_error_max={errs.max():.2f}")
     if work_ctx:

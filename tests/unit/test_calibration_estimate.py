@@ -125,3 +125,20 @@ def test_paired_chunks_validate_on_summed_time():
     raw = validate(samples, {}, list(range(1, 10, 2)), "full", True)
     assert abs(v.total_error_pct) < abs(raw.total_error_pct)
     assert raw.total_error_pct > 0
+
+
+def test_a_disturbed_chunk_is_left_out_of_the_check():
+    from rlscope.calibration.estimate import outlier_rounds
+
+    samples = chunks(10, 0.0, seed=4, speed_amp=0.0)
+    for s in samples:  # chunk 3: the uninstrumented copy ran 20% fast
+        if s.round == 3 and s.config == UNINSTRUMENTED:
+            s.seconds *= 0.8
+    held = list(range(1, 10, 2))
+    v = validate(samples, TRUE, held, "full", True, drop_outliers=True)
+    assert v.dropped == [3] and 3 not in v.rounds
+    assert v.total_error_pct == pytest.approx(0.0, abs=1e-6)
+    assert validate(samples, TRUE, held, "full", True).total_error_pct > 1.0
+    # Ordinary spread is not an outlier; never more than a quarter of the rounds.
+    assert outlier_rounds({i: 0.02 + 0.001 * i for i in range(8)}) == []
+    assert len(outlier_rounds({i: (0.5 if i < 4 else 0.02) for i in range(8)})) <= 2
