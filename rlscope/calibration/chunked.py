@@ -13,7 +13,7 @@ from rlscope.calibration import chunks as ch
 from rlscope.calibration.configs import Config
 from rlscope.calibration.counts import PROCESS, count_events
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
-from rlscope.calibration.runner import SUBDIR, EnvFor, RunRecord, _run_once
+from rlscope.calibration.runner import SUBDIR, EnvFor, RunRecord, run_once
 from rlscope.errors import RLScopeError
 from rlscope.trace.reader import read_trace
 
@@ -49,7 +49,7 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, env_for: En
                 ch.ENV_CHUNK_S: repr(chunk_s), ch.ENV_MAX_CHUNKS: str(max_chunks),
                 ch.ENV_RECORDER: recorder})
     t0 = time.monotonic()
-    _wall, _cpu, rc = _run_once(command, env, root, None)
+    _wall, _cpu, rc = run_once(command, env, root, None)
     lines = (root / ch.RESULTS).read_text().splitlines() if (root / ch.RESULTS).exists() \
         else []
     why = (root / "stopped.txt").read_text().strip() if (root / "stopped.txt").exists() \

@@ -48,7 +48,7 @@ def uninstrumented_env(bootstrap_dir: str, max_progress: int | None,
     return e
 
 
-def _run_once(command: list[str], env: dict[str, str], directory: Path,
+def run_once(command: list[str], env: dict[str, str], directory: Path,
               timeout_s: float | None) -> tuple[float, float, int]:
     """(wall s, CPU s of the process tree, exit status). CPU time (user + system of every
     waited-for descendant) is what calibration uses: on a shared machine other processes
@@ -94,7 +94,7 @@ def run_configurations(command: list[str], configs: list[Config], rounds: int,
                     env[ENV_MAX_PROGRESS] = str(max_progress)
             else:
                 env = uninstrumented_env(bootstrap_dir, max_progress)
-            wall, cpu, rc = _run_once(command, env, d, timeout_s)
+            wall, cpu, rc = run_once(command, env, d, timeout_s)
             if rc != 0:
                 raise RLScopeError(f"calibration run {c.name} (round {r + 1}) exited with "
                                    f"status {rc}; see {d / 'output.log'}")
