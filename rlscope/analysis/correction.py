@@ -71,15 +71,33 @@ def _pre_post(kind: np.ndarray, costs: dict[str, KindCost]) -> tuple[np.ndarray,
     return pre_lut[kind], post_lut[kind]
 
 
-def _shift(times: np.ndarray, pre: np.ndarray, post: np.ndarray, base: float
-           ) -> tuple[np.ndarray, float]:
-    """Corrected times of one thread's anchors (sorted stably by time) and its total."""
+def _diffuse(kind: np.ndarray, costs: dict[str, KindCost]) -> np.ndarray:
+    """Spread-over-time part (ns) of each Python event's cost."""
+    lut = np.zeros(256, np.float64)
+    for k, (begins, ends) in PAIR_KINDS.items():
+        c = costs.get(k)
+        if c is not None and c.diffuse_ns:
+            for b in begins:
+                lut[b] = c.diffuse_ns / 2
+            for e in ends:
+                lut[e] = c.diffuse_ns / 2
+    return lut[kind]
+
+
+def _shift(times: np.ndarray, pre: np.ndarray, post: np.ndarray, base: float,
+           diffuse: float = 0.0) -> tuple[np.ndarray, float]:
+    """Corrected times of one thread's anchors (sorted stably by time) and its total.
+    ``diffuse`` ns are removed evenly over the thread's span (a uniform stretch)."""
     cum = np.cumsum(pre + post)
     shift = base + cum - post  # earlier events' costs + own pre-stamp part
+    if diffuse and len(times) > 1 and times[-1] > times[0]:
+        shift = shift + diffuse * (times - times[0]) / float(times[-1] - times[0])
+    else:
+        diffuse = 0.0
     new = times - np.rint(shift).astype(np.int64)
     if len(new):
         new = np.maximum.accumulate(new)  # over-estimated costs must not reorder events
-    return new, float(cum[-1]) if len(cum) else 0.0
+    return new, (float(cum[-1]) if len(cum) else 0.0) + diffuse
 
 
 def _shift_at(times: np.ndarray, shifts: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -107,6 +125,7 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
                     ) -> tuple[ProcessTrace, ProcessCorrection]:
     ev = p.events
     pre, post = _pre_post(ev.kind, costs)
+    spread = _diffuse(ev.kind, costs)
     api, gpu = p.api_calls, p.gpu
     tid_to_index = {t.tid: t.index for t in p.threads.values()}
     api_thread = np.array([tid_to_index.get(int(t), -1 - int(t)) for t in api.tid], np.int64)
@@ -138,7 +157,8 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
         base = 0.0
         if t != main and len(times):
             base = float(_shift_at(main_times, main_shifts, times[o][:1])[0])
-        new_sorted, total = _shift(times[o], tpre[o], tpost[o], base)
+        new_sorted, total = _shift(times[o], tpre[o], tpost[o], base,
+                                   float(spread[ei].sum()))
         new = np.empty_like(new_sorted)
         new[o] = new_sorted
         new_ev_time[ei] = new[:len(ei)]

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from rlscope.calibration.configs import Config
-from rlscope.calibration.counts import ANNOTATION, GPU_ACTIVITY, PROCESS
+from rlscope.calibration.counts import ANNOTATION, GPU_ACTIVITY, PAIR_KINDS, PROCESS
 from rlscope.calibration.estimate import (
     RunSample,
     estimate_costs,
@@ -21,6 +21,9 @@ from rlscope.calibration.file import Calibration, KindCost, machine_info
 # Share of a cost inside the timed interval when no microbenchmark measured it.
 DEFAULT_INSIDE = {ANNOTATION: 0.4, GPU_ACTIVITY: 1.0, PROCESS: 0.0}
 DEFAULT_INSIDE_OTHER = 0.3
+# A kind's cost up to this many times its hook's microbenchmark is paid at its events;
+# beyond, it is spread over time (KindCost.diffuse_ns).
+LOCAL_FACTOR = 2.0
 WARN_ERROR_PCT = 5.0  # the report warns above this residual error
 WARN_NOISE_PCT = 3.0  # ... and when the uninstrumented runs spread more than this
 
@@ -41,15 +44,25 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
     if per_event < 0:
         notes.append(f"{measured} gave {per_event:.0f} ns (noise); set to 0")
         per_event = 0.0
+    diffuse = 0.0
+    mb_cost = float(mb.get("per_event_ns", math.nan)) if mb is not None else math.nan
+    if source == measured and kind in PAIR_KINDS and mb_cost > 0:
+        # Far more than the hook itself costs (microbenchmark): the rest is what recording
+        # at all costs, scaling with these events but not paid at them.
+        diffuse = max(per_event - LOCAL_FACTOR * mb_cost, 0.0)
+        if diffuse:
+            notes.append(f"{diffuse:.0f} ns of it spread over time (more than "
+                         f"{LOCAL_FACTOR:g}x the microbenchmark's {mb_cost:.0f} ns)")
+    local = per_event - diffuse
     if mb is not None and math.isfinite(mb.get("inside_ns", math.nan)):
-        inside = min(max(float(mb["inside_ns"]), 0.0), per_event)
+        inside = min(max(float(mb["inside_ns"]), 0.0), local)
         if source == measured:
             source = f"{measured} (inside part: microbenchmark)"
     else:
-        inside = per_event * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
+        inside = local * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
     if confounded:
         notes.append("not separable from " + ", ".join(confounded) + " by these runs")
-    return KindCost(per_event, inside, error, source, events, "; ".join(notes))
+    return KindCost(per_event, inside, error, source, events, "; ".join(notes), diffuse)
 
 
 def build_calibration(command: list[str], samples: list[RunSample], configs: list[Config],

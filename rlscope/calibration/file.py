@@ -36,10 +36,14 @@ class KindCost:
     # "microbenchmark" when those could not resolve the kind
     events: int = 0  # events of the kind in the calibration's full runs (median)
     note: str = ""
+    # Part paid not at the event but spread over the thread's time (rlscope recording
+    # at all slows the program a little; that scales with the events, not located at
+    # them): removed as a uniform stretch of the thread's timeline.
+    diffuse_ns: float = 0.0
 
     @property
     def outside_ns(self) -> float:
-        return self.per_event_ns - self.inside_ns
+        return self.per_event_ns - self.inside_ns - self.diffuse_ns
 
 
 @dataclass
@@ -108,7 +112,8 @@ def read_calibration(path: str | os.PathLike[str]) -> Calibration:
         costs[k] = KindCost(
             float(c["per_event_ns"]), float(c.get("inside_ns") or 0.0),
             math.nan if c.get("error_ns") is None else float(c["error_ns"]),
-            str(c.get("source", "")), int(c.get("events", 0)), str(c.get("note", "")))
+            str(c.get("source", "")), int(c.get("events", 0)), str(c.get("note", "")),
+            float(c.get("diffuse_ns") or 0.0))
     known = {"command", "machine", "repetitions", "configurations", "runs",
              "uninstrumented", "validation", "microbenchmark", "warnings",
              "rlscope_version", "metric", "mode"}

@@ -142,3 +142,18 @@ def test_a_disturbed_chunk_is_left_out_of_the_check():
     # Ordinary spread is not an outlier; never more than a quarter of the rounds.
     assert outlier_rounds({i: 0.02 + 0.001 * i for i in range(8)}) == []
     assert len(outlier_rounds({i: (0.5 if i < 4 else 0.02) for i in range(8)})) <= 2
+
+
+def test_cost_far_above_its_hooks_is_spread_over_time():
+    from rlscope.calibration.build import _kind_cost
+
+    mb = {"per_event_ns": 300.0, "inside_ns": 70.0}
+    c = _kind_cost("annotation", 5000.0, 500.0, [], mb, 100, "chunks")
+    assert c.diffuse_ns == 5000 - 2 * 300 and c.inside_ns == 70
+    assert c.outside_ns == 2 * 300 - 70 and "spread over time" in c.note
+    near = _kind_cost("backend_call", 250.0, 20.0, [], {"per_event_ns": 150.0,
+                                                          "inside_ns": 40.0}, 10, "chunks")
+    assert near.diffuse_ns == 0 and near.outside_ns == 210
+    noisy = _kind_cost("annotation", 900.0, 800.0, [], mb, 100, "chunks")  # < 2 sigma
+    assert noisy.source == "microbenchmark" and noisy.per_event_ns == 300
+    assert noisy.diffuse_ns == 0

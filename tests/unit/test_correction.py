@@ -74,6 +74,19 @@ def test_injected_costs_are_removed_exactly():
     assert abs(summary.run_overhead_s() - (1500 + 1e6) / 1e9) < 1e-12
 
 
+def test_diffuse_cost_is_removed_as_a_uniform_stretch():
+    # Recording slowed everything by 5% (not at the events): the measured timeline is
+    # the true one stretched; its cost is carried by 2 annotations (begin/end pairs).
+    true = [(0, 0, START, ""), (1000, 0, OB, "a"), (5000, 0, OE, "a"), (5000, 0, OB, "b"),
+            (11000, 0, OE, "b"), (20000, 0, END, "")]
+    stretched = [(int(t * 1.05), th, k, n) for t, th, k, n in true]
+    costs = {"annotation": KindCost(500, 0, 0, "test", diffuse_ns=500)}  # 2 x 500 = 1000
+    corrected, summary = correct_trace(Trace(None, {}, [process_trace(stretched)]), costs)
+    assert breakdown(*corrected.processes) == breakdown(process_trace(true))
+    assert summary.root().main_removed_ns == 1000  # type: ignore[union-attr]
+    assert costs["annotation"].outside_ns == 0
+
+
 def test_input_trace_is_not_modified():
     measured = process_trace(inject(TRUE))
     before = measured.events.time_ns.copy()
