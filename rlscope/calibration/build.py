@@ -33,19 +33,18 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
     """``measured``: what the estimate came from, "runs" or "chunks"."""
     notes = []
     source = measured
-    # Used only when at least twice its error bar (~95%): else chunks or runs could
-    # not tell the kind's cost from noise.
-    unresolved = per_event < 0 or (math.isfinite(error) and 2 * error > abs(per_event))
-    if unresolved and mb is not None and mb.get("per_event_ns", math.nan) > 0:
-        # The measurements cannot resolve this kind: take the microbenchmark (a lower
-        # bound).
-        notes.append(f"{measured} gave {per_event:.0f} ± {error:.0f} ns; microbenchmark used")
-        per_event, source = float(mb["per_event_ns"]), "microbenchmark"
+    mb_cost = float(mb.get("per_event_ns", math.nan)) if mb is not None else math.nan
+    if mb_cost > 0 and not per_event >= mb_cost:
+        # The tight-loop microbenchmark is a lower bound of the hook's cost.
+        notes.append(f"{measured} gave {per_event:.0f} ± {error:.0f} ns, below the "
+                     "microbenchmark: microbenchmark used")
+        per_event, source = mb_cost, "microbenchmark"
+    elif per_event < 0 or (math.isfinite(error) and 2 * error > abs(per_event)):
+        notes.append(f"within the noise of the {measured} (± {error:.0f} ns)")
     if per_event < 0:
         notes.append(f"{measured} gave {per_event:.0f} ns (noise); set to 0")
         per_event = 0.0
     diffuse = 0.0
-    mb_cost = float(mb.get("per_event_ns", math.nan)) if mb is not None else math.nan
     if source == measured and kind in PAIR_KINDS and mb_cost > 0:
         # Far more than the hook itself costs (microbenchmark): the rest is what recording
         # at all costs, scaling with these events but not paid at them.

@@ -44,10 +44,10 @@ from rlscope.trace.reader import read_trace
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "sb3_fixed.py")
 WORKLOADS = {  # name -> sb3_fixed.py arguments (fixed seeds and steps: identical work)
-    "ppo-cartpole": ["ppo", "CartPole-v1", "16384"],
-    "dqn-cartpole": ["dqn", "CartPole-v1", "12000"],
-    "sac-pendulum": ["sac", "Pendulum-v1", "2000"],
-    "ppo-halfcheetah": ["ppo", "HalfCheetah-v5", "16384"],
+    "ppo-cartpole": ["ppo", "CartPole-v1", "24576"],
+    "dqn-cartpole": ["dqn", "CartPole-v1", "20000"],
+    "sac-pendulum": ["sac", "Pendulum-v1", "3000"],
+    "ppo-halfcheetah": ["ppo", "HalfCheetah-v5", "24576"],
 }
 OP_SHARE = 0.10
 UNANNOTATED = "(unannotated)"  # time outside any operation, reported apart
