@@ -24,8 +24,9 @@ CODE = textwrap.dedent("""
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    w = tf.Variable(tf.random.normal((32, 32)))
-    x = tf.random.normal((64, 32))
+    # Big enough that the kernels, not tf.function's Python dispatch, dominate.
+    w = tf.Variable(tf.random.normal((256, 256)))
+    x = tf.random.normal((512, 256))
 
     @tf.function
     def infer(x):

@@ -31,7 +31,9 @@ def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
     assert cal.mode == "chunks" and cal.metric == "thread-cpu"
     assert set(cal.costs) == {"annotation", "backend_call"}
     assert np.isfinite(cal.costs["backend_call"].per_event_ns)
-    assert cal.validation["validation_rounds"] == [1, 3, 5, 7]
+    v = cal.validation  # odd chunks check; a disturbed one may be left out
+    assert sorted(v["validation_rounds"] + v["outlier_rounds"]) == [1, 3, 5, 7]
+    assert len(v["outlier_rounds"]) <= 1
 
     root = out / "calibration" / "chunks"
     rows = [json.loads(x) for x in (root / RESULTS).read_text().splitlines()]
