@@ -222,9 +222,43 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
     if calibration is None:
         run = dict(trace.run, correction={"applied": False})
         return dataclasses.replace(trace, run=run)
-    corrected, summary = correct_trace(trace, calibration)
+    scale = speed_scale(trace, calibration)
+    costs = calibration.costs if scale is None else {
+        k: dataclasses.replace(c, per_event_ns=c.per_event_ns * scale,
+                               inside_ns=c.inside_ns * scale, diffuse_ns=c.diffuse_ns * scale)
+        for k, c in calibration.costs.items()}
+    corrected, summary = correct_trace(trace, costs)
     info = validation(trace.run, calibration, summary)
+    if scale is not None:
+        info["speed_scale"] = scale
     return dataclasses.replace(corrected, run=dict(trace.run, correction=info))
+
+
+SCALE_LIMITS = (0.25, 4.0)
+
+
+def speed_scale(trace: Trace, cal: Calibration) -> float | None:
+    """How fast this run went, relative to the chunk calibration's copies, over the same
+    work: the root process's time between the progress reports each chunk spanned,
+    summed, over the full copies' times of those chunks. The machine's speed changes
+    (up to 2x here), and book-keeping costs in ns change with it, so chunk costs are
+    scaled by this before they are removed. None: not a chunk calibration, or no
+    progress reports to match."""
+    if cal.mode != "chunks" or not trace.processes:
+        return None
+    pt = trace.processes[0].progress.time_ns
+    full = sorted((int(r["round"]), int(r.get("boundaries", 0)), float(r["seconds"]))
+                  for r in cal.runs if r.get("config") == "full")
+    start, run_s, copies_s = 0, 0.0, 0.0
+    for _chunk, k, seconds in full:
+        if k <= 0 or start + k >= len(pt):
+            break
+        run_s += (int(pt[start + k]) - int(pt[start])) / 1e9
+        copies_s += seconds
+        start += k
+    if not (run_s > 0 and copies_s > 0):
+        return None
+    return min(max(run_s / copies_s, SCALE_LIMITS[0]), SCALE_LIMITS[1])
 
 
 def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
@@ -288,6 +322,9 @@ def correction_lines(run: dict) -> list[str]:
             f"uninstrumented {c['uninstrumented_mean_s']:.3f} ± "
             f"{c['uninstrumented_std_s']:.3f} s (n={c['uninstrumented_n']}): "
             f"residual error {c['error_pct']:+.1f}% (raw {c['raw_error_pct']:+.1f}%)")
+    if "speed_scale" in c:
+        lines.append(f"  chunk costs scaled by {c['speed_scale']:.2f}: this run's speed vs the "
+                     "calibration copies' over the same work (the machine's speed changes)")
     if "heldout_chunks" in c:
         lines.append(
             f"  calibration check: on {c['heldout_chunks']} held-out chunks (the same work "

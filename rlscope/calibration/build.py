@@ -108,6 +108,7 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
     for i, s in enumerate(samples):
         runs.append({"config": s.config, "round": s.round, "seconds": s.seconds,
                      "wall_s": s.wall_s, "counts": s.counts,
+                     **({"boundaries": s.boundaries} if s.boundaries else {}),
                      **({"directory": run_dirs[i]} if run_dirs else {})})
     return Calibration(
         command=list(command), costs=costs, machine=machine_info(), repetitions=rounds,

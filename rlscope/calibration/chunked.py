@@ -65,7 +65,8 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, env_for: En
         counts.pop(PROCESS, None)  # paid before the chunk's clocks start
         records.append(RunRecord(RunSample(r["config"], int(r["chunk"]),
                                            r["thread_cpu_ns"] / 1e9, counts,
-                                           r["wall_ns"] / 1e9), str(d), 0))
+                                           r["wall_ns"] / 1e9, int(r["boundaries"])),
+                                 str(d), 0))
     if echo:
         n = len({x.sample.round for x in records})
         echo(f"{n} chunks of {len({x.sample.config for x in records})} configurations in "

@@ -37,6 +37,7 @@ class RunSample:
     seconds: float
     counts: dict[str, int] = field(default_factory=dict)
     wall_s: float = math.nan
+    boundaries: int = 0  # chunks: the progress reports the chunk spans
 
 
 @dataclass

@@ -159,3 +159,26 @@ def test_random_nested_timelines_are_corrected_exactly(spec, nest_every):
     true, measured = process_trace(ev), process_trace(inject(ev))
     corrected, _ = correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore
     assert breakdown(*corrected.processes) == breakdown(true)
+
+
+def test_chunk_costs_follow_the_runs_speed():
+    from rlscope.analysis.correction import apply_correction, speed_scale
+    from rlscope.calibration.file import Calibration
+
+    # The run took 2 s for progress reports 0->2 and 1 s for 2->3; the calibration's
+    # full copies took 1 s and 0.5 s for the same chunks: the run went half as fast.
+    s = 1_000_000_000
+    ev = [(0, 0, START, ""), (s // 2, 0, OB, "a"), (5 * s // 2, 0, OE, "a"),
+          (4 * s, 0, END, "")]
+    p = process_trace(ev, progress=[(0, 1, 9), (s, 2, 9), (2 * s, 3, 9), (3 * s, 4, 9)])
+    runs = [{"config": "full", "round": 0, "seconds": 1.0, "boundaries": 2, "counts": {}},
+            {"config": "full", "round": 1, "seconds": 0.5, "boundaries": 1, "counts": {}},
+            {"config": "uninstrumented", "round": 0, "seconds": 0.9, "counts": {}}]
+    cal = Calibration([], {"annotation": KindCost(1000, 0, 0, "chunks")}, runs=runs,
+                      mode="chunks")
+    trace = Trace(None, {}, [p])  # type: ignore[arg-type]
+    assert speed_scale(trace, cal) == 2.0
+    c = apply_correction(trace, cal).run["correction"]
+    assert c["speed_scale"] == 2.0 and c["removed_s"] == 2 * 1000 / 1e9
+    cal.mode = "runs"  # whole-run costs are not rescaled
+    assert speed_scale(trace, cal) is None
