@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import analyze
-from rlscope.analysis.correction import apply_correction
+from rlscope.analysis.correction import correct_trace
 from rlscope.calibration.chunks import RESULTS
 from rlscope.calibration.file import FILE_NAME, Calibration, read_calibration
 from rlscope.trace.reader import read_trace
@@ -78,7 +78,8 @@ def _op_seconds(trace_dir: Path, gaps: list[list[int]], cal: Calibration | None
     procs = [dataclasses.replace(p, events=dataclasses.replace(
         p.events, time_ns=_without_gaps(p.events.time_ns, gaps))) for p in t.processes]
     t = dataclasses.replace(t, processes=procs)
-    t = apply_correction(t, cal) if cal is not None else t
+    # The copies' own costs, unscaled (speed scaling is for the profiled run).
+    t = correct_trace(t, cal)[0] if cal is not None else t
     ops = analyze(t).operations()
     ops = ops[(ops["pid"] == ops["pid"].iloc[0]) & (ops["depth"] == 0)]
     return ops.groupby("operation")["wall_s"].sum()
