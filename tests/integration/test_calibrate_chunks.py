@@ -72,3 +72,45 @@ def test_too_few_progress_reports_fall_back_to_whole_runs(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert "calibrating with whole runs: only 0 chunk(s)" in r.stderr, r.stderr
     assert read_calibration(out / FILE_NAME).mode == "runs"
+
+
+def _alive_with(marker: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(
+                    errors="replace"):
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_ctrl_c_during_chunk_calibration_leaves_the_trace_and_no_copies(tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "run"
+    marker = "29876"  # steps: an argument only this test's workload processes carry
+    proc = subprocess.Popen([sys.executable, "-m", "rlscope.cli.prof", "-o", str(out),
+                             "--calibrate", "--intercept", "torch", "--", sys.executable,
+                             str(WORKLOADS / "chunk_torch.py"), "--steps", marker],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    chunks = out / "calibration" / "chunks"
+    deadline = time.monotonic() + 240
+    # After the profiled run: wait until the copies of a first chunk have come and gone.
+    while time.monotonic() < deadline and proc.poll() is None and \
+            not (chunks / RESULTS).exists():
+        time.sleep(0.1)
+    assert proc.poll() is None, "the calibration ended before it could be interrupted"
+    time.sleep(0.3)  # copies of the next chunk are running
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "aborted" in err and "Traceback" not in err, err
+    time.sleep(0.5)
+    assert _alive_with(marker) == []
+    assert read_trace(out).processes  # the profiled run's trace is intact
