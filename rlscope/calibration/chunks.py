@@ -225,9 +225,9 @@ class Driver:
         """Run the stopped children in turn, a slice each, until all have exited: they
         see the same changes in the machine's speed. None (and stop) if one failed.
 
-        Measured here (two virtual CPUs, shared host): identical children of a chunk
-        differed by up to 25% run on any CPU one after the other, 3-4% pinned to one
-        CPU in 10 ms turns, 1-2% in 2 ms turns."""
+        Measured here (two virtual CPUs, shared host; scripts/bench/calibration_noise.py):
+        identical children of a chunk differ by 0.5% (median) in 2 ms turns, 0.8% in
+        10 ms turns, and differed by up to 25% run on any CPU one after the other."""
         alive = list(kids)
         results: list[dict] = []
         deadline = time.monotonic() + CHILD_TIMEOUT_S + len(kids) * 20 * self.chunk_ns / 1e9
@@ -278,7 +278,7 @@ class Driver:
 
 def _pin_writer_away(cpu: int | None) -> None:
     """rlscope's writer thread on the other CPUs: woken every 20 ms, it would otherwise
-    often preempt the copy it belongs to (measured: +0.5% vs +0.2-0.4% on SAC)."""
+    often preempt the copy it belongs to, on the CPU it is timed on."""
     others = set(range(os.cpu_count() or 1)) - {cpu}
     if cpu is None or not others or not os.path.isdir("/proc/self/task"):
         return
