@@ -1,8 +1,8 @@
 """Paired-chunk calibration, inside the workload's own process (``rls-prof --calibrate``).
 
 Whole runs of a workload differ by far more than rlscope's overhead on a shared machine
-(identical runs here took 4.1–7.3 s of CPU time, with the machine's speed changing
-every second or so), so calibration compares the *same work* measured moments apart:
+(identical runs here took 4.1–7.3 s of CPU time; the machine's speed changes by up to
+2x within a minute), so calibration compares the *same work* measured moments apart:
 
 - The calibration process runs the command with every interception installed but
   nothing recording (wrappers then cost a flag test per call).
