@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import resource
 import signal
 import sys
 import time
@@ -102,8 +101,8 @@ class _Child:
     """A forked child timing one configuration over one chunk of ``boundaries``
     progress reports. It stops itself once set up; the parent then runs it in slices."""
 
-    def __init__(self, driver: Driver, cfg: ChunkConfig, wfd: int, position: int) -> None:
-        self.driver, self.cfg, self.wfd, self.position = driver, cfg, wfd, position
+    def __init__(self, driver: Driver, cfg: ChunkConfig, wfd: int) -> None:
+        self.driver, self.cfg, self.wfd = driver, cfg, wfd
         self.seen = 0
         self.dir = driver.out / f"{driver.chunk}-{cfg.name.replace('+', '_')}"
         _die_with_parent()
@@ -120,15 +119,13 @@ class _Child:
         os.kill(os.getpid(), signal.SIGSTOP)  # set up; the parent starts the clocks
         # Measured from here: what a chunk of a profiled run costs, not recording's
         # fixed per-process cost.
-        self.t0 = (time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns(),
-                   _thread_sys_ns())
+        self.t0 = (time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns())
 
     def boundary(self) -> None:
         self.seen += 1
         if self.seen < self.driver.boundaries:
             return
         wall, thread, proc = time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns()
-        sys_ns = _thread_sys_ns()
         if self.cfg.record:
             import rlscope
 
@@ -137,8 +134,7 @@ class _Child:
 
         msg = {"chunk": self.driver.chunk, "config": self.cfg.name, "boundaries": self.seen,
                "wall_ns": wall - self.t0[0], "thread_cpu_ns": thread - self.t0[1],
-               "cpu_ns": proc - self.t0[2], "thread_sys_ns": sys_ns - self.t0[3],
-               "directory": self.dir.name, "fork_position": self.position,
+               "cpu_ns": proc - self.t0[2], "directory": self.dir.name,
                "gaps_ns": _native.pause_gaps()}
         os.write(self.wfd, json.dumps(msg).encode())
         os._exit(0)
@@ -184,7 +180,7 @@ class Driver:
     def _run_chunk(self) -> None:
         k = self.chunk % len(self.active)
         kids: list[tuple[ChunkConfig, int, int]] = []  # (config, pid, read end)
-        for position, cfg in enumerate(self.active[k:] + self.active[:k]):
+        for cfg in self.active[k:] + self.active[:k]:
             sys.stdout.flush()
             sys.stderr.flush()
             rfd, wfd = os.pipe()
@@ -193,7 +189,7 @@ class Driver:
                 for _c, _p, fd in kids:
                     os.close(fd)
                 os.close(rfd)
-                self.child = _Child(self, cfg, wfd, position)
+                self.child = _Child(self, cfg, wfd)
                 return  # in the child: back to the workload
             os.close(wfd)
             kids.append((cfg, pid, rfd))
@@ -289,12 +285,6 @@ def _pin_writer_away(cpu: int | None) -> None:
                     os.sched_setaffinity(int(tid), others)
         except OSError:
             continue
-
-
-def _thread_sys_ns() -> int:
-    """System (kernel) CPU time of this thread: page faults, I/O."""
-    ru = resource.getrusage(resource.RUSAGE_THREAD)
-    return int(ru.ru_stime * 1e9)
 
 
 def _pin_main_thread(cpu: int | None) -> None:
