@@ -3,32 +3,39 @@
 With no recording active every call is a near-free no-op, so annotated code can ship.
 A recording is active under ``rls-prof`` (started by the bootstrap before user code) or
 after ``rlscope.start(output_dir)``.
+
+Every process under rls-prof imports this module at start-up, so it imports only what
+recording needs (typing names are for the type checker only; json and functools are
+imported where used): see scripts/bench/startup.py.
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
-import json
 import os
 import sys
 import threading
-from collections.abc import Callable
-from types import ModuleType
-from typing import Any, TypeVar
 
 from rlscope._version import __version__
 from rlscope.errors import RLScopeError
 from rlscope.recorder import load_recorder
 from rlscope.trace import format as fmt
 
-F = TypeVar("F", bound=Callable[..., Any])
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
 
-_recorder: ModuleType | None = None  # the active recorder module, or None
+    from rlscope.recorder.protocol import Recorder
+
+    F = TypeVar("F", bound=Callable[..., Any])
+
+_recorder: Recorder | None = None  # the active recorder module, or None
 _output_dir: str | None = None
 _lock = threading.Lock()
-# Called at every progress report, recording or not (calibration.chunks sets it).
+# Called at every progress report, recording or not (calibration's chunk copies).
 _progress_hook: Callable[[], None] | None = None
+_annotations = True  # False: scopes are no-ops even while recording
 
 
 class _NoopScope:
@@ -115,7 +122,7 @@ def pop_operation(name: str | None = None) -> None:
 
 def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
     """Record training progress; lets reports extrapolate to the full run."""
-    if _progress_hook is not None:  # calibration's chunk boundaries (calibration.chunks)
+    if _progress_hook is not None:  # calibration's chunk boundaries (launch.chunk_copies)
         _progress_hook()
     rec = _recorder
     if rec is not None:
@@ -127,6 +134,8 @@ def set_metadata(**kv: Any) -> None:
     rec = _recorder
     if rec is None:
         return
+    import json
+
     for key, value in kv.items():
         try:
             encoded = json.dumps(value)
@@ -175,8 +184,7 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
         rec.start(path, list(getattr(sys, "orig_argv", sys.argv)), _process_name(),
                   __version__, float(flush_interval_s), int(max_buffer_bytes))
         _recorder, _output_dir = rec, out
-        _set_factories(rec.operation, rec.phase)
-        _MultiprocessingHook.install()
+        _use_recorder_factories()
         return path
 
 
@@ -188,7 +196,7 @@ def stop() -> None:
         if rec is None:
             return
         _recorder = None
-        _set_factories(_idle_operation, _idle_phase)
+        _use_recorder_factories()
         rec.stop()
         _output_dir = None
 
@@ -213,6 +221,8 @@ def _decorate(scope: Any, func: F) -> F:
     if not callable(func):
         raise TypeError(f"rlscope.{scope.kind}({scope.name!r}) decorates callables, "
                         f"not {type(func).__name__}")
+    import functools
+
     factory = operation if scope.kind == "operation" else phase
     name = scope.name
 
@@ -229,6 +239,44 @@ def _set_factories(op: Callable[[str], Any], ph: Callable[[str], Any]) -> None:
     _operation_factory, _phase_factory = op, ph
 
 
+def _use_recorder_factories() -> None:
+    rec = _recorder
+    if rec is not None and _annotations:
+        _set_factories(rec.operation, rec.phase)
+    elif rec is not None:  # the native idle scopes would record: a recording is active
+        _set_factories(_noop_operation, _noop_phase)
+    else:
+        _set_factories(_idle_operation, _idle_phase)
+
+
+# -- rlscope's own hooks (launcher, calibration, integrations); not part of the user API --
+
+def active_recorder() -> Recorder | None:
+    """The recorder of the active recording, or None."""
+    return _recorder
+
+
+def set_progress_hook(hook: Callable[[], None] | None) -> None:
+    """Call ``hook`` at every progress report, recording or not (calibration's chunk
+    copies cut the run at progress reports)."""
+    global _progress_hook
+    _progress_hook = hook
+
+
+def progress_wanted() -> bool:
+    """Whether a progress report would be used (recorded, or seen by a hook)."""
+    return _recorder is not None or _progress_hook is not None
+
+
+def record_annotations(enabled: bool) -> None:
+    """False: ``operation``/``phase`` return no-op scopes even while recording
+    (calibration's *base* configuration: the fixed cost of recording alone)."""
+    global _annotations
+    with _lock:
+        _annotations = bool(enabled)
+        _use_recorder_factories()
+
+
 def _use_native_when_idle() -> None:
     global _idle_operation, _idle_phase
     try:
@@ -237,7 +285,7 @@ def _use_native_when_idle() -> None:
         return
     _native.configure(RLScopeError, _decorate)
     _idle_operation, _idle_phase = _native.operation, _native.phase
-    _set_factories(_idle_operation, _idle_phase)
+    _use_recorder_factories()
 
 
 def _after_fork_child() -> None:
@@ -251,16 +299,17 @@ def _after_fork_child() -> None:
 class _MultiprocessingHook:
     """multiprocessing's forked workers leave through os._exit(), skipping atexit. Its
     own exit path runs finalizers, but clears those inherited from the parent first; a
-    finalizer registered from its after-fork hook survives that, so stop() runs there."""
+    finalizer registered from its after-fork hook survives that, so stop() runs there.
+    Installed at the first fork while recording (multiprocessing is imported by then),
+    so processes that never fork do not pay for importing it."""
 
     installed = False
 
     @classmethod
     def install(cls) -> None:
-        if cls.installed:
+        mp_util = sys.modules.get("multiprocessing.util")
+        if cls.installed or mp_util is None:
             return
-        import multiprocessing.util as mp_util
-
         cls.installed = True
         cls._anchor = cls()  # register_after_fork keys on a weak reference
         mp_util.register_after_fork(cls._anchor, cls._after_fork)
@@ -273,6 +322,11 @@ class _MultiprocessingHook:
             mp_util.Finalize(None, stop, exitpriority=0)
 
 
+def _before_fork() -> None:
+    if _recorder is not None:
+        _MultiprocessingHook.install()
+
+
 _use_native_when_idle()
-os.register_at_fork(after_in_child=_after_fork_child)
+os.register_at_fork(before=_before_fork, after_in_child=_after_fork_child)
 atexit.register(stop)

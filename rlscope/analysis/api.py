@@ -13,7 +13,8 @@ import pandas as pd
 from rlscope.analysis import categories as C
 from rlscope.analysis.overlap import ProcessResult, analyze_process
 from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
-from rlscope.trace.reader import Progress, Trace, read_trace
+from rlscope.trace.data import Progress, Trace
+from rlscope.trace.reader import read_trace
 
 BREAKDOWN_KEYS = ("pid", "process", "thread", "phase", "operation", "category", "region")
 
@@ -47,10 +48,10 @@ def load(directory: str | os.PathLike[str],
 
     d, _, _ = trace_files(directory)  # the directory's errors first
     if correct:
-        from rlscope.calibration.file import find_calibration
+        from rlscope.analysis.overhead.model import find_calibration
 
         if find_calibration(d) is not None:
-            from rlscope.analysis.correction import apply_correction
+            from rlscope.analysis.overhead.correction import apply_correction
 
             trace = apply_correction(read_trace(d))
             if on_total:

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import categories as C
+from rlscope.trace.data import ProcessTrace
 from rlscope.trace.gpu import GpuActivities
-from rlscope.trace.reader import ProcessTrace
 
 
 def api_threads(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[int, str]]]:

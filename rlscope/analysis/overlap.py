@@ -42,7 +42,7 @@ from rlscope.analysis.threadstate import (
     thread_state,
 )
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import Events, ProcessTrace
+from rlscope.trace.data import Events, ProcessTrace
 
 DENSE_LIMIT = 1 << 22  # bincount over a dense key space up to this size, else np.unique
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import Events
+from rlscope.trace.data import Events
 
 
 @dataclass

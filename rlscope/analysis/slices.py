@@ -12,8 +12,8 @@ import numpy as np
 from rlscope.analysis.scopes import pair_scopes
 from rlscope.analysis.summary import process_span
 from rlscope.trace import format as fmt
+from rlscope.trace.data import Events, ProcessTrace
 from rlscope.trace.gpu import GPU_KIND_NAMES
-from rlscope.trace.reader import Events, ProcessTrace
 
 
 @dataclass

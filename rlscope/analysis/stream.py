@@ -26,20 +26,10 @@ from rlscope.analysis.threadstate import phase_changes
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
-from rlscope.trace.cuda_reader import merge_cuda
-from rlscope.trace.reader import (
-    Events,
-    Header,
-    ProcessTrace,
-    Progress,
-    ThreadInfo,
-    add_definitions,
-    header_of,
-    iter_records,
-    read_process,
-    torn_warning,
-    trace_files,
-)
+from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
+from rlscope.trace.data import Events, Header, ProcessTrace, Progress, ThreadInfo
+from rlscope.trace.reader import trace_files
+from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
 
 DEFAULT_BATCH = 1 << 20  # events per batch fed to the sweep
 
@@ -50,41 +40,6 @@ class ScannedProcess:
     info: ProcessInfo
     events: int
     complete: bool
-
-
-def _header(path: Path) -> tuple[Header, Any]:
-    for _, rec in iter_records(path):
-        return header_of(path, rec), rec.header
-    raise TraceError(f"{path} has no header record; the file is truncated or not an "
-                     "rlscope trace")
-
-
-def _chunk_events(c: Any) -> Events:
-    n = len(c.kind)
-    if len(c.time_delta_ns) != n or len(c.thread) != n or len(c.name) != n:
-        raise TraceError(f"chunk {c.sequence} has columns of different lengths")
-    deltas = np.array(c.time_delta_ns, dtype=np.int64)
-    if n:
-        deltas[0] += c.base_time_ns
-    return Events(np.cumsum(deltas), np.array(c.thread, dtype=np.uint32),
-                  np.array(c.kind, dtype=np.uint8), np.array(c.name, dtype=np.uint32))
-
-
-def _chunks(path: Path, warnings: list[str] | None = None) -> Iterator[Any]:
-    """Chunk messages after the header (a torn last record ends the iteration, with a
-    warning appended to ``warnings``)."""
-    first = True
-    for pos, rec in iter_records(path):
-        if rec is None:
-            if warnings is not None:
-                warnings.append(torn_warning(path, pos))
-            return
-        if first:
-            first = False
-            continue
-        if not rec.HasField("chunk"):
-            raise TraceError(f"{path} is corrupt: a second header in the middle of the file")
-        yield rec.chunk
 
 
 def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
@@ -101,16 +56,13 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     start = end = None
     start_thread = first_thread = None
     max_name = 0
-    for c in _chunks(path, warnings):
-        if c.sequence != expected:
-            warnings.append(f"{path.name}: chunk {expected} is missing (found "
-                            f"{c.sequence}); events were lost")
+    for c in iter_chunks(path, warnings):
         expected = c.sequence + 1
-        dropped += add_definitions(c, strings, threads, metadata)
-        try:
-            ev = _chunk_events(c)
-        except TraceError as e:
-            raise TraceError(f"{path} is corrupt: {e}") from None
+        strings.update(c.strings)
+        threads.update((t.index, t) for t in c.threads)
+        metadata.update(c.metadata)
+        dropped += c.dropped
+        ev = c.events
         n = len(ev)
         if not n:
             continue
@@ -134,7 +86,7 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
             ph_rows.append(np.stack([ev.time_ns[ph], ev.thread[ph], ev.kind[ph],
                                      ev.name[ph]], 1).astype(np.int64))
         pg = special[k == fmt.PROGRESS]
-        args = np.array(c.args, dtype=np.int64)
+        args = c.args
         if len(args) != 2 * len(pg):
             raise TraceError(f"{path} is corrupt: {len(args)} event arguments for "
                              f"{len(pg)} progress events")
@@ -143,11 +95,9 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
             prog_th.append(ev.thread[pg])
             prog_args.append(args)
     if dropped:
-        warnings.append(f"{path.name}: {dropped} events were dropped because the recorder's "
-                        "memory bound was reached; raise it or flush more often")
-    n_strings = max(strings) + 1
-    string_list = [strings.get(i, f"<string {i}>") for i in range(n_strings)]
-    if n_events and max_name >= n_strings:
+        warnings.append(dropped_warning(path, dropped))
+    string_list = string_table(strings)
+    if n_events and max_name >= len(string_list):
         raise TraceError(f"{path} is corrupt: an event names an undefined string")
     if n_events:
         s0 = start if start is not None else t_min
@@ -165,9 +115,7 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     args = np.concatenate(prog_args) if prog_args else np.zeros(0, np.int64)
     progress = Progress(_cat(prog_t, np.int64), _cat(prog_th, np.uint32),
                         args[0::2].copy(), args[1::2].copy())
-    z = np.zeros(0, np.int64)
-    empty = Events(z, z.astype(np.uint32), z.astype(np.uint8), z.astype(np.uint32))
-    pt = ProcessTrace(path, header, empty, string_list, threads, progress, metadata,
+    pt = ProcessTrace(path, header, Events.empty(), string_list, threads, progress, metadata,
                       dropped, expected, warnings)
     return ScannedProcess(pt, info, n_events, end is not None)
 
@@ -180,25 +128,15 @@ def batches(path: Path, batch_events: int) -> Iterator[Events]:
     """Second pass: the events in batches of about ``batch_events``."""
     parts: list[Events] = []
     n = 0
-    for c in _chunks(path):
-        ev = _chunk_events(c)
-        if len(ev):
-            parts.append(ev)
-            n += len(ev)
+    for c in iter_chunks(path):
+        if len(c.events):
+            parts.append(c.events)
+            n += len(c.events)
         if n >= batch_events:
-            yield _concat(parts)
+            yield Events.concat(parts)
             parts, n = [], 0
     if parts:
-        yield _concat(parts)
-
-
-def _concat(parts: list[Events]) -> Events:
-    if len(parts) == 1:
-        return parts[0]
-    return Events(np.concatenate([p.time_ns for p in parts]),
-                  np.concatenate([p.thread for p in parts]),
-                  np.concatenate([p.kind for p in parts]),
-                  np.concatenate([p.name for p in parts]))
+        yield Events.concat(parts)
 
 
 @dataclass
@@ -218,9 +156,9 @@ def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases
     scanned: list[ScannedProcess] = []
     cuda: list[ProcessTrace] = []
     for f in files:
-        header, _ = _header(f)
+        header, raw = read_header(f)
         if header.source == SOURCE_CUDA:
-            cuda.append(read_process(f))
+            cuda.append(read_cuda_process(f, header, raw))
         else:
             scanned.append(scan(f, header, phases))
     merged = merge_cuda([s.trace for s in scanned] + cuda)

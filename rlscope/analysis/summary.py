@@ -9,7 +9,7 @@ import pandas as pd
 
 from rlscope.analysis.scopes import Intervals, operation_intervals, phase_intervals
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import ProcessTrace, Trace
+from rlscope.trace.data import ProcessTrace, Trace
 
 UNANNOTATED = "(unannotated)"
 NO_PHASE = ""

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from rlscope.trace import format as fmt
+from rlscope.trace.data import Events, Header, ProcessTrace, Progress, ThreadInfo
 from rlscope.trace.gpu import RUNTIME_API, CudaApiCalls, GpuActivities
-from rlscope.trace.reader import Events, Header, ProcessTrace, Progress, ThreadInfo
 
 
 def process_trace(events: Sequence[tuple[int, int, int, str]],

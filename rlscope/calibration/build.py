@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from rlscope.analysis.overhead.kinds import ANNOTATION, GPU_ACTIVITY, PAIR_KINDS, PROCESS
+from rlscope.analysis.overhead.model import Calibration, KindCost, machine_info
 from rlscope.calibration.configs import Config
-from rlscope.calibration.counts import ANNOTATION, GPU_ACTIVITY, PAIR_KINDS, PROCESS
 from rlscope.calibration.estimate import (
     RunSample,
     estimate_costs,
@@ -16,7 +17,6 @@ from rlscope.calibration.estimate import (
     uninstrumented_seconds,
     validate,
 )
-from rlscope.calibration.file import Calibration, KindCost, machine_info
 
 # Share of a cost inside the timed interval when no microbenchmark measured it.
 DEFAULT_INSIDE = {ANNOTATION: 0.4, GPU_ACTIVITY: 1.0, PROCESS: 0.0}

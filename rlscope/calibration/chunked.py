@@ -1,5 +1,5 @@
 """rls-prof's side of paired-chunk calibration: run the workload once with the chunk
-driver (:mod:`rlscope.calibration.chunks`) and turn its children's times and traces
+driver (:mod:`rlscope.launch.chunk_copies`) and turn its children's times and traces
 into samples, one round per chunk."""
 
 from __future__ import annotations
@@ -9,12 +9,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rlscope.calibration import chunks as ch
+from rlscope.analysis.overhead.kinds import PROCESS, count_events
 from rlscope.calibration.configs import Config
-from rlscope.calibration.counts import PROCESS, count_events
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
-from rlscope.calibration.runner import SUBDIR, EnvFor, RunRecord, run_once
+from rlscope.calibration.runner import SUBDIR, RunRecord, config_recording, run_once
 from rlscope.errors import RLScopeError
+from rlscope.intercept import BACKENDS, SIMULATORS
+from rlscope.launch import chunk_copies as ch
+from rlscope.launch import environment
+from rlscope.launch.environment import Recording
 from rlscope.trace.reader import read_trace
 
 CHUNKS_SUBDIR = "chunks"
@@ -25,8 +28,6 @@ def chunk_configs(configs: list[Config]) -> list[ch.ChunkConfig]:
     """The whole-run configurations as in-process switches: the call mask of the
     categories each one intercepts (``base`` has no in-process equivalent: its
     annotations-off switch is made at start-up)."""
-    from rlscope.calibration.configs import BACKENDS, SIMULATORS
-
     out = []
     for c in configs:
         if c.name == "base" or c.cuda:
@@ -37,17 +38,17 @@ def chunk_configs(configs: list[Config]) -> list[ch.ChunkConfig]:
     return out
 
 
-def run_chunks(command: list[str], configs: list[Config], out: Path, env_for: EnvFor,
-               recorder: str, chunk_s: float, max_chunks: int,
+def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Recording,
+               chunk_s: float, max_chunks: int,
                echo: Callable[[str], None] | None = None) -> tuple[list[RunRecord], str]:
     """(samples of the complete chunks, why the chunk driver stopped)."""
     root = out / SUBDIR / CHUNKS_SUBDIR
     full = next(c for c in configs if c.name == "full")
-    env = env_for(Config("full", intercept=full.intercept), root)
-    env.pop("RLSCOPE_OUTPUT_DIR", None)
-    env.update({ch.ENV_DIR: str(root), ch.ENV_CONFIGS: ch.encode_configs(chunk_configs(configs)),
-                ch.ENV_CHUNK_S: repr(chunk_s), ch.ENV_MAX_CHUNKS: str(max_chunks),
-                ch.ENV_RECORDER: recorder})
+    # Every interception installed, no CUDA (it does not survive fork), no work bound.
+    full_rec = config_recording(rec, Config("full", intercept=full.intercept), root, None)
+    env = environment.chunk_calibration(full_rec, root,
+                                        ch.encode_configs(chunk_configs(configs)), chunk_s,
+                                        max_chunks)
     t0 = time.monotonic()
     _wall, _cpu, rc = run_once(command, env, root, None)
     lines = (root / ch.RESULTS).read_text().splitlines() if (root / ch.RESULTS).exists() \

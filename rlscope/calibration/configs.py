@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlscope.calibration.counts import BACKEND_CALL, SIMULATOR_CALL
+from rlscope.analysis.overhead.kinds import BACKEND_CALL, SIMULATOR_CALL
 from rlscope.calibration.estimate import UNINSTRUMENTED
-
-# Library groups of rlscope.intercept by the kind of events they produce.
-ANNOTATING = ("gym", "sb3")  # zero-code annotations: operation events
-BACKENDS = ("torch", "tensorflow", "jax")
-SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")
+from rlscope.intercept import ANNOTATING, BACKENDS, SIMULATORS
 
 
 @dataclass(frozen=True)

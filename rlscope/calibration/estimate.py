@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlscope.calibration.counts import KINDS
+from rlscope.analysis.overhead.kinds import KINDS
 
 UNINSTRUMENTED = "uninstrumented"
 
@@ -112,7 +112,7 @@ def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None,
     """Per-event cost (ns) by kind, from the given rounds (default: all).
 
     ``paired``: the rounds are chunks of different work, each measured in every
-    configuration moments apart (calibration.chunks); the cost is then the median of
+    configuration moments apart (launch.chunk_copies); the cost is then the median of
     the per-chunk estimates (a fastest run over different work means nothing)."""
     t_u = float(np.median(uninstrumented_seconds(samples)))
     kinds = _observed_kinds(samples)

@@ -68,7 +68,7 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
     raw_call = _loop_ns(_call_loop(abs))
     wrapped = None
     try:
-        from rlscope.intercept._patch import BACKEND, Patcher
+        from rlscope.intercept.patch import BACKEND, Patcher
 
         wrapped = Patcher().wrapper_for(abs, BACKEND, "calibration.abs")
     except Exception:  # no native wrapper: interception not available

@@ -7,7 +7,7 @@ each round so that no configuration always runs first, each into its own directo
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import resource
 import subprocess
 import time
@@ -15,17 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlscope.analysis.overhead.kinds import count_events
 from rlscope.calibration.configs import Config, prune
-from rlscope.calibration.counts import count_events
 from rlscope.calibration.estimate import RunSample
-from rlscope.calibration.limits import ENV_MAX_PROGRESS
-from rlscope.calibration.switches import ENV_ANNOTATIONS
 from rlscope.errors import RLScopeError
+from rlscope.launch import environment
+from rlscope.launch.environment import Recording
 from rlscope.trace.reader import read_trace
 
 SUBDIR = "calibration"
-# A recording environment for (config, output directory), supplied by rls-prof.
-EnvFor = Callable[[Config, Path], dict[str, str]]
 
 
 @dataclass
@@ -35,17 +33,12 @@ class RunRecord:
     returncode: int
 
 
-def uninstrumented_env(bootstrap_dir: str, max_progress: int | None,
-                       base: dict[str, str] | None = None) -> dict[str, str]:
-    """No recording at all: rlscope's variables removed. With a work bound only the
-    bootstrap (which then just counts progress reports) and the bound are set."""
-    e = {k: v for k, v in (os.environ if base is None else base).items()
-         if not k.startswith("RLSCOPE_")}
-    if max_progress is not None:
-        e[ENV_MAX_PROGRESS] = str(max_progress)
-        old = e.get("PYTHONPATH")
-        e["PYTHONPATH"] = bootstrap_dir + (os.pathsep + old if old else "")
-    return e
+def config_recording(rec: Recording, c: Config, directory: Path,
+                     max_progress: int | None) -> Recording:
+    """The profiled run's settings with configuration ``c``'s switches, into ``directory``."""
+    return dataclasses.replace(rec, output_dir=str(directory), intercept=c.intercept_spec,
+                               cuda=c.cuda, annotations=c.annotations,
+                               max_progress=max_progress)
 
 
 def run_once(command: list[str], env: dict[str, str], directory: Path,
@@ -76,7 +69,7 @@ def children_cpu_s() -> float:
 
 
 def run_configurations(command: list[str], configs: list[Config], rounds: int,
-                       out: Path, env_for: EnvFor, bootstrap_dir: str,
+                       out: Path, rec: Recording,
                        max_progress: int | None = None, timeout_s: float | None = None,
                        echo: Callable[[str], None] | None = None) -> list[RunRecord]:
     """Every configuration once per round; configurations that cannot tell anything
@@ -88,12 +81,9 @@ def run_configurations(command: list[str], configs: list[Config], rounds: int,
         for c in configs[k:] + configs[:k]:  # rotate the order each round
             d = root / f"{r}-{c.name.replace('+', '_')}"
             if c.record:
-                env = env_for(c, d)
-                env[ENV_ANNOTATIONS] = "1" if c.annotations else "0"
-                if max_progress is not None:
-                    env[ENV_MAX_PROGRESS] = str(max_progress)
+                env = environment.profiled(config_recording(rec, c, d, max_progress))
             else:
-                env = uninstrumented_env(bootstrap_dir, max_progress)
+                env = environment.uninstrumented(max_progress)
             wall, cpu, rc = run_once(command, env, d, timeout_s)
             if rc != 0:
                 raise RLScopeError(f"calibration run {c.name} (round {r + 1}) exited with "

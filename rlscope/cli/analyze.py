@@ -13,7 +13,8 @@ from rlscope.cli.common import run
 from rlscope.errors import RLScopeError
 from rlscope.reporters import table
 from rlscope.reporters.dump import dump_lines
-from rlscope.trace import Trace, read_trace
+from rlscope.trace.data import Trace
+from rlscope.trace.reader import read_trace
 
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
@@ -23,7 +24,7 @@ def _load(directory: Path, correct: bool = False) -> Trace:
     for w in trace.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
     if correct and not click.get_current_context().meta.get("rlscope.no_correct"):
-        from rlscope.analysis.correction import apply_correction
+        from rlscope.analysis.overhead.correction import apply_correction
 
         trace = apply_correction(trace)  # with DIR/calibration.json, if there is one
     return trace
@@ -116,8 +117,12 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None
     a = _analysis(directory)
     out = output or directory / "plots"
     _make_dir(out)
-    for path in plots.write_all(a, out, formats):
-        click.echo(str(path))
+    for stem, fig in plots.figures(a):
+        for fmt in formats:
+            path = out / f"{stem}.{fmt}"
+            _save(fig, path)
+            click.echo(str(path))
+        plots.pyplot().close(fig)
 
 
 @analyze.command()
@@ -155,6 +160,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> N
     """Compare runs side by side. Each RUN is a trace directory, or several separated by
     commas: repetitions of one configuration, used to tell deltas from noise."""
     from rlscope.reporters import compare as cmp
+    from rlscope.reporters import plots
 
     groups = [[Path(d) for d in r.split(",") if d] for r in runs]
     if any(not g for g in groups):
@@ -165,8 +171,17 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> N
     click.echo(cmp.render(df, names, fmt))
     if plot_to is not None:
         _make_dir(plot_to.parent)
-        cmp.plot(df, names, plot_to)
+        fig = cmp.figure(df, names)
+        _save(fig, plot_to)
+        plots.pyplot().close(fig)
         click.echo(str(plot_to), err=True)
+
+
+def _save(fig: Any, path: Path) -> None:
+    try:
+        fig.savefig(path, dpi=200 if path.suffix == ".png" else None)
+    except OSError as e:
+        raise RLScopeError(f"cannot write {path}: {e.strerror}") from None
 
 
 def _make_dir(d: Path) -> None:

@@ -2,96 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import resource
-import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import click
 
-from rlscope import _autostart as env
 from rlscope.cli.common import run
 from rlscope.errors import UsageError
 from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
 from rlscope.intercept import parse as parse_intercept
+from rlscope.launch.environment import Recording
+from rlscope.launch.profile import ProfiledRun, profile
 from rlscope.recorder import RECORDERS
-from rlscope.run_metadata import finish_run_metadata, start_run_metadata, write_run_metadata
-from rlscope.trace import format as fmt
-
-BOOTSTRAP_DIR = str(Path(__file__).resolve().parent.parent / "_bootstrap")
-CUDA_LIBRARY = "librlscope_cuda.so"
-
-
-def cuda_library() -> str | None:
-    """The CUDA collector (docs/cuda.md), installed next to rlscope._native; None when
-    rlscope was built without the CUPTI headers. RLSCOPE_CUDA_LIBRARY overrides."""
-    override = os.environ.get("RLSCOPE_CUDA_LIBRARY")
-    if override:
-        return override if os.path.exists(override) else None
-    dirs = [Path(__file__).resolve().parent.parent]
-    try:
-        spec = importlib.util.find_spec("rlscope._native")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        dirs.insert(0, Path(spec.origin).parent)  # editable installs keep it in site-packages
-    for d in dirs:
-        if (d / CUDA_LIBRARY).exists():
-            return str(d / CUDA_LIBRARY)
-    return None
-
-
-def child_environment(output_dir: str, recorder: str, flush_interval_s: float,
-                      base: dict[str, str] | None = None, cuda: bool = True,
-                      intercept: str = "auto") -> dict[str, str]:
-    """The environment contract: what a profiled process (and its children) inherit."""
-    e = dict(os.environ if base is None else base)
-    e[env.ENV_INTERCEPT] = intercept
-    lib = cuda_library() if cuda else None
-    e["RLSCOPE_CUDA"] = "1" if lib else "0"
-    if lib:
-        # The preload's constructor only reads the environment; the driver calls its
-        # InitializeInjection() at cuInit (docs/cuda.md).
-        old_preload = e.get("LD_PRELOAD", "")
-        if lib not in old_preload.split():
-            e["LD_PRELOAD"] = (lib + " " + old_preload).strip()
-        e.setdefault("CUDA_INJECTION64_PATH", lib)
-    e[env.ENV_OUTPUT_DIR] = output_dir
-    e[env.ENV_RECORDER] = recorder
-    e[env.ENV_FLUSH_INTERVAL] = repr(flush_interval_s)
-    e[env.ENV_BOOTSTRAP] = BOOTSTRAP_DIR
-    old = e.get("PYTHONPATH")
-    e["PYTHONPATH"] = BOOTSTRAP_DIR + (os.pathsep + old if old else "")
-    return e
-
-
-def _prepare_output(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"output {out} exists and is not a directory; choose another -o")
-    existing = [*out.glob("*" + fmt.FILE_SUFFIX), *out.glob("run.json")] if out.is_dir() else []
-    if existing:
-        if not force:
-            raise UsageError(f"{out} already holds a trace; choose another -o or pass "
-                             "--force to replace it")
-        for f in existing:
-            f.unlink()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create output directory {out}: {e.strerror}") from None
-
-
-def _resolve(command: tuple[str, ...]) -> None:
-    exe = command[0]
-    if os.sep in exe:
-        if not os.access(exe, os.X_OK) or os.path.isdir(exe):
-            raise UsageError(f"{exe} is not an executable file")
-    elif shutil.which(exe) is None:
-        raise UsageError(f"command not found: {exe}")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=True)
@@ -140,63 +63,63 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
 
     Example: rls-prof -o runs/ppo -- python train.py --steps 20000
     """
-    _resolve(command)
     intercept = _intercept_spec(intercept, no_intercept)
     if calibrate and calibration_file is not None:
         raise UsageError("--calibrate makes a new calibration; --calibration reuses one: "
                          "pass only one of them")
     out = output.resolve()
-    _prepare_output(out, force)
-    meta = start_run_metadata(list(command), recorder)
-    write_run_metadata(out, meta)
-    child_env = child_environment(str(out), recorder, flush_interval, cuda=not no_cuda,
-                                  intercept=intercept)
-
-    interrupted: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        interrupted.append(signum)
-        if signum != signal.SIGINT:  # the terminal already sent SIGINT to the child
-            proc.send_signal(signum)
-
-    try:
-        proc = subprocess.Popen(list(command), env=child_env)
-    except OSError as e:
-        raise UsageError(f"cannot run {command[0]}: {e.strerror}") from None
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        returncode = proc.wait()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    status = returncode if returncode >= 0 else 128 - returncode
-    finish_run_metadata(meta, returncode, interrupted)
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # rls-prof waited for no one else
-    meta["cpu_s"] = ru.ru_utime + ru.ru_stime  # CPU time of the whole process tree
-    write_run_metadata(out, meta)
-    files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
-    cuda_files = [f for f in files if f.name.startswith("cuda.")]
-    files = [f for f in files if f not in cuda_files]
+    rec = Recording(str(out), recorder, flush_interval, intercept, cuda=not no_cuda)
+    result = profile(list(command), rec, force)
     if not quiet:
-        how = (f"exited with status {returncode}" if returncode >= 0
-               else f"killed by signal {signal.Signals(-returncode).name}")
-        if not files:
-            click.echo(f"rls-prof: {command[0]} {how}; no Python process recorded a trace in "
-                       f"{out} (is rlscope installed in the interpreter it runs?)", err=True)
-        else:
-            click.echo(f"rls-prof: {command[0]} {how}; trace of {len(files)} process"
-                       f"{'es' if len(files) != 1 else ''} in {out}\n"
-                       f"rls-prof: analyse with: rls-analyze report {out}", err=True)
-        click.echo("rls-prof: " + _gpu_summary(no_cuda, child_env, len(cuda_files)), err=True)
-    if status == 0 and (calibrate or calibration_file is not None):
-        from rlscope.calibration.calibrate import from_cli
+        _report(command[0], out, result, no_cuda)
+    if result.status == 0 and (calibrate or calibration_file is not None):
+        _calibrate(list(command), out, rec, result, calibration_file, calibrate_by,
+                   repetitions, chunk_s, max_chunks, quiet)
+    return result.status
 
-        from_cli(list(command), out, calibration_file, parse_intercept(intercept),
-                 not no_cuda and bool(cuda_files), repetitions, recorder,
-                 lambda c, d: child_environment(str(d), recorder, flush_interval,
-                                                cuda=c.cuda, intercept=c.intercept_spec),
-                 BOOTSTRAP_DIR, quiet, calibrate_by, chunk_s, max_chunks)
-    return status
+
+def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
+    rc = result.returncode
+    how = (f"exited with status {rc}" if rc >= 0
+           else f"killed by signal {signal.Signals(-rc).name}")
+    n = len(result.files)
+    if not n:
+        click.echo(f"rls-prof: {exe} {how}; no Python process recorded a trace in {out} (is "
+                   "rlscope installed in the interpreter it runs?)", err=True)
+    else:
+        click.echo(f"rls-prof: {exe} {how}; trace of {n} process{'es' if n != 1 else ''} "
+                   f"in {out}\nrls-prof: analyse with: rls-analyze report {out}", err=True)
+    click.echo("rls-prof: " + _gpu_summary(no_cuda, result), err=True)
+
+
+def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,
+               calibration_file: Path | None, mode: str, repetitions: int, chunk_s: float,
+               max_chunks: int, quiet: bool) -> None:
+    from rlscope.analysis.overhead.model import FILE_NAME
+    from rlscope.calibration.calibrate import calibrate, install_calibration
+    from rlscope.calibration.runner import SUBDIR
+    from rlscope.reporters.calibration import summary_lines
+
+    def echo(line: str) -> None:
+        if not quiet:
+            click.echo("rls-prof: " + line, err=True)
+
+    def detail(line: str) -> None:
+        echo("  " + line)
+
+    if calibration_file is not None:
+        install_calibration(calibration_file, out)
+        echo(f"calibration {calibration_file} stored in {out / FILE_NAME}; rls-analyze "
+             "corrects with it")
+        return
+    how = (f"up to {max_chunks} chunks of ~{chunk_s:g} s, each run in every configuration"
+           if mode == "chunks" else f"{repetitions} rounds of runs")
+    echo(f"calibrating: {how}, into {out / SUBDIR} (see docs/overhead-correction.md)")
+    cal = calibrate(command, out, rec, cuda=bool(result.cuda_files), repetitions=repetitions,
+                    echo=detail, mode=mode, chunk_s=chunk_s, max_chunks=max_chunks)
+    echo(f"calibration written to {out / FILE_NAME}:")
+    for line in summary_lines(cal):
+        echo(line)
 
 
 def _intercept_spec(spec: str, no_intercept: bool) -> str:
@@ -210,13 +133,14 @@ def _intercept_spec(spec: str, no_intercept: bool) -> str:
     return spec.strip() if spec.strip() in ("auto", "all") else (",".join(names) or "none")
 
 
-def _gpu_summary(no_cuda: bool, child_env: dict[str, str], n_cuda: int) -> str:
+def _gpu_summary(no_cuda: bool, result: ProfiledRun) -> str:
+    n_cuda = len(result.cuda_files)
     if n_cuda:
         return f"GPU: CUDA API calls and GPU activity traced in {n_cuda} process" + \
             ("es" if n_cuda != 1 else "")
     if no_cuda:
         return "GPU not traced (--no-cuda)"
-    if child_env.get("RLSCOPE_CUDA") != "1":
+    if not result.cuda_injected:
         return ("GPU not traced: this rlscope was built without the CUDA collector (no CUPTI "
                 "headers at build time; see docs/cuda.md)")
     return "GPU not traced: no process initialised CUDA (CPU-only workload, or no NVIDIA driver)"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlscope import annotate
-from rlscope.intercept._patch import Patcher, _raw_lookup
+from rlscope.intercept.patch import Patcher, raw_lookup
 
 
 def marked(func: Callable[..., Any], op: str) -> Callable[..., Any]:
@@ -17,7 +17,7 @@ def marked(func: Callable[..., Any], op: str) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        rec = annotate._recorder
+        rec = annotate.active_recorder()
         if rec is None or rec.in_operation(op):
             return func(*args, **kwargs)
         with rec.operation(op):
@@ -30,7 +30,7 @@ def marked(func: Callable[..., Any], op: str) -> Callable[..., Any]:
 def mark_method(p: Patcher, cls: type, attr: str, op: str) -> bool:
     """Replace ``cls.attr`` (a plain function, possibly inherited) by a marked one."""
     try:
-        raw, _own = _raw_lookup(cls, attr)
+        raw, _own = raw_lookup(cls, attr)
     except AttributeError:
         return False
     if not callable(raw) or getattr(raw, "_rlscope_op", None) == op:

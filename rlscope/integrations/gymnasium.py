@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from rlscope.integrations import mark_method
-from rlscope.intercept._patch import Patcher
+from rlscope.intercept.patch import Patcher
 
 OP = "simulation"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from rlscope import annotate
 from rlscope.integrations import mark_method
-from rlscope.intercept._patch import Patcher, _raw_lookup
+from rlscope.intercept.patch import Patcher, raw_lookup
 
 _ALGOS = ("PPO", "A2C", "DQN", "SAC", "TD3")
 
@@ -49,7 +49,7 @@ def install(sb3: ModuleType, p: Patcher) -> int:
 def _wrap(p: Patcher, cls: type, attr: str,
           make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> int:
     try:
-        raw, _own = _raw_lookup(cls, attr)
+        raw, _own = raw_lookup(cls, attr)
     except AttributeError:
         return 0
     if getattr(raw, "_rlscope_wrapped", False):
@@ -63,7 +63,7 @@ def _wrap(p: Patcher, cls: type, attr: str,
 def _progress(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(self: Any, num_timesteps: int, total_timesteps: int) -> Any:
-        if annotate._recorder is not None or annotate._progress_hook is not None:
+        if annotate.progress_wanted():
             annotate.report_progress(num_timesteps, total_timesteps)
         return func(self, num_timesteps, total_timesteps)
     return wrapper
@@ -72,7 +72,7 @@ def _progress(func: Callable[..., Any]) -> Callable[..., Any]:
 def _metadata(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if annotate._recorder is not None:
+        if annotate.is_active():
             annotate.set_metadata(algorithm=type(self).__name__, framework="stable-baselines3")
         return func(self, *args, **kwargs)
     return wrapper

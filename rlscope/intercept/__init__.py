@@ -15,13 +15,17 @@ every profiled process (``--intercept``/``--no-intercept``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from types import ModuleType
 
 from rlscope.intercept import _hook
-from rlscope.intercept._patch import BACKEND, SIMULATOR, Patcher
+from rlscope.intercept.patch import BACKEND, SIMULATOR, Patcher
 
-__all__ = ["BACKEND", "LIBRARIES", "SIMULATOR", "disable", "enable", "enabled", "parse"]
+TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import ModuleType
+
+__all__ = ["ANNOTATING", "BACKEND", "BACKENDS", "LIBRARIES", "SIMULATOR", "SIMULATORS", "disable",
+           "enable", "enabled", "parse"]
 
 
 def _torch(m: ModuleType, p: Patcher) -> int:
@@ -74,6 +78,10 @@ LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "gym": ("gymnasium", _gym),
     "sb3": ("stable_baselines3", _sb3),
 }
+# Library groups by the kind of events they produce (calibration switches them by group).
+ANNOTATING = ("gym", "sb3")  # zero-code annotations: operation events
+BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
+SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")  # SIMULATOR_CALL events
 ALIASES = {"tf": "tensorflow", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "ale_py": "ale", "Box2D": "box2d"}
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import sys
 import threading
-import traceback
-from collections.abc import Callable, Sequence
-from importlib.machinery import ModuleSpec
-from types import ModuleType
-from typing import Any
 
-Callback = Callable[[ModuleType], None]
+TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+    Callback = Callable[[ModuleType], None]
 
 
 def run_callback(cb: Callback, module: ModuleType) -> None:
@@ -23,6 +25,8 @@ def run_callback(cb: Callback, module: ModuleType) -> None:
     try:
         cb(module)
     except Exception:
+        import traceback
+
         print(f"rlscope: could not instrument {module.__name__} (it runs unprofiled):",
               file=sys.stderr)
         traceback.print_exc(limit=3, file=sys.stderr)

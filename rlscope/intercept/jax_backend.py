@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from rlscope.intercept._patch import BACKEND, Patcher
+from rlscope.intercept.patch import BACKEND, Patcher
 
 
 def _wrapping_jit(jit: Callable[..., Any], p: Patcher) -> Callable[..., Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from rlscope.intercept._patch import SIMULATOR, Patcher, public_builtins
+from rlscope.intercept.patch import SIMULATOR, Patcher, public_builtins
 
 _BOX2D_WORLD = ("Step", "RayCast", "QueryAABB", "ClearForces", "CreateBody",
                 "CreateDynamicBody", "CreateStaticBody", "CreateKinematicBody",

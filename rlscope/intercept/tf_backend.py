@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from rlscope.intercept._patch import BACKEND, Patcher, public_builtins
+from rlscope.intercept.patch import BACKEND, Patcher, public_builtins
 
 
 def install(tf: ModuleType, p: Patcher) -> int:

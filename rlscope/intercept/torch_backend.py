@@ -20,7 +20,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from rlscope.intercept._patch import BACKEND, Patcher, public_builtins, wrappable
+from rlscope.intercept.patch import BACKEND, Patcher, public_builtins, wrappable
 
 # TensorBase entries that are object protocol or construction, not compute.
 _TENSOR_SKIP = frozenset({
@@ -60,7 +60,7 @@ def install(torch: ModuleType, p: Patcher) -> int:
             raw = getattr(vf, o, None)
             if wrappable(raw):
                 w = p.wrapper_for(raw, BACKEND, f"torch.{o}")
-                p.patches.append(_new_attr(vf_module, o, w))
+                p.add(vf_module, o, w)
     for mod, prefix in ((torch._C._nn, "torch.nn.functional"),
                         (sys.modules.get("torch.nn.functional"), "torch.nn.functional"),
                         (sys.modules.get("torch.linalg"), "torch.linalg"),
@@ -71,13 +71,6 @@ def install(torch: ModuleType, p: Patcher) -> int:
     n += _install_tensor_methods(torch, p)
     n += _install_engine(p)
     return n
-
-
-def _new_attr(owner: Any, attr: str, value: Any) -> Any:
-    from rlscope.intercept._patch import _Patch
-
-    setattr(owner, attr, value)
-    return _Patch(owner, attr, False, None)
 
 
 def _install_tensor_methods(torch: ModuleType, p: Patcher) -> int:

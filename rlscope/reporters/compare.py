@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -109,10 +110,11 @@ def _wide(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def plot(df: pd.DataFrame, names: list[str], path: Path) -> None:
-    from rlscope.reporters.plots import _setup
+def figure(df: pd.DataFrame, names: list[str]) -> Any:
+    """Grouped bars of the comparison; the caller saves and closes it."""
+    from rlscope.reporters.plots import pyplot
 
-    plt = _setup()
+    plt = pyplot()
     keys = list(dict.fromkeys(df["key"]))
     width = min(16.0, max(5.5, 0.35 * len(keys) * len(names) + 2.5))
     fig, ax = plt.subplots(figsize=(width, 3.4), constrained_layout=True)
@@ -131,5 +133,4 @@ def plot(df: pd.DataFrame, names: list[str], path: Path) -> None:
     ax.set_axisbelow(True)
     ax.legend(frameon=False)
     ax.set_title("Run comparison")
-    fig.savefig(path, dpi=200 if path.suffix == ".png" else None)
-    plt.close(fig)
+    return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import ProcessTrace
+from rlscope.trace.data import ProcessTrace
 
 
 def dump_lines(p: ProcessTrace, limit: int | None = None) -> Iterator[str]:

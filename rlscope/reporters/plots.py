@@ -7,8 +7,8 @@ memset). Consumes only the data API.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,8 @@ SEGMENTS: list[tuple[str, str, str, str, str]] = [
 _MIN_SHARE = 0.002  # operations below this share of the time are grouped as "other"
 
 
-def _setup():
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -83,7 +84,7 @@ def _short(label: str, width: int = 18) -> str:
 
 
 def breakdown_figure(a: Analysis, pid: int, title: str):
-    plt = _setup()
+    plt = pyplot()
     wide = operation_segments(a, pid)
     colours = {lab: (col, hatch) for _, _, lab, col, hatch in SEGMENTS}
     n = len(wide)
@@ -142,7 +143,7 @@ def transitions_per_iteration(a: Analysis, pid: int) -> tuple[pd.DataFrame, str]
 
 
 def transitions_figure(a: Analysis, pid: int, title: str):
-    plt = _setup()
+    plt = pyplot()
     df, unit = transitions_per_iteration(a, pid)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(df) + 2.5), 3.2),
                            constrained_layout=True)
@@ -168,19 +169,12 @@ def transitions_figure(a: Analysis, pid: int, title: str):
     return fig
 
 
-def write_all(a: Analysis, out: Path, formats: Iterable[str] = ("png", "svg")) -> list[Path]:
-    """Write breakdown and transitions figures for every process; return the files."""
-    plt = _setup()
+def figures(a: Analysis) -> Iterator[tuple[str, Any]]:
+    """(file stem, figure): breakdown and transitions figures for every process. The
+    caller saves and closes each figure (``pyplot().close(fig)``)."""
     procs = a.processes()
-    written = []
     for _, p in procs.iterrows():
         suffix = "" if len(procs) == 1 else f".{p['pid']}"
         name = f"{p['process']} (pid {p['pid']})"
-        for stem, fig in (("breakdown", breakdown_figure(a, p["pid"], name)),
-                          ("transitions", transitions_figure(a, p["pid"], name))):
-            for fmt in formats:
-                path = out / f"{stem}{suffix}.{fmt}"
-                fig.savefig(path, dpi=200 if fmt == "png" else None)
-                written.append(path)
-            plt.close(fig)
-    return written
+        yield f"breakdown{suffix}", breakdown_figure(a, p["pid"], name)
+        yield f"transitions{suffix}", transitions_figure(a, p["pid"], name)

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.correction import correction_lines
 from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
+from rlscope.reporters.correction import correction_lines
 
 FORMATS = ("text", "csv", "json", "markdown")
 

@@ -10,7 +10,7 @@ import json
 from typing import IO
 
 from rlscope.analysis.slices import process_tracks
-from rlscope.trace.reader import Trace
+from rlscope.trace.data import Trace
 
 
 def write_chrome_trace(trace: Trace, out: IO[str]) -> int:

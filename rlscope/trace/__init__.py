@@ -1,5 +1,3 @@
-"""Reading rlscope trace directories into columnar numpy arrays."""
-
-from rlscope.trace.reader import ProcessTrace, Trace, read_trace
-
-__all__ = ["ProcessTrace", "Trace", "read_trace"]
+"""Trace files: the format constants (``format``), the data types (``data``), and the
+readers (``reader``, ``cuda_reader``). Importing this package imports none of them, so
+recording processes (which need only ``format``) stay free of numpy and protobuf."""

@@ -9,58 +9,26 @@ tables and merges them into the :class:`ProcessTrace` of the same process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from rlscope.errors import TraceError
+from rlscope.trace.data import (
+    CudaInfo,
+    CuptiOverhead,
+    Events,
+    ExternalCorrelations,
+    Header,
+    ProcessTrace,
+    Progress,
+    ThreadInfo,
+)
 from rlscope.trace.gpu import CudaApiCalls, GpuActivities
-
-if TYPE_CHECKING:
-    from rlscope.trace.reader import Header, ProcessTrace, ThreadInfo
+from rlscope.trace.records import iter_records, torn_warning
 
 SOURCE = "cuda"
-
-
-@dataclass
-class ExternalCorrelations:
-    """CUPTI external correlation records: ``external_id`` was pushed (e.g. per operation)
-    around the API call with ``correlation_id``."""
-
-    kind: np.ndarray  # uint32 CUpti_ExternalCorrelationKind
-    external_id: np.ndarray  # uint64
-    correlation_id: np.ndarray  # uint64
-
-
-@dataclass
-class CuptiOverhead:
-    """CUPTI's own overhead records (buffer flushes, instrumentation, ...)."""
-
-    kind: np.ndarray  # uint32 CUpti_ActivityOverheadKind
-    object_id: np.ndarray  # uint64 thread id (or device id)
-    start_ns: np.ndarray  # int64
-    end_ns: np.ndarray  # int64
-
-
-@dataclass
-class CudaInfo:
-    """What the CUDA collector's file says beyond the two tables."""
-
-    path: Path
-    header: Header
-    cupti_offset_ns: int  # monotonic = cupti time + offset
-    cupti_offset_error_ns: int  # bound of the conversion error
-    cupti_version: int
-    threads: dict[int, ThreadInfo]
-    external: ExternalCorrelations
-    overhead: CuptiOverhead
-    dropped_api_calls: int = 0
-    dropped_activity_records: int = 0
-    invalid_activity_records: int = 0
-    chunks: int = 0
-    warnings: list[str] = field(default_factory=list)
 
 
 def _delta(values: Any, base: int = 0) -> np.ndarray:
@@ -77,8 +45,6 @@ def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
 def read_cuda_records(path: Path, header: Header, h: Any, records: list[Any],
                       warnings: list[str]) -> tuple[CudaApiCalls, GpuActivities, CudaInfo]:
     """Assemble the chunks of one ``cuda.*.rlscope`` file (records after the header)."""
-    from rlscope.trace.reader import ThreadInfo
-
     strings: dict[int, str] = {0: ""}
     threads: dict[int, ThreadInfo] = {}
     cols: dict[str, list[np.ndarray]] = {}
@@ -214,6 +180,23 @@ def read_cuda_records(path: Path, header: Header, h: Any, records: list[Any],
                     threads, ext, overhead, dropped_api, dropped_act, invalid, expected,
                     warnings)
     return api, gpu, info
+
+
+def read_cuda_process(path: Path, header: Header, h: Any) -> ProcessTrace:
+    """A CUDA collector file as a process of its own (no Python events); ``merge_cuda``
+    folds it into the Python file of the same process. ``h``: the raw header message."""
+    warnings: list[str] = []
+    records = []
+    for i, (offset, rec) in enumerate(iter_records(path)):
+        if rec is None:
+            warnings.append(torn_warning(path, offset))
+            break
+        if i:
+            records.append(rec)
+    api, gpu, info = read_cuda_records(path, header, h, records, warnings)
+    return ProcessTrace(path, header, Events.empty(), [""], dict(info.threads),
+                        Progress.empty(), {}, 0, info.chunks, warnings, api_calls=api,
+                        gpu=gpu, cuda=info)
 
 
 def merge_cuda(processes: list[ProcessTrace]) -> list[ProcessTrace]:

@@ -1,19 +1,18 @@
 """Constants of the trace format (proto/rlscope/trace.proto), shared by writers and readers.
 
 The values mirror the proto's EventKind enum; a unit test checks they agree with the
-generated module.
+generated module. Recording processes import this module, so it imports next to nothing.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import time
-from dataclasses import dataclass
 
 MAGIC = b"RLSCOPE\n"
 FORMAT_VERSION = 1
 FILE_SUFFIX = ".rlscope"
+RUN_FILE = "run.json"  # run metadata rls-prof writes beside the trace files
 
 OPERATION_BEGIN = 1
 OPERATION_END = 2
@@ -60,11 +59,28 @@ def trace_file_path(output_dir: str | os.PathLike[str], source: str = "python",
     return path
 
 
-@dataclass(frozen=True)
 class ClockPair:
-    monotonic_ns: int
-    realtime_ns: int
-    uncertainty_ns: int
+    """CLOCK_MONOTONIC and CLOCK_REALTIME read together, and the bound of the error."""
+
+    __slots__ = ("monotonic_ns", "realtime_ns", "uncertainty_ns")
+
+    def __init__(self, monotonic_ns: int, realtime_ns: int, uncertainty_ns: int) -> None:
+        self.monotonic_ns = monotonic_ns
+        self.realtime_ns = realtime_ns
+        self.uncertainty_ns = uncertainty_ns
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClockPair) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (f"ClockPair(monotonic_ns={self.monotonic_ns}, realtime_ns={self.realtime_ns}, "
+                f"uncertainty_ns={self.uncertainty_ns})")
+
+    def _key(self) -> tuple[int, int, int]:
+        return (self.monotonic_ns, self.realtime_ns, self.uncertainty_ns)
 
 
 def read_clock_pair() -> ClockPair:
@@ -81,4 +97,4 @@ def read_clock_pair() -> ClockPair:
 
 
 def host_name() -> str:
-    return socket.gethostname()
+    return os.uname().nodename  # what socket.gethostname() returns, without importing it

@@ -241,7 +241,7 @@ class Recording(Variant):
 
     def setup(self) -> None:
         rlscope.start(self.new_dir(), recorder=self.recorder)
-        got = getattr(rlscope.annotate._recorder, "__name__", "")
+        got = getattr(rlscope.annotate.active_recorder(), "__name__", "")
         want = "rlscope._native" if self.recorder == "native" else "pyrecorder"
         if not got.endswith(want.split(".")[-1]):
             rlscope.stop()

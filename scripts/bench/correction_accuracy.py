@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import analyze
-from rlscope.analysis.correction import correct_trace
-from rlscope.calibration.chunks import RESULTS
-from rlscope.calibration.file import FILE_NAME, Calibration, read_calibration
+from rlscope.analysis.overhead.correction import correct_trace
+from rlscope.analysis.overhead.model import FILE_NAME, Calibration, read_calibration
+from rlscope.launch.chunk_copies import RESULTS
 from rlscope.trace.reader import read_trace
 
 HERE = Path(__file__).resolve().parent

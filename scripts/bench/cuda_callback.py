@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "cuda"))
 
 from fake_build import build  # noqa: E402
 
-from rlscope.cli.prof import child_environment, cuda_library  # noqa: E402
+from rlscope.launch.environment import Recording, cuda_library, profiled  # noqa: E402
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
         traced, base = [], []
         for r in range(args.rounds):
             out = Path(tmp) / f"trace{r}"
-            env = child_environment(str(out), "native", 0.5)
+            env = profiled(Recording(str(out), "native", 0.5))
             out.mkdir()
             pair = {}
             for cond in (("traced", "baseline") if r % 2 == 0 else ("baseline", "traced")):

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_build import Fake, build, cupti_include
 
-from rlscope.cli.prof import child_environment, cuda_library
+from rlscope.launch.environment import Recording, cuda_library, profiled
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +45,7 @@ def traced_env(out: Path, **extra: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("RLSCOPE_", "FAKE_CUPTI_")) and k not in
             ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
-    env = child_environment(str(out), "native", 0.05, base=base)
+    env = profiled(Recording(str(out), "native", 0.05), base=base)
     env.update(extra)
     return env
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlscope.cli.prof import cuda_library
+from rlscope.launch.environment import cuda_library
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as g
-from rlscope.trace.reader import ProcessTrace, read_trace
+from rlscope.trace.data import ProcessTrace
+from rlscope.trace.reader import read_trace
 from tests.conftest import run_tool
 
 torch = pytest.importorskip("torch")

@@ -55,7 +55,7 @@ def test_tensorflow_eager_gradient_and_function(tmp_path: Path):
     for op in ("eager", "function"):
         assert ops.loc[op, "backend_calls"] >= 20
         assert ops.loc[op, "backend_s"] > 0.3 * ops.loc[op, "wall_s"], ops.loc[op]
-    from rlscope.trace import read_trace
+    from rlscope.trace.reader import read_trace
 
     (p,) = read_trace(out).processes
     names = {p.strings[int(n)] for k, n in zip(p.events.kind, p.events.name, strict=True)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlscope.calibration.file import FILE_NAME, read_calibration
+from rlscope.analysis.overhead.model import FILE_NAME, read_calibration
 from tests.conftest import run_tool
 
 WORKLOAD = str(Path(__file__).parent / "workloads" / "calib_loop.py")
@@ -48,10 +48,9 @@ def test_calibrate_then_report_and_reuse(tmp_path: Path):
 
 
 def test_work_limit_stops_uninstrumented_and_recorded_runs(tmp_path: Path):
-    from rlscope.calibration.runner import uninstrumented_env
-    from rlscope.cli.prof import BOOTSTRAP_DIR
+    from rlscope.launch import environment
 
-    env = uninstrumented_env(BOOTSTRAP_DIR, 3)
+    env = environment.uninstrumented(3)
     p = subprocess.run([sys.executable, WORKLOAD], env=env, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0 and "done" not in p.stdout
@@ -60,7 +59,7 @@ def test_work_limit_stops_uninstrumented_and_recorded_runs(tmp_path: Path):
     r = run_tool("rls-prof", "-o", str(out), "--no-intercept", "--", sys.executable,
                  WORKLOAD, env={**os.environ, "RLSCOPE_MAX_PROGRESS": "3"})
     assert r.returncode == 0 and "done" not in r.stdout
-    from rlscope.trace import read_trace
+    from rlscope.trace.reader import read_trace
 
     p0 = read_trace(out).processes[0]
     assert list(p0.progress.timesteps) == [50, 100, 150] and p0.complete

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlscope.calibration.chunks import RESULTS
-from rlscope.calibration.file import FILE_NAME, read_calibration
+from rlscope.analysis.overhead.model import FILE_NAME, read_calibration
+from rlscope.launch.chunk_copies import RESULTS
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
 from tests.conftest import run_tool

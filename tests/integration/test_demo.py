@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis.summary import summarize
-from rlscope.trace import read_trace
+from rlscope.trace.reader import read_trace
 from tests.conftest import REPO, run_tool
 
 pytest.importorskip("torch")

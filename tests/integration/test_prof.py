@@ -16,7 +16,7 @@ import pytest
 from rlscope.analysis.scopes import operation_intervals, phase_intervals
 from rlscope.analysis.summary import summarize
 from rlscope.trace import format as fmt
-from rlscope.trace import read_trace
+from rlscope.trace.reader import read_trace
 from tests.conftest import run_tool
 
 WORKLOAD = str(Path(__file__).parent / "workloads" / "loop.py")

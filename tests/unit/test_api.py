@@ -11,7 +11,7 @@ import pytest
 import rlscope
 from rlscope.analysis.scopes import operation_intervals, phase_intervals
 from rlscope.trace import format as fmt
-from rlscope.trace import read_trace
+from rlscope.trace.reader import read_trace
 
 
 def _stop_and_read(out: Path):

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from rlscope.calibration.build import build_calibration
-from rlscope.calibration.configs import configurations, prune
-from rlscope.calibration.estimate import RunSample
-from rlscope.calibration.file import (
+from rlscope.analysis.overhead.model import (
     Calibration,
     KindCost,
     read_calibration,
     write_calibration,
 )
-from rlscope.calibration.limits import WorkLimitReached, limited, parse_limit
+from rlscope.calibration.build import build_calibration
+from rlscope.calibration.configs import configurations, prune
+from rlscope.calibration.estimate import RunSample
 from rlscope.errors import RLScopeError
+from rlscope.launch.limits import WorkLimitReached, limited, parse_limit
 
 
 def test_round_trip_keeps_costs_and_writes_no_nan(tmp_path: Path):

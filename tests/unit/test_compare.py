@@ -8,7 +8,7 @@ from rlscope.analysis import analyze
 from rlscope.analysis.synthetic import process_trace
 from rlscope.reporters import compare as cmp
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import Trace
+from rlscope.trace.data import Trace
 
 OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 
@@ -38,5 +38,5 @@ def test_deltas_and_noise():
 
 def test_plot(tmp_path: Path):
     df = cmp.compare([[run(1000, 500)], [run(2000, 500)]], ["x", "y"])
-    cmp.plot(df, ["x", "y"], tmp_path / "c.svg")
+    cmp.figure(df, ["x", "y"]).savefig(tmp_path / "c.svg")
     assert (tmp_path / "c.svg").stat().st_size > 1000

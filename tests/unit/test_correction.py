@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlscope.analysis import analyze
-from rlscope.analysis.correction import correct_trace
+from rlscope.analysis.overhead.correction import correct_trace
+from rlscope.analysis.overhead.kinds import PAIR_KINDS
+from rlscope.analysis.overhead.model import KindCost
 from rlscope.analysis.synthetic import process_trace
-from rlscope.calibration.counts import PAIR_KINDS
-from rlscope.calibration.file import KindCost
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as G
-from rlscope.trace.reader import Trace
+from rlscope.trace.data import Trace
 
 OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END
@@ -162,8 +162,8 @@ def test_random_nested_timelines_are_corrected_exactly(spec, nest_every):
 
 
 def test_chunk_costs_follow_the_runs_speed():
-    from rlscope.analysis.correction import apply_correction, speed_scale
-    from rlscope.calibration.file import Calibration
+    from rlscope.analysis.overhead.correction import apply_correction, speed_scale
+    from rlscope.analysis.overhead.model import Calibration
 
     # The run took 2 s for progress reports 0->2 and 1 s for 2->3; the calibration's
     # full copies took 1 s and 0.5 s for the same chunks: the run went half as fast.

@@ -12,7 +12,7 @@ import pytest
 
 import rlscope
 from rlscope import intercept
-from rlscope.intercept._patch import is_wrapper
+from rlscope.intercept.patch import is_wrapper
 
 torch = pytest.importorskip("torch")
 
@@ -68,7 +68,7 @@ def test_torch_wrapped_and_restored_exactly():
 
 def test_torch_backend_calls_recorded(torch_intercepted, tmp_path: Path):
     from rlscope.trace import format as fmt
-    from rlscope.trace import read_trace
+    from rlscope.trace.reader import read_trace
 
     rlscope.start(tmp_path / "t")
     try:
@@ -91,7 +91,7 @@ def test_import_hook_wraps_on_import(tmp_path: Path):
         intercept.enable("torch,gym")
         assert "torch" not in sys.modules
         import torch, gymnasium
-        from rlscope.intercept._patch import is_wrapper
+        from rlscope.intercept.patch import is_wrapper
         assert is_wrapper(torch.matmul), torch.matmul
         assert getattr(gymnasium.make, "_rlscope_marked", False)
         intercept.disable()

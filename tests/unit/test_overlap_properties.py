@@ -14,7 +14,7 @@ from rlscope.analysis import analyze
 from rlscope.analysis import categories as C
 from rlscope.analysis.synthetic import process_trace
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import Trace
+from rlscope.trace.data import Trace
 
 OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END

@@ -10,7 +10,7 @@ import pytest
 from rlscope.analysis import analyze, load
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
-from rlscope.trace import read_trace
+from rlscope.trace.reader import read_trace
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,7 @@ import rlscope
 from rlscope import trace_pb2
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
-from rlscope.trace import read_trace
-from rlscope.trace.reader import read_process
+from rlscope.trace.reader import read_process, read_trace
 
 
 def test_format_constants_match_the_proto():

@@ -10,7 +10,7 @@ from rlscope.analysis.synthetic import process_trace
 from rlscope.reporters import plots, table
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as G
-from rlscope.trace.reader import Trace
+from rlscope.trace.data import Trace
 
 OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 # As in test_overlap: nested CPU operations; and GPU work crossing operation boundaries.
@@ -59,7 +59,12 @@ def test_csv_json_markdown():
 
 def test_plots_are_written_as_png_and_svg(tmp_path: Path):
     a = _analysis(**GPU_CASE)
-    files = plots.write_all(a, tmp_path)
+    files = []
+    for stem, fig in plots.figures(a):  # reporters render; the caller chooses the files
+        for ext in ("png", "svg"):
+            files.append(tmp_path / f"{stem}.{ext}")
+            fig.savefig(files[-1])
+        plots.pyplot().close(fig)
     names = sorted(f.name for f in files)
     assert names == ["breakdown.png", "breakdown.svg", "transitions.png", "transitions.svg"]
     for f in files:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from rlscope.analysis.scopes import operation_intervals
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import Events
+from rlscope.trace.data import Events
 
 B, E = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 

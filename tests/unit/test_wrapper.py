@@ -15,7 +15,7 @@ import pytest
 
 import rlscope
 from rlscope.trace import format as fmt
-from rlscope.trace import read_trace
+from rlscope.trace.reader import read_trace
 
 BACKEND, SIMULATOR = 0, 1
 

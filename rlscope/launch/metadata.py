@@ -1,4 +1,9 @@
-"""Run metadata (run.json) that rls-prof writes beside the trace files."""
+"""Run metadata (run.json) that rls-prof writes beside the trace files.
+
+Written before and after every run, so it must be cheap to build: installed versions come
+from one scan of the ``*.dist-info`` directory names (importlib.metadata takes ~10 ms per
+package), the machine's memory from sysconf.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +11,56 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import signal
 import sys
 import time
-from importlib import metadata as _md
 from pathlib import Path
 from typing import Any
 
 from rlscope._version import __version__
 from rlscope.trace import format as fmt
 
-RUN_FILE = "run.json"
 _PACKAGES = ("numpy", "torch", "tensorflow", "tensorflow-cpu", "jax", "gymnasium",
              "stable-baselines3", "mujoco", "box2d", "ale-py", "pybullet")
 
 
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def installed_versions(names: tuple[str, ...] = _PACKAGES,
+                       path: list[str] | None = None) -> dict[str, str]:
+    """Versions of the ``names`` installed on ``path`` (sys.path), the first found of
+    each, read from ``<name>-<version>.dist-info`` directory names."""
+    wanted = {_normalise(n): n for n in names}
+    out: dict[str, str] = {}
+    for d in sys.path if path is None else path:
+        try:
+            entries = os.listdir(d or ".")
+        except OSError:
+            continue
+        for e in entries:
+            if not e.endswith(".dist-info"):
+                continue
+            dist, _, version = e[:-len(".dist-info")].partition("-")
+            key = wanted.get(_normalise(dist))
+            if key is not None and version and key not in out:
+                out[key] = version
+    return out
+
+
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version(), "rlscope": __version__}
-    for name in _PACKAGES:
-        try:
-            out[name] = _md.version(name)
-        except _md.PackageNotFoundError:
-            pass
+    out.update(sorted(installed_versions().items()))
     return out
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _iso(ns: int) -> str:
@@ -36,8 +68,6 @@ def _iso(ns: int) -> str:
 
 
 def start_run_metadata(command: list[str], recorder: str) -> dict[str, Any]:
-    import psutil
-
     clock = fmt.read_clock_pair()
     return {
         "format_version": fmt.FORMAT_VERSION,
@@ -49,7 +79,7 @@ def start_run_metadata(command: list[str], recorder: str) -> dict[str, Any]:
                   "iso": _iso(clock.realtime_ns)},
         "host": {"name": fmt.host_name(), "platform": platform.platform(),
                  "machine": platform.machine(), "cpus": os.cpu_count(),
-                 "memory_bytes": psutil.virtual_memory().total},
+                 "memory_bytes": _memory_bytes()},
         "versions": _versions(),
         "launcher": {"pid": os.getpid(), "python": sys.executable},
     }
@@ -72,6 +102,6 @@ def finish_run_metadata(meta: dict[str, Any], returncode: int, signals: list[int
 
 def write_run_metadata(directory: Path, meta: dict[str, Any]) -> None:
     """Atomic write, so a reader never sees half a file."""
-    tmp = directory / (RUN_FILE + ".tmp")
+    tmp = directory / (fmt.RUN_FILE + ".tmp")
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, directory / RUN_FILE)
+    os.replace(tmp, directory / fmt.RUN_FILE)

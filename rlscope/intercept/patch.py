@@ -8,22 +8,17 @@ check (``getattr(module, name) is obj``) keeps working, and a call is recorded o
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
+
+TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
 BACKEND = 0
 SIMULATOR = 1
 
-# Types whose instances can be wrapped: native functions and descriptors that bind like
-# methods. staticmethod/classmethod/property objects are left alone.
-_METHOD_TYPES: tuple[type, ...] = (
-    types.MethodDescriptorType,  # C methods of a type (Tensor.add)
-    types.WrapperDescriptorType,  # slot wrappers (Tensor.__getitem__)
-    types.FunctionType,
-)
 _FUNCTION_TYPES: tuple[type, ...] = (types.BuiltinFunctionType,)
+_wrappable_types: tuple[type, ...] | None = None
 
 
 def _instancemethod_type() -> type | None:
@@ -39,9 +34,21 @@ def _instancemethod_type() -> type | None:
         return None
 
 
-_INSTANCEMETHOD = _instancemethod_type()
-if _INSTANCEMETHOD is not None:
-    _METHOD_TYPES = (*_METHOD_TYPES, _INSTANCEMETHOD)
+def _wrappable() -> tuple[type, ...]:
+    """Types whose instances can be wrapped: native functions and descriptors that bind
+    like methods (staticmethod/classmethod/property objects are left alone). Found at the
+    first use: the instance-method type needs ctypes, which start-up should not import."""
+    global _wrappable_types
+    if _wrappable_types is None:
+        found: tuple[type, ...] = (
+            types.MethodDescriptorType,  # C methods of a type (Tensor.add)
+            types.WrapperDescriptorType,  # slot wrappers (Tensor.__getitem__)
+            types.FunctionType,
+            *_FUNCTION_TYPES,
+        )
+        im = _instancemethod_type()
+        _wrappable_types = found if im is None else (*found, im)
+    return _wrappable_types
 
 
 def recorder_wrap() -> Callable[[Any, int, str], Any]:
@@ -49,8 +56,8 @@ def recorder_wrap() -> Callable[[Any, int, str], Any]:
     recorder is recording)."""
     from rlscope import annotate
 
-    rec = annotate._recorder
-    if rec is not None and hasattr(rec, "wrap"):
+    rec = annotate.active_recorder()
+    if rec is not None:
         return rec.wrap
     try:
         from rlscope import _native
@@ -68,18 +75,22 @@ def is_wrapper(obj: Any) -> bool:
 
 
 def wrappable(obj: Any) -> bool:
-    return isinstance(obj, _METHOD_TYPES + _FUNCTION_TYPES) and not is_wrapper(obj)
+    return isinstance(obj, _wrappable()) and not is_wrapper(obj)
 
 
-@dataclass
-class _Patch:
-    owner: Any
-    attr: str
-    had_own: bool  # attr was in owner.__dict__ (restore it) or inherited (delete ours)
-    original: Any
+class Patch:
+    """One replaced attribute, and how to undo it."""
+
+    __slots__ = ("attr", "had_own", "original", "owner")
+
+    def __init__(self, owner: Any, attr: str, had_own: bool, original: Any) -> None:
+        self.owner = owner
+        self.attr = attr
+        self.had_own = had_own  # attr was in owner.__dict__ (restore it) or inherited
+        self.original = original
 
 
-def _raw_lookup(owner: Any, attr: str) -> tuple[Any, bool]:
+def raw_lookup(owner: Any, attr: str) -> tuple[Any, bool]:
     """(the stored object, whether owner holds it itself), without binding descriptors."""
     if isinstance(owner, type):
         for k in owner.__mro__:
@@ -96,7 +107,7 @@ class Patcher:
     """Installs wrappers and remembers how to undo each replacement."""
 
     def __init__(self) -> None:
-        self.patches: list[_Patch] = []
+        self.patches: list[Patch] = []
         self._wrappers: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, wrapper)
         self._wrap: Callable[[Any, int, str], Any] | None = None
 
@@ -114,7 +125,7 @@ class Patcher:
               check: Callable[[Any], bool] = wrappable) -> bool:
         """Wrap ``owner.attr``; False (nothing changed) if absent or not wrappable."""
         try:
-            raw, own = _raw_lookup(owner, attr)
+            raw, own = raw_lookup(owner, attr)
         except (AttributeError, TypeError):
             return False
         if not check(raw):
@@ -124,7 +135,7 @@ class Patcher:
             setattr(owner, attr, w)
         except (AttributeError, TypeError):  # immutable type / read-only module
             return False
-        self.patches.append(_Patch(owner, attr, own, raw))
+        self.patches.append(Patch(owner, attr, own, raw))
         return True
 
     def patch_all(self, owner: Any, names: Iterable[str], category: int, prefix: str,
@@ -133,9 +144,14 @@ class Patcher:
 
     def replace(self, owner: Any, attr: str, value: Any) -> None:
         """Set ``owner.attr`` to any value (a proxy), undone like a wrapper."""
-        raw, own = _raw_lookup(owner, attr)
+        raw, own = raw_lookup(owner, attr)
         setattr(owner, attr, value)
-        self.patches.append(_Patch(owner, attr, own, raw))
+        self.patches.append(Patch(owner, attr, own, raw))
+
+    def add(self, owner: Any, attr: str, value: Any) -> None:
+        """Set ``owner.attr``, which ``owner`` does not have yet; undone by deleting it."""
+        setattr(owner, attr, value)
+        self.patches.append(Patch(owner, attr, False, None))
 
     def undo(self) -> None:
         """Restore every replaced attribute (latest first) exactly."""
@@ -152,9 +168,10 @@ class Patcher:
         self._wrap = None
 
 
-def public_builtins(module: ModuleType | Any, names: Iterable[str] | None = None) -> list[str]:
+def public_builtins(module: types.ModuleType | Any,
+                    names: Iterable[str] | None = None) -> list[str]:
     """Attribute names of ``module`` holding native functions (no dunders)."""
-    d = vars(module) if isinstance(module, ModuleType) else {
+    d = vars(module) if isinstance(module, types.ModuleType) else {
         n: getattr(module, n, None) for n in dir(module)}
     names = d.keys() if names is None else names
     return [n for n in names if not n.startswith("__")

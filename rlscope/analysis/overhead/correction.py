@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlscope.analysis.overhead.kinds import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, PROCESS
+from rlscope.analysis.overhead.model import Calibration, KindCost
 from rlscope.analysis.summary import process_span
-from rlscope.calibration.counts import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, PROCESS
-from rlscope.calibration.file import Calibration, KindCost
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import Events, ProcessTrace, Progress, Trace
+from rlscope.trace.data import Events, ProcessTrace, Progress, Trace
 
 
 @dataclass
@@ -216,7 +216,7 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
     Without a calibration the trace is returned unchanged, marked as not corrected.
     """
     if calibration is None and trace.directory is not None:
-        from rlscope.calibration.file import find_calibration
+        from rlscope.analysis.overhead.model import find_calibration
 
         calibration = find_calibration(trace.directory)
     if calibration is None:
@@ -302,37 +302,6 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
         info["warnings"].append("the calibration was made for another command ("
                                 + " ".join(cal.command) + "); costs may not transfer")
     return info
-
-
-def correction_lines(run: dict) -> list[str]:
-    """The report's lines about the correction (empty when no correction info)."""
-    c = run.get("correction")
-    if not c:
-        return []
-    if not c.get("applied"):
-        return ["Overhead: not corrected (no calibration.json; record with rls-prof "
-                "--calibrate, or reuse one with --calibration FILE)"]
-    lines = [f"Overhead corrected: {c['removed_s']:.3f} s of rlscope book-keeping removed "
-             "(--no-correct shows raw numbers)"]
-    if "corrected_total_s" in c:
-        what = "CPU time" if c.get("metric") == "cpu" else "wall time"
-        lines.append(
-            f"  total {what}: raw {c['raw_total_s']:.3f} s, corrected "
-            f"{c['corrected_total_s']:.3f} s, "
-            f"uninstrumented {c['uninstrumented_mean_s']:.3f} ± "
-            f"{c['uninstrumented_std_s']:.3f} s (n={c['uninstrumented_n']}): "
-            f"residual error {c['error_pct']:+.1f}% (raw {c['raw_error_pct']:+.1f}%)")
-    if "speed_scale" in c:
-        lines.append(f"  chunk costs scaled by {c['speed_scale']:.2f}: this run's speed vs the "
-                     "calibration copies' over the same work (the machine's speed changes)")
-    if "heldout_chunks" in c:
-        lines.append(
-            f"  calibration check: on {c['heldout_chunks']} held-out chunks (the same work "
-            f"with and without rlscope, moments apart) the corrected time is "
-            f"{c['heldout_error_pct']:+.1f}% off the uninstrumented time "
-            f"(raw {c['heldout_raw_error_pct']:+.1f}%)")
-    lines += [f"  warning: {w}" for w in c.get("warnings", [])]
-    return lines
 
 
 def _num(v: object) -> float:

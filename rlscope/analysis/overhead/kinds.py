@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlscope.trace import format as fmt
-from rlscope.trace.reader import ProcessTrace, Trace
+from rlscope.trace.data import ProcessTrace, Trace
 
 PROCESS = "process"
 ANNOTATION = "annotation"

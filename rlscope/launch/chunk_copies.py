@@ -22,6 +22,7 @@ Whole runs of a workload differ by far more than rlscope's overhead on a shared 
 
 The parent appends one JSON line per child to ``DIR/chunks.jsonl``; rls-prof reads them
 and counts each child's events from its trace (:mod:`rlscope.calibration.chunked`).
+The environment it runs under is built by :func:`rlscope.launch.environment.chunk_calibration`.
 Requirements: the native recorder, environments in the process (a forked child must not
 share a simulator process with its parent), and single-threaded math (OpenMP thread
 pools do not survive ``fork``).
@@ -38,12 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV_DIR = "RLSCOPE_CALIBRATE_CHUNKS"
-ENV_CONFIGS = "RLSCOPE_CHUNK_CONFIGS"  # JSON list of [name, record, call mask]
-ENV_CHUNK_S = "RLSCOPE_CHUNK_S"
-ENV_MAX_CHUNKS = "RLSCOPE_MAX_CHUNKS"
-ENV_RECORDER = "RLSCOPE_RECORDER"
-ENV_SLICE_S = "RLSCOPE_CHUNK_SLICE_S"
+from rlscope.launch import env
+
 RESULTS = "chunks.jsonl"
 DEFAULT_CHUNK_S = 0.25
 DEFAULT_MAX_CHUNKS = 40
@@ -71,13 +68,12 @@ def decode_configs(text: str) -> list[ChunkConfig]:
 def installed_mask() -> int:
     """Call categories for which some library is wrapped in this process now."""
     from rlscope import intercept
-    from rlscope.calibration.configs import BACKENDS, SIMULATORS
 
     mask = 0
     for lib, n in intercept.counts.items():
-        if n and lib in BACKENDS:
+        if n and lib in intercept.BACKENDS:
             mask |= 1
-        if n and lib in SIMULATORS:
+        if n and lib in intercept.SIMULATORS:
             mask |= 2
     return mask
 
@@ -265,7 +261,7 @@ class Driver:
         (self.out / "stopped.txt").write_text(why + "\n")
 
     def _finish(self, why: str) -> None:
-        from rlscope.calibration.limits import WorkLimitReached
+        from rlscope.launch.limits import WorkLimitReached
 
         self._stop(why)
         print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
@@ -318,15 +314,15 @@ def _read_all(fd: int) -> bytes:
 
 
 def install_from_env() -> None:
-    """Called by rlscope._autostart when ``RLSCOPE_CALIBRATE_CHUNKS`` is set."""
+    """Called by rlscope.launch.autostart when ``RLSCOPE_CALIBRATE_CHUNKS`` is set."""
     from rlscope import annotate
 
     # Processes the workload starts run as usual (not chunked, not recording).
-    out = Path(os.environ.pop(ENV_DIR))
+    out = Path(os.environ.pop(env.CHUNK_DIR))
     out.mkdir(parents=True, exist_ok=True)
-    driver = Driver(out, decode_configs(os.environ[ENV_CONFIGS]),
-                    float(os.environ.get(ENV_CHUNK_S, DEFAULT_CHUNK_S)),
-                    int(os.environ.get(ENV_MAX_CHUNKS, DEFAULT_MAX_CHUNKS)),
-                    os.environ.get(ENV_RECORDER, "native"),
-                    float(os.environ.get(ENV_SLICE_S, DEFAULT_SLICE_S)))
-    annotate._progress_hook = driver.boundary
+    driver = Driver(out, decode_configs(os.environ[env.CHUNK_CONFIGS]),
+                    float(os.environ.get(env.CHUNK_S, DEFAULT_CHUNK_S)),
+                    int(os.environ.get(env.MAX_CHUNKS, DEFAULT_MAX_CHUNKS)),
+                    os.environ.get(env.RECORDER, "native"),
+                    float(os.environ.get(env.CHUNK_SLICE_S, DEFAULT_SLICE_S)))
+    annotate.set_progress_hook(driver.boundary)

@@ -1,0 +1,70 @@
+"""Start recording in a process launched by ``rls-prof``, from its environment.
+
+Runs in every Python process below rls-prof (the bootstrap sitecustomize calls
+:func:`autostart`), so it imports only what recording needs: no numpy, protobuf or trace
+reader (scripts/bench/startup.py measures it). The environment contract is documented in
+docs/rls-prof.md.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from types import FrameType
+
+from rlscope.launch import env
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # Unwind like an exit so atexit flushes the trace; 128 + signal, as a shell reports.
+    raise SystemExit(128 + signum)
+
+
+def autostart() -> None:
+    if os.environ.get(env.MAX_PROGRESS):  # calibration work bound (any configuration)
+        from rlscope.launch.switches import apply_work_limit
+
+        apply_work_limit()
+    if os.environ.get(env.CHUNK_DIR):  # calibration by chunks: no recording
+        from rlscope.launch import chunk_copies
+
+        _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
+        chunk_copies.install_from_env()
+        return
+    out = os.environ.get(env.OUTPUT_DIR)
+    if not out:
+        return
+    import rlscope
+
+    if os.environ.get(env.ANNOTATIONS) == "0":  # calibration's base configuration
+        from rlscope.launch.switches import apply_annotation_switch
+
+        apply_annotation_switch()
+    try:
+        rlscope.start(out, recorder=os.environ.get(env.RECORDER, "native"),
+                      flush_interval_s=float(os.environ.get(env.FLUSH_INTERVAL, "0.5")),
+                      max_buffer_bytes=int(os.environ.get(env.MAX_BUFFER, str(256 << 20))))
+    except (rlscope.RLScopeError, ValueError) as e:
+        print(f"rlscope: not recording this process: {e}", file=sys.stderr)
+        return
+    _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread
+            pass
+
+
+def _enable_intercept(spec: str) -> None:
+    """Backend/simulator call wrappers and library annotations (docs/attribution.md),
+    installed as each library is imported."""
+    if spec.strip() == "none":
+        return
+    from rlscope import intercept
+
+    try:
+        intercept.enable(spec)
+    except ValueError as e:
+        print(f"rlscope: {env.INTERCEPT}: {e}; recording without interception",
+              file=sys.stderr)

@@ -1,0 +1,42 @@
+"""Every environment variable rlscope reads or sets, in one place (docs/rls-prof.md).
+
+rls-prof sets them for the command it runs and every descendant inherits them; the
+start-up hook (:mod:`rlscope.launch.autostart`) and the CUDA collector
+(native/cuda/config.cpp) read them.
+"""
+
+from __future__ import annotations
+
+PREFIX = "RLSCOPE_"
+
+# Recording (set by rls-prof in every profiled run).
+OUTPUT_DIR = "RLSCOPE_OUTPUT_DIR"  # recording starts in a process when this is set
+RECORDER = "RLSCOPE_RECORDER"  # "native" or "python"
+FLUSH_INTERVAL = "RLSCOPE_FLUSH_INTERVAL_S"
+MAX_BUFFER = "RLSCOPE_MAX_BUFFER_BYTES"  # optional memory bound of the recorder
+BOOTSTRAP_DIR = "RLSCOPE_BOOTSTRAP_DIR"  # directory of rlscope's sitecustomize.py
+INTERCEPT = "RLSCOPE_INTERCEPT"  # "auto" (default), "none", or "torch,gym,..."
+CUDA = "RLSCOPE_CUDA"  # "1" when the CUDA collector is injected
+
+# Calibration runs.
+ANNOTATIONS = "RLSCOPE_ANNOTATIONS"  # "0": recording, but annotations are not recorded
+MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"  # end each process at its N-th progress report
+CHUNK_DIR = "RLSCOPE_CALIBRATE_CHUNKS"  # chunk calibration: where the copies write
+CHUNK_CONFIGS = "RLSCOPE_CHUNK_CONFIGS"  # JSON list of [name, record, call mask]
+CHUNK_S = "RLSCOPE_CHUNK_S"
+MAX_CHUNKS = "RLSCOPE_MAX_CHUNKS"
+CHUNK_SLICE_S = "RLSCOPE_CHUNK_SLICE_S"
+CHUNK_VARIABLES = (CHUNK_DIR, CHUNK_CONFIGS, CHUNK_S, MAX_CHUNKS, CHUNK_SLICE_S)
+
+# Read by rls-prof.
+CUDA_LIBRARY = "RLSCOPE_CUDA_LIBRARY"  # use this collector library instead of the bundled one
+
+# Read by the CUDA collector only (native/cuda/config.cpp).
+CUDA_BUFFER_BYTES = "RLSCOPE_CUDA_BUFFER_BYTES"
+CUDA_NESTED = "RLSCOPE_CUDA_NESTED"
+CUDA_VERBOSE = "RLSCOPE_CUDA_VERBOSE"
+CUDA_SYNC_AT_EXIT = "RLSCOPE_CUDA_SYNC_AT_EXIT"
+CUPTI_LIBRARY = "RLSCOPE_CUPTI_LIBRARY"
+
+# Tests: fail instead of falling back to the Python recorder.
+REQUIRE_NATIVE = "RLSCOPE_REQUIRE_NATIVE"

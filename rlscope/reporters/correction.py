@@ -1,0 +1,37 @@
+"""Report lines about overhead correction, from the ``correction`` entry that
+:func:`rlscope.analysis.overhead.correction.apply_correction` puts in a trace's run dict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def correction_lines(run: dict[str, Any]) -> list[str]:
+    """The report's lines about the correction (empty when no correction info)."""
+    c = run.get("correction")
+    if not c:
+        return []
+    if not c.get("applied"):
+        return ["Overhead: not corrected (no calibration.json; record with rls-prof "
+                "--calibrate, or reuse one with --calibration FILE)"]
+    lines = [f"Overhead corrected: {c['removed_s']:.3f} s of rlscope book-keeping removed "
+             "(--no-correct shows raw numbers)"]
+    if "corrected_total_s" in c:
+        what = "CPU time" if c.get("metric") == "cpu" else "wall time"
+        lines.append(
+            f"  total {what}: raw {c['raw_total_s']:.3f} s, corrected "
+            f"{c['corrected_total_s']:.3f} s, "
+            f"uninstrumented {c['uninstrumented_mean_s']:.3f} ± "
+            f"{c['uninstrumented_std_s']:.3f} s (n={c['uninstrumented_n']}): "
+            f"residual error {c['error_pct']:+.1f}% (raw {c['raw_error_pct']:+.1f}%)")
+    if "speed_scale" in c:
+        lines.append(f"  chunk costs scaled by {c['speed_scale']:.2f}: this run's speed vs the "
+                     "calibration copies' over the same work (the machine's speed changes)")
+    if "heldout_chunks" in c:
+        lines.append(
+            f"  calibration check: on {c['heldout_chunks']} held-out chunks (the same work "
+            f"with and without rlscope, moments apart) the corrected time is "
+            f"{c['heldout_error_pct']:+.1f}% off the uninstrumented time "
+            f"(raw {c['heldout_raw_error_pct']:+.1f}%)")
+    lines += [f"  warning: {w}" for w in c.get("warnings", [])]
+    return lines

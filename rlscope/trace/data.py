@@ -1,0 +1,163 @@
+"""The data types a trace is read into: one ``ProcessTrace`` per process, with columnar
+numpy arrays. Shared by the readers (``reader``, ``cuda_reader``), synthetic traces and
+the analysis; this module reads nothing itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlscope.trace import format as fmt
+from rlscope.trace.gpu import CudaApiCalls, GpuActivities
+
+
+@dataclass(frozen=True)
+class Header:
+    format_version: int
+    source: str
+    pid: int
+    ppid: int
+    host: str
+    process_name: str
+    argv: tuple[str, ...]
+    clock: fmt.ClockPair
+    recorder: str
+    rlscope_version: str
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    index: int
+    tid: int
+    name: str
+
+
+@dataclass
+class Events:
+    """One row per event, in file order (grouped by thread within each chunk)."""
+
+    time_ns: np.ndarray  # int64, CLOCK_MONOTONIC
+    thread: np.ndarray  # uint32, ThreadInfo.index
+    kind: np.ndarray  # uint8, fmt.* event kinds
+    name: np.ndarray  # uint32, index into ProcessTrace.strings (0: none)
+
+    def __len__(self) -> int:
+        return len(self.time_ns)
+
+    def take(self, index: np.ndarray) -> Events:
+        return Events(self.time_ns[index], self.thread[index], self.kind[index],
+                      self.name[index])
+
+    @staticmethod
+    def empty() -> Events:
+        z = np.zeros(0, np.int64)
+        return Events(z, z.astype(np.uint32), z.astype(np.uint8), z.astype(np.uint32))
+
+    @staticmethod
+    def concat(parts: list[Events]) -> Events:
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return Events.empty()
+        return Events(np.concatenate([p.time_ns for p in parts]),
+                      np.concatenate([p.thread for p in parts]),
+                      np.concatenate([p.kind for p in parts]),
+                      np.concatenate([p.name for p in parts]))
+
+
+@dataclass
+class Progress:
+    time_ns: np.ndarray
+    thread: np.ndarray
+    timesteps: np.ndarray
+    total_timesteps: np.ndarray  # -1: unknown
+
+    @staticmethod
+    def empty() -> Progress:
+        z = np.zeros(0, np.int64)
+        return Progress(z, z.astype(np.uint32), z, z)
+
+
+@dataclass
+class ExternalCorrelations:
+    """CUPTI external correlation records: ``external_id`` was pushed (e.g. per operation)
+    around the API call with ``correlation_id``."""
+
+    kind: np.ndarray  # uint32 CUpti_ExternalCorrelationKind
+    external_id: np.ndarray  # uint64
+    correlation_id: np.ndarray  # uint64
+
+
+@dataclass
+class CuptiOverhead:
+    """CUPTI's own overhead records (buffer flushes, instrumentation, ...)."""
+
+    kind: np.ndarray  # uint32 CUpti_ActivityOverheadKind
+    object_id: np.ndarray  # uint64 thread id (or device id)
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+
+
+@dataclass
+class CudaInfo:
+    """What the CUDA collector's file says beyond the two tables."""
+
+    path: Path
+    header: Header
+    cupti_offset_ns: int  # monotonic = cupti time + offset
+    cupti_offset_error_ns: int  # bound of the conversion error
+    cupti_version: int
+    threads: dict[int, ThreadInfo]
+    external: ExternalCorrelations
+    overhead: CuptiOverhead
+    dropped_api_calls: int = 0
+    dropped_activity_records: int = 0
+    invalid_activity_records: int = 0
+    chunks: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProcessTrace:
+    path: Path
+    header: Header
+    events: Events
+    strings: list[str]  # by id; strings[0] == ""
+    threads: dict[int, ThreadInfo]
+    progress: Progress
+    metadata: dict[str, Any]
+    dropped_events: int = 0
+    chunks: int = 0
+    warnings: list[str] = field(default_factory=list)
+    # Filled from the CUDA collector's file of the same process (source "cuda").
+    api_calls: CudaApiCalls = field(default_factory=CudaApiCalls.empty)
+    gpu: GpuActivities = field(default_factory=GpuActivities.empty)
+    # The CUDA file's own details (clock offset, external correlations, CUPTI overhead
+    # records, drop counts); None when the process has no CUDA file.
+    cuda: CudaInfo | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.header.pid
+
+    @property
+    def complete(self) -> bool:
+        """Whether recording stopped cleanly (False after a crash or kill)."""
+        return bool(np.any(self.events.kind == fmt.PROCESS_END))
+
+    def name_of(self, sid: int) -> str:
+        return self.strings[sid] if 0 <= sid < len(self.strings) else f"<string {sid}>"
+
+
+@dataclass
+class Trace:
+    directory: Path
+    run: dict[str, Any]  # run.json written by rls-prof ({} when absent)
+    processes: list[ProcessTrace]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for p in self.processes for w in p.warnings]

@@ -1,0 +1,199 @@
+"""The record layer of a trace file: the magic, then length-delimited ``Record`` messages
+(proto/rlscope/trace.proto), a header first.
+
+:func:`iter_records` yields the raw messages (memory-mapped, so memory stays bounded by
+one record); :func:`iter_chunks` decodes a Python trace's event chunks into columnar
+arrays. Both the whole-file reader and the streaming analysis read through these.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlscope.errors import TraceError
+from rlscope.trace import format as fmt
+from rlscope.trace.data import Events, Header, ThreadInfo
+
+_MAX_RECORD = 1 << 30  # far above any chunk a writer produces
+
+
+def _record_type() -> Any:
+    from rlscope import trace_pb2
+
+    return trace_pb2.Record
+
+
+def _varint(buf: Any, pos: int, end: int) -> tuple[int, int] | None:
+    """(value, next position), or None if the buffer ends inside the varint; raises
+    ValueError for a varint longer than 10 bytes (not written by any writer)."""
+    result = shift = 0
+    while pos < end:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("overlong varint")
+    return None
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+    """(offset, Record) of every intact record of a trace file, header first.
+
+    A torn last record (the writer was killed) ends the iteration with
+    ``(offset, None)``; a foreign or damaged file raises :class:`TraceError` with one line.
+    """
+    record = _record_type()
+    p = Path(path)
+    try:
+        f = open(p, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as e:
+        raise TraceError(f"cannot read {p}: {e.strerror}") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size < len(fmt.MAGIC):
+            head = f.read()
+            if fmt.MAGIC.startswith(head):
+                raise TraceError(f"{p} is empty or truncated before its header; the process "
+                                 "died as it started, delete the file")
+            raise TraceError(f"{p} is not an rlscope trace (unknown file signature); "
+                             "remove it from the trace directory")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            data = memoryview(m)
+            try:
+                if bytes(data[:len(fmt.MAGIC)]) != fmt.MAGIC:
+                    raise TraceError(f"{p} is not an rlscope trace (unknown file "
+                                     "signature); remove it from the trace directory")
+                pos = len(fmt.MAGIC)
+                while pos < size:
+                    try:
+                        got = _varint(m, pos, size)
+                        if got is not None and got[0] > _MAX_RECORD:
+                            raise ValueError("record too large")
+                    except ValueError:
+                        raise TraceError(f"{p} is corrupt: bad record length at offset "
+                                         f"{pos}; the file was modified or damaged") from None
+                    if got is None or got[1] + got[0] > size:
+                        yield pos, None
+                        return
+                    n, start = got
+                    try:
+                        rec = record.FromString(data[start:start + n])
+                    except Exception:
+                        if start + n == size:
+                            yield start, None
+                            return
+                        raise TraceError(f"{p} is corrupt: record at offset {start} does "
+                                         "not parse; the file was modified or damaged"
+                                         ) from None
+                    yield start, rec
+                    pos = start + n
+            finally:
+                data.release()
+
+
+def torn_warning(path: Path, offset: int) -> str:
+    return (f"{path.name}: last record is torn (at offset {offset}, the process was "
+            "probably killed); skipped it")
+
+
+def dropped_warning(path: Path, dropped: int) -> str:
+    return (f"{path.name}: {dropped} events were dropped because the recorder's memory "
+            "bound was reached; raise it or flush more often")
+
+
+def header_of(path: Path, rec: Any) -> Header:
+    """The Header of a file's first record; checks it is one and its format version."""
+    if rec is None or not rec.HasField("header"):
+        raise TraceError(f"{path} has no header record; the file is truncated or not an "
+                         "rlscope trace")
+    h = rec.header
+    if h.format_version != fmt.FORMAT_VERSION:
+        raise TraceError(f"{path} has trace format version {h.format_version}, this rlscope "
+                         f"reads version {fmt.FORMAT_VERSION}; use the matching rlscope")
+    return Header(h.format_version, h.source, h.pid, h.ppid, h.host, h.process_name,
+                  tuple(h.argv), fmt.ClockPair(h.clock.monotonic_ns, h.clock.realtime_ns,
+                                               h.clock.uncertainty_ns),
+                  h.recorder, h.rlscope_version)
+
+
+def read_header(path: Path) -> tuple[Header, Any]:
+    """(Header, the raw header message) of a trace file."""
+    for _, rec in iter_records(path):
+        return header_of(path, rec), rec.header
+    raise TraceError(f"{path} has no header record; the file is truncated or not an "
+                     "rlscope trace")
+
+
+@dataclass
+class Chunk:
+    """One decoded event chunk of a Python trace: its events, progress arguments and the
+    definitions it introduced."""
+
+    sequence: int
+    events: Events
+    args: np.ndarray  # int64, fmt.KIND_ARGS values of its events, in event order
+    strings: dict[int, str]
+    threads: list[ThreadInfo]
+    metadata: dict[str, Any]
+    dropped: int
+
+
+def _decode(path: Path, c: Any) -> Chunk:
+    n = len(c.kind)
+    if len(c.time_delta_ns) != n or len(c.thread) != n or len(c.name) != n:
+        raise TraceError(f"{path} is corrupt: chunk {c.sequence} has columns of different "
+                         "lengths")
+    deltas = np.array(c.time_delta_ns, dtype=np.int64)
+    if n:
+        deltas[0] += c.base_time_ns
+    events = Events(np.cumsum(deltas), np.array(c.thread, dtype=np.uint32),
+                    np.array(c.kind, dtype=np.uint8), np.array(c.name, dtype=np.uint32))
+    metadata: dict[str, Any] = {}
+    for m in c.metadata:
+        try:
+            metadata[m.key] = json.loads(m.json_value)
+        except ValueError:
+            metadata[m.key] = m.json_value
+    return Chunk(int(c.sequence), events, np.array(c.args, dtype=np.int64),
+                 {s.id: s.value for s in c.strings},
+                 [ThreadInfo(t.index, t.tid, t.name) for t in c.threads], metadata,
+                 int(c.dropped_events))
+
+
+def iter_chunks(path: Path, warnings: list[str] | None = None) -> Iterator[Chunk]:
+    """The decoded event chunks of a Python trace file, after its header. A torn last
+    record ends the iteration and a chunk missing from the sequence is noted, each as a
+    warning appended to ``warnings``."""
+    expected = 0
+    for i, (pos, rec) in enumerate(iter_records(path)):
+        if rec is None:
+            if warnings is not None:
+                warnings.append(torn_warning(path, pos))
+            return
+        if i == 0:
+            continue
+        if not rec.HasField("chunk"):
+            raise TraceError(f"{path} is corrupt: a second header in the middle of the file")
+        c = rec.chunk
+        if c.sequence != expected and warnings is not None:
+            warnings.append(f"{path.name}: chunk {expected} is missing (found "
+                            f"{c.sequence}); events were lost")
+        expected = c.sequence + 1
+        yield _decode(path, c)
+
+
+def string_table(strings: dict[int, str]) -> list[str]:
+    """Strings by id (ids never defined read as ``<string N>``)."""
+    n = max(strings) + 1 if strings else 1
+    return [strings.get(i, "" if i == 0 else f"<string {i}>") for i in range(n)]
