@@ -24,7 +24,7 @@ from rlscope.trace import format as fmt
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, TypeVar
+    from typing import Any, Literal, TypeVar
 
     from rlscope.recorder.protocol import Recorder
 
@@ -50,7 +50,7 @@ class _NoopScope:
     def __enter__(self) -> _NoopScope:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
     def __call__(self, func: F) -> F:
@@ -304,6 +304,7 @@ class _MultiprocessingHook:
     so processes that never fork do not pay for importing it."""
 
     installed = False
+    _anchor: _MultiprocessingHook | None = None
 
     @classmethod
     def install(cls) -> None:

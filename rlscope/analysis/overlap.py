@@ -250,7 +250,7 @@ class ProcessAnalyzer:
             at, ak, ptr = api
             # Calls at exactly ``hi`` wait for the next batch, which may still bring
             # events of this thread at that time (they go first, as in one pass).
-            j = len(at) if final else int(np.searchsorted(at, hi, side="left"))
+            j = len(at) if hi is None else int(np.searchsorted(at, hi, side="left"))
             api_t, api_k = at[ptr:j], ak[ptr:j]
             api[2] = j
         else:
@@ -351,7 +351,8 @@ class ProcessAnalyzer:
             count_rows, count_n = np.zeros((0, 4), np.int64), np.zeros(0, np.int64)
         z = np.zeros(0, np.int64)
         cols_runs = list(zip(*self._activity, strict=True)) if self._activity else [[z]] * 4
-        regions, covered = process_regions(*(np.concatenate(r) for r in cols_runs), g)
+        act_s, act_e, busy_s, busy_e = (np.concatenate(r) for r in cols_runs)
+        regions, covered = process_regions(act_s, act_e, busy_s, busy_e, g)
         gpu_rows = gpu_table(g, self.g_thread, self.g_phase, self.g_path, self.g_cat)
         threads = []
         for t in sorted(self.carry, key=lambda t: (t != self.main, t)):

@@ -100,6 +100,7 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     if n_events and max_name >= len(string_list):
         raise TraceError(f"{path} is corrupt: an event names an undefined string")
     if n_events:
+        assert t_min is not None and t_max is not None and first_thread is not None
         s0 = start if start is not None else t_min
         e0 = end if end is not None else t_max
         main = start_thread if start_thread is not None else first_thread

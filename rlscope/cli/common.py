@@ -10,7 +10,8 @@ import click
 from rlscope.errors import RLScopeError
 
 # click >= 8.2 raises this when a command that needs arguments gets none.
-_NO_ARGS_IS_HELP: type = getattr(click.exceptions, "NoArgsIsHelpError", ())  # type: ignore[assignment]
+_NO_ARGS_IS_HELP: tuple[type, ...] = tuple(
+    t for t in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if t is not None)
 
 
 def run(command: click.Command, prog: str, argv: Sequence[str] | None = None) -> int:

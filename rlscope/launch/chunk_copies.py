@@ -171,12 +171,12 @@ class Driver:
             self._finish(f"{self.chunk} chunks measured")
         if self.active is None:
             self.active = distinct(self.configs, installed_mask())
-        self._run_chunk()
+        self._run_chunk(self.active)
 
-    def _run_chunk(self) -> None:
-        k = self.chunk % len(self.active)
+    def _run_chunk(self, active: list[ChunkConfig]) -> None:
+        k = self.chunk % len(active)
         kids: list[tuple[ChunkConfig, int, int]] = []  # (config, pid, read end)
-        for cfg in self.active[k:] + self.active[:k]:
+        for cfg in active[k:] + active[:k]:
             sys.stdout.flush()
             sys.stderr.flush()
             rfd, wfd = os.pipe()

@@ -58,4 +58,4 @@ def install_progress_limit(limit: int) -> None:
 
     if getattr(rlscope.report_progress, "_rlscope_limited", False):
         return
-    rlscope.report_progress = limited(rlscope.report_progress, limit)  # type: ignore
+    rlscope.report_progress = limited(rlscope.report_progress, limit)

@@ -12,8 +12,10 @@ from typing import Any, Protocol
 class Scope(Protocol):
     """A cached operation or phase: a context manager, and a decorator."""
 
-    kind: str
-    name: str
+    @property
+    def kind(self) -> str: ...  # "operation" or "phase"
+    @property
+    def name(self) -> str: ...
 
     def __enter__(self) -> Any: ...
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool: ...

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from rlscope.trace import format as fmt
 
@@ -268,7 +268,7 @@ class Scope:
         rec.append(st, _now(), self._begin, sid)
         return self
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> Literal[False]:
         rec = _rec
         if rec is None:
             return False
@@ -498,9 +498,9 @@ class _CallWrapper:
         return getattr(self.__wrapped__, name)
 
     # Found on the class before __getattr__: forward them explicitly.
-    __doc__ = property(lambda self: self.__wrapped__.__doc__)  # type: ignore[assignment]
-    __module__ = property(lambda self: self.__wrapped__.__module__)  # type: ignore[assignment]
-    __class__ = property(lambda self: self.__wrapped__.__class__)  # type: ignore[assignment]
+    __doc__ = property(lambda self: self.__wrapped__.__doc__)
+    __module__ = property(lambda self: self.__wrapped__.__module__)
+    __class__ = property(lambda self: self.__wrapped__.__class__)
 
     def __repr__(self) -> str:
         return repr(self.__wrapped__)
