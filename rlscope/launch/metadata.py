@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import platform
 import re
 import signal
 import sys
@@ -51,9 +50,20 @@ def installed_versions(names: tuple[str, ...] = _PACKAGES,
 
 
 def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "rlscope": __version__}
+    out = {"python": ".".join(map(str, sys.version_info[:3])), "rlscope": __version__}
     out.update(sorted(installed_versions().items()))
     return out
+
+
+def _platform() -> str:
+    """platform.platform()'s string, without its scan of the interpreter binary."""
+    u = os.uname()
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        libc = ""
+    return f"{u.sysname}-{u.release}-{u.machine}" + (
+        f"-with-{libc.replace(' ', '')}" if libc else "")
 
 
 def _memory_bytes() -> int | None:
@@ -77,8 +87,8 @@ def start_run_metadata(command: list[str], recorder: str) -> dict[str, Any]:
         "status": "running",
         "start": {"realtime_ns": clock.realtime_ns, "monotonic_ns": clock.monotonic_ns,
                   "iso": _iso(clock.realtime_ns)},
-        "host": {"name": fmt.host_name(), "platform": platform.platform(),
-                 "machine": platform.machine(), "cpus": os.cpu_count(),
+        "host": {"name": fmt.host_name(), "platform": _platform(),
+                 "machine": os.uname().machine, "cpus": os.cpu_count(),
                  "memory_bytes": _memory_bytes()},
         "versions": _versions(),
         "launcher": {"pid": os.getpid(), "python": sys.executable},
