@@ -24,6 +24,7 @@
 #include "cupti_loader.h"
 #include "log.h"
 #include "pb_encode.h"
+#include "trace_fields.h"
 #include "trace_writer.h"
 
 #ifndef RLSCOPE_VERSION
@@ -82,10 +83,10 @@ HeaderInfo make_header(const Cupti& c, const ClockOffset& off) {
   h.clock = read_clock_pair();
   h.recorder = "cupti";
   h.rlscope_version = RLSCOPE_VERSION;
-  // Header fields 11-13 (trace.proto): CUPTI offset, its error bound, version.
-  pb::put_int(h.extra_fields, 11, off.offset_ns);
-  pb::put_int(h.extra_fields, 12, off.error_ns);
-  pb::put_uint(h.extra_fields, 13, c.version);
+  // The CUDA-only Header fields: CUPTI offset, its error bound, version.
+  pb::put_int(h.extra_fields, fields::header::kCuptiOffsetNs, off.offset_ns);
+  pb::put_int(h.extra_fields, fields::header::kCuptiOffsetErrorNs, off.error_ns);
+  pb::put_uint(h.extra_fields, fields::header::kCuptiVersion, c.version);
   return h;
 }
 
