@@ -54,7 +54,7 @@ struct State {
   // scratch (writer side, under mu)
   std::vector<ApiCall> calls;
   std::vector<uint32_t> call_thread;
-  std::vector<const ApiThread*> new_threads;
+  std::vector<const BufferedThread*> new_threads;
   ActivityBatch batch;
 };
 State* g = new State();
@@ -122,7 +122,8 @@ void write_pending_locked() {
     g->calls.swap(c2);
     g->call_thread.swap(t2);
   }
-  for (const ApiThread* t : g->new_threads) g->enc.add_thread(t->index, t->tid, t->name);
+  for (const BufferedThread* t : g->new_threads) g->enc.add_thread(t->index, t->tid, t->name);
+  api_reap();  // done with new_threads
   g->enc.add_api_calls(g->calls, g->call_thread);
   g->enc.add_dropped_api_calls(dropped);
   g->batch.clear();
