@@ -133,11 +133,18 @@ uint64_t api_drain(std::vector<ApiCall>& out, std::vector<const BufferedThread*>
       new_threads.push_back(&t);
     }
     // Records come in (call, arg) pairs published together.
+    size_t first = out.size();
     for (size_t i = 0; i + 1 < recs.size(); i += 2) {
       out.push_back(ApiCall{recs[i].ts, recs[i + 1].ts, recs[i].name, recs[i].kind,
                             recs[i + 1].name});
       thread_of_call.push_back(t.index);
     }
+    // A call is appended at its EXIT, so nested calls (RLSCOPE_CUDA_NESTED)
+    // come inner first: order this thread's calls by start. Only this thread's
+    // range is sorted, so thread_of_call stays in step.
+    auto by_start = [](const ApiCall& a, const ApiCall& b) { return a.start_ns < b.start_ns; };
+    auto begin = out.begin() + std::ptrdiff_t(first);
+    if (!std::is_sorted(begin, out.end(), by_start)) std::stable_sort(begin, out.end(), by_start);
   });
 }
 

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -105,23 +104,6 @@ void write_pending_locked() {
   g->call_thread.clear();
   g->new_threads.clear();
   uint64_t dropped = api_drain(g->calls, g->new_threads, g->call_thread);
-  if (config().record_nested) {
-    // Nested calls are appended at EXIT (inner first); order by start per thread.
-    std::vector<size_t> idx(g->calls.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [](size_t a, size_t b) {
-      if (g->call_thread[a] != g->call_thread[b]) return false;
-      return g->calls[a].start_ns < g->calls[b].start_ns;
-    });
-    std::vector<ApiCall> c2;
-    std::vector<uint32_t> t2;
-    for (size_t i : idx) {
-      c2.push_back(g->calls[i]);
-      t2.push_back(g->call_thread[i]);
-    }
-    g->calls.swap(c2);
-    g->call_thread.swap(t2);
-  }
   for (const BufferedThread* t : g->new_threads) g->enc.add_thread(t->index, t->tid, t->name);
   api_reap();  // done with new_threads
   g->enc.add_api_calls(g->calls, g->call_thread);
