@@ -1,36 +1,18 @@
 """The native encoders' schema constants against proto/rlscope/trace.proto.
 
 native/common/trace_fields.h (field numbers) and the EventKind enum of
-native/common/recorder.h are written by hand; trace.proto, compiled here by protoc into
-a descriptor set, is the reference. Independent of how Python loads the messages.
+native/common/recorder.h are written by hand; trace.proto compiled by protoc (the
+``trace_proto`` fixture) is the reference, whatever module Python loads messages from.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIELDS_H = REPO / "native" / "common" / "trace_fields.h"
 RECORDER_H = REPO / "native" / "common" / "recorder.h"
-
-
-@pytest.fixture(scope="module")
-def proto(tmp_path_factory: pytest.TempPathFactory):
-    pytest.importorskip("grpc_tools")
-    from google.protobuf import descriptor_pb2
-
-    out = tmp_path_factory.mktemp("proto") / "trace.desc"
-    r = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{REPO / 'proto'}",
-                        f"--descriptor_set_out={out}", "rlscope/trace.proto"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    (f,) = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
-    return f
 
 
 def camel(snake: str) -> str:
@@ -53,8 +35,8 @@ def test_header_parses():
     assert "cuda_chunk" in consts and consts["record"]["kChunk"] == 2
 
 
-def test_field_numbers_match_proto(proto):
-    messages = {m.name: m for m in proto.message_type}
+def test_field_numbers_match_proto(trace_proto):
+    messages = {m.name: m for m in trace_proto.message_type}
     consts = header_constants()
     # One namespace per message, so a new message cannot be forgotten.
     assert {camel(ns) for ns in consts} == set(messages)
@@ -63,9 +45,9 @@ def test_field_numbers_match_proto(proto):
         assert got == want, f"trace_fields.h namespace {ns} vs message {camel(ns)}"
 
 
-def test_event_kinds_match_proto(proto):
+def test_event_kinds_match_proto(trace_proto):
     body = re.search(r"enum EventKind : uint32_t \{(.*?)\};", RECORDER_H.read_text(), re.S)
     assert body is not None
     got = {n: int(v) for n, v in re.findall(r"\b([A-Z_]+) = (\d+),", body.group(1))}
-    (enum,) = [e for e in proto.enum_type if e.name == "EventKind"]
+    (enum,) = [e for e in trace_proto.enum_type if e.name == "EventKind"]
     assert got == {v.name: v.number for v in enum.value}
