@@ -50,3 +50,19 @@ def run_tool(tool: str, *args: str, env: dict[str, str] | None = None, timeout: 
     module = {"rls-prof": "rlscope.cli.prof", "rls-analyze": "rlscope.cli.analyze"}[tool]
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="session")
+def trace_proto(tmp_path_factory: pytest.TempPathFactory):
+    """proto/rlscope/trace.proto compiled by protoc: its FileDescriptorProto (the schema
+    itself, whatever Python module the package loads its messages from)."""
+    pytest.importorskip("grpc_tools")
+    from google.protobuf import descriptor_pb2
+
+    out = tmp_path_factory.mktemp("proto") / "trace.desc"
+    r = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{REPO / 'proto'}",
+                        f"--descriptor_set_out={out}", "rlscope/trace.proto"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    (f,) = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
+    return f

@@ -1,6 +1,5 @@
 #include "recorder.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -9,7 +8,6 @@
 #include <new>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -27,24 +25,20 @@ struct PendingMetadata {
   int64_t time_ns;
 };
 
-// Lock order (outermost first): control_mu, drain_mu, registry_mu, strings_mu,
-// meta_mu, pool.mutex(). wake_mu is a leaf, never held with another lock.
+// Lock order (outermost first): control_mu, drain_mu, threads.mutex(),
+// strings_mu, meta_mu, threads.pool().mutex(). wake_mu is a leaf, never held
+// with another lock.
 struct Recorder {
   Recorder();
 
   std::mutex control_mu;   // start / stop / after_fork_child
   std::mutex drain_mu;     // consumer side of every buffer, the file, stats
-  std::mutex registry_mu;  // threads, next_index, ThreadState::defined
+  ThreadRegistry threads{0};
   std::mutex strings_mu;
   std::mutex meta_mu;
-  BlockPool pool;
   std::mutex wake_mu;
   std::condition_variable wake_cv;
   bool stop_writer = false;  // wake_mu
-
-  // registry_mu
-  std::vector<ThreadState*> threads;
-  uint32_t next_index = 0;
 
   // strings_mu
   std::unordered_map<std::string, uint32_t> ids;
@@ -67,35 +61,20 @@ struct Recorder {
   uint32_t session_at_fork = 0;
 
   // drain_mu: reused scratch
-  std::vector<ThreadState*> snap;
-  std::vector<char> fin;
   std::vector<ChunkEncoder> chunks;
 };
-
-pthread_key_t g_exit_key;
-
-void on_thread_exit(void* p) {
-  auto* t = static_cast<ThreadState*>(p);
-  if (tls_thread == t) tls_thread = nullptr;
-  t->finished.store(true, std::memory_order_release);
-}
 
 void fork_prepare();
 void fork_parent();
 void fork_child();
 
-Recorder::Recorder() {
-  pthread_key_create(&g_exit_key, on_thread_exit);
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
+Recorder::Recorder() { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 // Leaked on purpose: the writer thread may outlive static destructors.
 Recorder& R() {
   static Recorder* r = new Recorder();
   return *r;
 }
-
-int64_t os_tid() { return int64_t(syscall(SYS_gettid)); }
 
 std::string host_name() {
   char buf[256] = {0};
@@ -107,55 +86,36 @@ std::string host_name() {
 
 void flush_locked(Recorder& r) {
   if (!r.file.is_open()) return;
-  {
-    std::lock_guard<std::mutex> lk(r.registry_mu);
-    r.snap = r.threads;
-  }
-  r.fin.assign(r.snap.size(), 0);
   if (r.chunks.empty()) r.chunks.emplace_back();
   size_t nchunks = 1;
   r.chunks[0].reset();
-  uint64_t dropped = 0;
   uint64_t events = 0;
 
   // 1. Drain events first, encoding them straight into chunk columns.
-  std::vector<Record> recs;  // per-thread staging, small (pending since last flush)
-  for (size_t i = 0; i < r.snap.size(); ++i) {
-    ThreadState* t = r.snap[i];
-    r.fin[i] = t->finished.load(std::memory_order_acquire);
-    recs.clear();
-    t->buf.drain_into(recs);
-    uint64_t d = t->buf.dropped();
-    dropped += d - t->dropped_reported;
-    t->dropped_reported = d;
-    for (const Record& rec : recs) {
-      ChunkEncoder* enc = &r.chunks[nchunks - 1];
-      if (rec.kind == kArgKind) {
-        enc->add_arg(rec.ts);
-        continue;
-      }
-      if (enc->events() >= kMaxEventsPerChunk) {
-        if (r.chunks.size() == nchunks) r.chunks.emplace_back();
-        enc = &r.chunks[nchunks++];
-        enc->reset();
-      }
-      enc->add_event(rec.ts, t->index, rec.kind, rec.name);
-      ++events;
-    }
-  }
+  uint64_t dropped =
+      r.threads.drain([&](const BufferedThread& t, const std::vector<Record>& recs) {
+        for (const Record& rec : recs) {
+          ChunkEncoder* enc = &r.chunks[nchunks - 1];
+          if (rec.kind == kArgKind) {
+            enc->add_arg(rec.ts);
+            continue;
+          }
+          if (enc->events() >= kMaxEventsPerChunk) {
+            if (r.chunks.size() == nchunks) r.chunks.emplace_back();
+            enc = &r.chunks[nchunks++];
+            enc->reset();
+          }
+          enc->add_event(rec.ts, t.index, rec.kind, rec.name);
+          ++events;
+        }
+      });
 
   // 2. Then definitions: every id used above is registered by now.
   ChunkEncoder& first = r.chunks[0];
-  {
-    std::lock_guard<std::mutex> lk(r.registry_mu);
-    for (ThreadState* t : r.threads) {
-      if (!t->defined) {
-        first.add_thread(t->index, t->tid, t->name);
-        t->defined = true;
-        ++r.st.threads;
-      }
-    }
-  }
+  r.threads.define_new([&](const BufferedThread& t) {
+    first.add_thread(t.index, t.tid, t.name);
+    ++r.st.threads;
+  });
   {
     std::lock_guard<std::mutex> lk(r.strings_mu);
     for (size_t id = r.strings_emitted + 1; id <= r.by_id.size(); ++id) {
@@ -183,24 +143,8 @@ void flush_locked(Recorder& r) {
   r.st.bytes_written = r.file.bytes_written();
   r.last_flush_ns = monotonic_ns();
 
-  // 4. Free threads that exited and are fully drained (and defined).
-  for (size_t i = 0; i < r.snap.size(); ++i) {
-    if (!r.fin[i]) continue;
-    ThreadState* t = r.snap[i];
-    {
-      std::lock_guard<std::mutex> lk(r.registry_mu);
-      r.threads.erase(std::find(r.threads.begin(), r.threads.end(), t));
-    }
-    delete t;
-  }
-  r.snap.clear();
-}
-
-size_t pending_locked(Recorder& r) {
-  std::lock_guard<std::mutex> lk(r.registry_mu);
-  size_t n = 0;
-  for (ThreadState* t : r.threads) n += t->buf.pending();
-  return n;
+  // 4. Free threads that exited, now drained and defined.
+  r.threads.reap();
 }
 
 void* writer_main(void*) {
@@ -216,7 +160,7 @@ void* writer_main(void*) {
     if (!r.file.is_open()) continue;
     int64_t interval = int64_t(r.cfg.flush_interval_s * 1e9);
     if (monotonic_ns() - r.last_flush_ns >= interval ||
-        pending_locked(r) >= r.cfg.flush_threshold_records) {
+        r.threads.pending() >= r.cfg.flush_threshold_records) {
       flush_locked(r);
     }
   }
@@ -279,10 +223,7 @@ int open_file_locked(Recorder& r, const std::string& path) {
 
 // New file: every string and thread must be defined again.
 void reset_definitions_locked(Recorder& r) {
-  {
-    std::lock_guard<std::mutex> lk(r.registry_mu);
-    for (ThreadState* t : r.threads) t->defined = false;
-  }
+  r.threads.undefine_all();
   {
     std::lock_guard<std::mutex> lk(r.strings_mu);
     r.strings_emitted = 0;
@@ -300,18 +241,18 @@ void fork_prepare() {
   Recorder& r = R();
   r.control_mu.lock();
   r.drain_mu.lock();
-  r.registry_mu.lock();
+  r.threads.mutex().lock();
   r.strings_mu.lock();
   r.meta_mu.lock();
-  r.pool.mutex().lock();
+  r.threads.pool().mutex().lock();
 }
 
 void fork_parent() {
   Recorder& r = R();
-  r.pool.mutex().unlock();
+  r.threads.pool().mutex().unlock();
   r.meta_mu.unlock();
   r.strings_mu.unlock();
-  r.registry_mu.unlock();
+  r.threads.mutex().unlock();
   r.drain_mu.unlock();
   r.control_mu.unlock();
 }
@@ -322,12 +263,10 @@ void fork_child() {
   Recorder& r = R();
   new (&r.control_mu) std::mutex();
   new (&r.drain_mu) std::mutex();
-  new (&r.registry_mu) std::mutex();
   new (&r.strings_mu) std::mutex();
   new (&r.meta_mu) std::mutex();
   new (&r.wake_mu) std::mutex();
   new (&r.wake_cv) std::condition_variable();
-  r.pool.reinit_after_fork();
 
   uint32_t s = g_session.load(std::memory_order_relaxed);
   g_session.store(0, std::memory_order_release);
@@ -337,21 +276,7 @@ void fork_child() {
   r.writer_running = false;
   r.stop_writer = false;
 
-  ThreadState* me = tls_thread;
-  for (ThreadState* t : r.threads) {
-    // That thread does not exist here. Leak its state instead of freeing it:
-    // no heap writes in a child that may only exec.
-    if (t != me) r.pool.forget(t->buf.count_blocks());
-  }
-  r.threads.clear();
-  if (me) {
-    r.threads.push_back(me);
-    me->buf.reset_in_child();  // the parent writes these events
-    me->tid = os_tid();
-    me->defined = false;
-    me->dropped_reported = 0;
-    pthread_setspecific(g_exit_key, me);
-  }
+  r.threads.reset_in_child(tls_thread);
   r.strings_emitted = 0;
   r.pending_meta.clear();
   r.sequence = 0;
@@ -362,27 +287,23 @@ void fork_child() {
 
 // ---- registration ----
 
+void ThreadState::on_thread_exit() {
+  if (tls_thread == this) tls_thread = nullptr;
+}
+
 ThreadState* register_thread(std::string_view name) {
   if (tls_thread) return tls_thread;
   Recorder& r = R();
-  auto* t = new ThreadState(&r.pool);
-  t->tid = os_tid();
+  auto* t = new ThreadState(&r.threads.pool());
   t->name = std::string(name);
-  {
-    std::lock_guard<std::mutex> lk(r.registry_mu);
-    t->index = r.next_index++;
-    r.threads.push_back(t);
-  }
-  pthread_setspecific(g_exit_key, t);
+  r.threads.add(t);
   tls_thread = t;
   return t;
 }
 
 ThreadState* current_thread() {
   if (tls_thread) return tls_thread;
-  char name[64] = {0};
-  if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) name[0] = 0;
-  return register_thread(name);
+  return register_thread(os_thread_name());
 }
 
 // ---- lifecycle ----
@@ -394,24 +315,12 @@ int start(const Config& cfg, ThreadState* t) {
   {
     std::lock_guard<std::mutex> lk(r.drain_mu);
     r.cfg = cfg;
-    r.pool.set_limit_bytes(cfg.max_buffer_bytes);
+    r.threads.pool().set_limit_bytes(cfg.max_buffer_bytes);
     int err = open_file_locked(r, cfg.path);
     if (err) return err;
     r.needs_reopen = false;
     // Leftovers from before (events raced with a stop, exited threads).
-    std::vector<ThreadState*> dead;
-    {
-      std::lock_guard<std::mutex> rl(r.registry_mu);
-      for (ThreadState* th : r.threads) {
-        th->buf.discard();
-        th->dropped_reported = th->buf.dropped();
-        if (th->finished.load(std::memory_order_acquire)) dead.push_back(th);
-      }
-      for (ThreadState* th : dead) {
-        r.threads.erase(std::find(r.threads.begin(), r.threads.end(), th));
-      }
-    }
-    for (ThreadState* th : dead) delete th;
+    r.threads.discard_all();
     reset_definitions_locked(r);
     {
       std::lock_guard<std::mutex> ml(r.meta_mu);
@@ -444,7 +353,7 @@ void stop(ThreadState* t) {
     flush_locked(r);
     r.file.close();
   }
-  r.pool.trim();
+  r.threads.pool().trim();
 }
 
 void flush() {

@@ -1,5 +1,5 @@
-// The process-wide recorder: thread registry, string interning, per-thread
-// scope stacks, the writer thread and fork handling.
+// The process-wide recorder: string interning, per-thread scope stacks, the
+// writer thread and fork handling (its threads live in a ThreadRegistry).
 //
 // Hot path (push/exit_scope/record/progress): a relaxed-ish load of the
 // session id, a clock read, a 16-byte append to the calling thread's buffer.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "clock.h"
-#include "thread_buffer.h"
+#include "thread_registry.h"
 
 namespace rlscope {
 
@@ -49,25 +49,17 @@ struct StackEntry {
   uint32_t name;
 };
 
-struct ThreadState {
-  explicit ThreadState(BlockPool* pool) : buf(pool) {}
+// The registry's per-thread state plus what the hot path needs.
+struct ThreadState : BufferedThread {
+  explicit ThreadState(BlockPool* pool) : BufferedThread(pool) {}
+  void on_thread_exit() override;  // forgets tls_thread
 
-  ThreadBuffer buf;
   // Owning thread only.
   uint32_t session = 0;  // recording session the stack belongs to
   uint32_t depth = 0;
   // Per call category (calls.h): 1 while inside an outermost intercepted call.
   uint8_t in_call[2] = {0, 0};
   StackEntry stack[kMaxDepth];
-  // Set at registration (tid updated in a forked child).
-  uint32_t index = 0;
-  int64_t tid = 0;
-  std::string name;
-  // Thread exit -> true; the consumer drains and frees the state.
-  std::atomic<bool> finished{false};
-  // Consumer side (drain mutex / registry mutex).
-  bool defined = false;
-  uint64_t dropped_reported = 0;
 };
 
 // 0 = not recording; otherwise the id of the current recording session.

@@ -5,57 +5,57 @@
 #include <unistd.h>
 
 #include "pb_encode.h"
+#include "trace_fields.h"
 
 namespace rlscope {
 
-namespace {
+namespace H = fields::header;
+namespace C = fields::chunk;
 
-// Field numbers from proto/rlscope/trace.proto.
-namespace f {
-constexpr uint32_t kRecordHeader = 1, kRecordChunk = 2;
-constexpr uint32_t kClockMono = 1, kClockReal = 2, kClockUnc = 3;
-constexpr uint32_t kHdrVersion = 1, kHdrSource = 2, kHdrPid = 3, kHdrPpid = 4, kHdrHost = 5,
-                   kHdrProcName = 6, kHdrArgv = 7, kHdrClock = 8, kHdrRecorder = 9,
-                   kHdrRlsVersion = 10;
-constexpr uint32_t kStrId = 1, kStrValue = 2;
-constexpr uint32_t kThrIndex = 1, kThrTid = 2, kThrName = 3;
-constexpr uint32_t kMetaKey = 1, kMetaJson = 2, kMetaTime = 3;
-constexpr uint32_t kChSeq = 1, kChStrings = 2, kChThreads = 3, kChBase = 4, kChDelta = 5,
-                   kChThread = 6, kChKind = 7, kChName = 8, kChArgs = 9, kChDropped = 10,
-                   kChMeta = 11;
-}  // namespace f
-
-// Record{field = body} prefixed by its varint length.
-void frame_record(std::string& out, uint32_t field, const std::string& body) {
+void frame_record(std::string& out, uint32_t field, std::string_view body) {
   size_t rec_len = pb::varint_size((uint64_t(field) << 3) | pb::kLen) +
                    pb::varint_size(body.size()) + body.size();
   pb::put_varint(out, rec_len);
   pb::put_bytes(out, field, body);
 }
 
-}  // namespace
+void put_string_def(std::string& out, uint32_t field, uint32_t id, std::string_view value) {
+  std::string m;
+  pb::put_uint(m, fields::string_def::kId, id);
+  pb::put_string(m, fields::string_def::kValue, value);
+  pb::put_bytes(out, field, m);
+}
+
+void put_thread_def(std::string& out, uint32_t field, uint32_t index, int64_t tid,
+                    std::string_view name) {
+  std::string m;
+  pb::put_uint(m, fields::thread_def::kIndex, index);
+  pb::put_int(m, fields::thread_def::kTid, tid);
+  pb::put_string(m, fields::thread_def::kName, name);
+  pb::put_bytes(out, field, m);
+}
 
 std::string encode_file_start(const HeaderInfo& h) {
   std::string clock;
-  pb::put_int(clock, f::kClockMono, h.clock.monotonic_ns);
-  pb::put_int(clock, f::kClockReal, h.clock.realtime_ns);
-  pb::put_int(clock, f::kClockUnc, h.clock.uncertainty_ns);
+  pb::put_int(clock, fields::clock_pair::kMonotonicNs, h.clock.monotonic_ns);
+  pb::put_int(clock, fields::clock_pair::kRealtimeNs, h.clock.realtime_ns);
+  pb::put_int(clock, fields::clock_pair::kUncertaintyNs, h.clock.uncertainty_ns);
 
   std::string hdr;
-  pb::put_uint(hdr, f::kHdrVersion, kFormatVersion);
-  pb::put_string(hdr, f::kHdrSource, h.source);
-  pb::put_int(hdr, f::kHdrPid, h.pid);
-  pb::put_int(hdr, f::kHdrPpid, h.ppid);
-  pb::put_string(hdr, f::kHdrHost, h.host);
-  pb::put_string(hdr, f::kHdrProcName, h.process_name);
-  for (const auto& a : h.argv) pb::put_bytes(hdr, f::kHdrArgv, a);  // keep empty args
-  pb::put_bytes(hdr, f::kHdrClock, clock);
-  pb::put_string(hdr, f::kHdrRecorder, h.recorder);
-  pb::put_string(hdr, f::kHdrRlsVersion, h.rlscope_version);
+  pb::put_uint(hdr, H::kFormatVersion, kFormatVersion);
+  pb::put_string(hdr, H::kSource, h.source);
+  pb::put_int(hdr, H::kPid, h.pid);
+  pb::put_int(hdr, H::kPpid, h.ppid);
+  pb::put_string(hdr, H::kHost, h.host);
+  pb::put_string(hdr, H::kProcessName, h.process_name);
+  for (const auto& a : h.argv) pb::put_bytes(hdr, H::kArgv, a);  // keep empty args
+  pb::put_bytes(hdr, H::kClock, clock);
+  pb::put_string(hdr, H::kRecorder, h.recorder);
+  pb::put_string(hdr, H::kRlscopeVersion, h.rlscope_version);
   hdr += h.extra_fields;
 
   std::string out(kMagic, kMagicSize);
-  frame_record(out, f::kRecordHeader, hdr);
+  frame_record(out, fields::record::kHeader, hdr);
   return out;
 }
 
@@ -85,43 +85,36 @@ void ChunkEncoder::add_event(int64_t ts, uint32_t thread, uint32_t kind, uint32_
 void ChunkEncoder::add_arg(int64_t value) { pb::put_varint(args_, pb::zigzag(value)); }
 
 void ChunkEncoder::add_string(uint32_t id, std::string_view value) {
-  std::string m;
-  pb::put_uint(m, f::kStrId, id);
-  pb::put_string(m, f::kStrValue, value);
-  pb::put_bytes(defs_, f::kChStrings, m);
+  put_string_def(defs_, C::kStrings, id, value);
 }
 
 void ChunkEncoder::add_thread(uint32_t index, int64_t tid, std::string_view name) {
-  std::string m;
-  pb::put_uint(m, f::kThrIndex, index);
-  pb::put_int(m, f::kThrTid, tid);
-  pb::put_string(m, f::kThrName, name);
-  pb::put_bytes(defs_, f::kChThreads, m);
+  put_thread_def(defs_, C::kThreads, index, tid, name);
 }
 
 void ChunkEncoder::add_metadata(std::string_view key, std::string_view json_value,
                                 int64_t time_ns) {
   std::string m;
-  pb::put_string(m, f::kMetaKey, key);
-  pb::put_string(m, f::kMetaJson, json_value);
-  pb::put_int(m, f::kMetaTime, time_ns);
-  pb::put_bytes(meta_, f::kChMeta, m);
+  pb::put_string(m, fields::metadata::kKey, key);
+  pb::put_string(m, fields::metadata::kJsonValue, json_value);
+  pb::put_int(m, fields::metadata::kTimeNs, time_ns);
+  pb::put_bytes(meta_, C::kMetadata, m);
 }
 
 const std::string& ChunkEncoder::finish(uint64_t sequence) {
   body_.clear();
-  pb::put_uint(body_, f::kChSeq, sequence);
+  pb::put_uint(body_, C::kSequence, sequence);
   body_ += defs_;  // strings (2) and threads (3)
-  pb::put_int(body_, f::kChBase, base_);
-  pb::put_packed(body_, f::kChDelta, deltas_);
-  pb::put_packed(body_, f::kChThread, threads_);
-  pb::put_packed(body_, f::kChKind, kinds_);
-  pb::put_packed(body_, f::kChName, names_);
-  pb::put_packed(body_, f::kChArgs, args_);
-  pb::put_uint(body_, f::kChDropped, dropped_);
+  pb::put_int(body_, C::kBaseTimeNs, base_);
+  pb::put_packed(body_, C::kTimeDeltaNs, deltas_);
+  pb::put_packed(body_, C::kThread, threads_);
+  pb::put_packed(body_, C::kKind, kinds_);
+  pb::put_packed(body_, C::kName, names_);
+  pb::put_packed(body_, C::kArgs, args_);
+  pb::put_uint(body_, C::kDroppedEvents, dropped_);
   body_ += meta_;
   out_.clear();
-  frame_record(out_, f::kRecordChunk, body_);
+  frame_record(out_, fields::record::kChunk, body_);
   return out_;
 }
 

@@ -32,6 +32,14 @@ struct HeaderInfo {
   std::string extra_fields;
 };
 
+// Record{field = body} prefixed by its varint length (one trace-file record).
+void frame_record(std::string& out, uint32_t field, std::string_view body);
+// A StringDef / ThreadDef message as field `field` of the enclosing message
+// (Chunk and CudaChunk share both).
+void put_string_def(std::string& out, uint32_t field, uint32_t id, std::string_view value);
+void put_thread_def(std::string& out, uint32_t field, uint32_t index, int64_t tid,
+                    std::string_view name);
+
 // Magic bytes followed by the length-prefixed Record{header}.
 std::string encode_file_start(const HeaderInfo& h);
 

@@ -1,12 +1,8 @@
 #include "api_trace.h"
 
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cstring>
+#include <algorithm>
+#include <cstddef>
 #include <new>
-#include <string_view>
 
 #include "clock.h"
 #include "config.h"
@@ -22,26 +18,21 @@ namespace {
 constexpr uint32_t kFilterBits = 2048;
 uint64_t g_filter[2][kFilterBits / 64];  // [0] runtime, [1] driver; written before tracing starts
 
+struct ApiThread;
 __thread ApiThread* tls_api __attribute__((tls_model("initial-exec"))) = nullptr;
 
-// Leaked on purpose: callbacks may run during exit, after static destructors.
-struct Registry {
-  BlockPool pool;
-  std::mutex mu;
-  std::vector<ApiThread*> threads;
-  uint32_t next_index = 1;
-  pthread_key_t key;
+// The registry's per-thread state plus the open calls' start times.
+struct ApiThread : BufferedThread {
+  explicit ApiThread(BlockPool* pool) : BufferedThread(pool) {}
+  void on_thread_exit() override { tls_api = nullptr; }
+  // Owning thread only.
+  uint32_t depth = 0;
+  int64_t start_ns[kMaxNesting];
 };
-Registry* g_reg = [] {
-  auto* r = new Registry();
-  // The key's destructor marks the thread finished; the writer frees it.
-  pthread_key_create(&r->key, [](void* p) {
-    // A later callback on this exiting thread registers afresh.
-    tls_api = nullptr;
-    static_cast<ApiThread*>(p)->finished.store(true, std::memory_order_release);
-  });
-  return r;
-}();
+
+// Leaked on purpose: callbacks may run during exit, after static destructors.
+// Thread indices start at 1.
+ThreadRegistry* g_reg = new ThreadRegistry(1);
 
 inline bool filtered(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   uint32_t d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0;
@@ -49,17 +40,10 @@ inline bool filtered(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 }
 
 ApiThread* register_thread() {
-  auto* t = new (std::nothrow) ApiThread(&g_reg->pool);
+  auto* t = new (std::nothrow) ApiThread(&g_reg->pool());
   if (!t) return nullptr;
-  t->tid = int64_t(syscall(SYS_gettid));
-  char name[64] = {0};
-  if (pthread_getname_np(pthread_self(), name, sizeof name) == 0) t->name = name;
-  {
-    std::lock_guard<std::mutex> lk(g_reg->mu);
-    t->index = g_reg->next_index++;
-    g_reg->threads.push_back(t);
-  }
-  pthread_setspecific(g_reg->key, t);
+  t->name = os_thread_name();
+  g_reg->add(t);
   tls_api = t;
   return t;
 }
@@ -76,10 +60,10 @@ std::string strip_version_suffix(const char* name) {
   return s;
 }
 
-bool is_filtered_name(const std::string& name) {
+const std::vector<std::string>& filtered_call_names() {
   // Trivial queries that frameworks call thousands of times per step; they
   // would dominate the table and the overhead without telling anything.
-  static const char* const kFiltered[] = {
+  static const std::vector<std::string> kFiltered = {
       // runtime
       "cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaPeekAtLastError",
       "cudaGetDeviceCount", "cudaDeviceGetAttribute", "cudaDriverGetVersion",
@@ -95,10 +79,12 @@ bool is_filtered_name(const std::string& name) {
       "cuPointerGetAttributes", "cuFuncGetAttribute", "cuCtxGetStreamPriorityRange",
       "cuGetErrorString", "cuGetErrorName", "cuKernelGetFunction", "cuLibraryGetKernel",
   };
-  for (const char* f : kFiltered) {
-    if (name == f) return true;
-  }
-  return false;
+  return kFiltered;
+}
+
+bool is_filtered_name(const std::string& name) {
+  const auto& names = filtered_call_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 void set_filtered(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
@@ -137,69 +123,39 @@ void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId 
   t->buf.append_n(r, 2);
 }
 
-void api_set_memory_limit(uint64_t bytes) { g_reg->pool.set_limit_bytes(bytes); }
+void api_set_memory_limit(uint64_t bytes) { g_reg->pool().set_limit_bytes(bytes); }
 
-uint64_t api_drain(std::vector<ApiCall>& out, std::vector<const ApiThread*>& new_threads,
+uint64_t api_drain(std::vector<ApiCall>& out, std::vector<const BufferedThread*>& new_threads,
                    std::vector<uint32_t>& thread_of_call) {
-  std::vector<ApiThread*> threads;
-  {
-    std::lock_guard<std::mutex> lk(g_reg->mu);
-    threads = g_reg->threads;
-  }
-  uint64_t dropped = 0;
-  std::vector<Record> recs;
-  std::vector<ApiThread*> done;
-  for (ApiThread* t : threads) {
-    bool finished = t->finished.load(std::memory_order_acquire);
-    recs.clear();
-    t->buf.drain_into(recs);
-    uint64_t d = t->buf.dropped();
-    dropped += d - t->dropped_reported;
-    t->dropped_reported = d;
-    if (!recs.empty() && !t->defined) {
-      t->defined = true;
-      new_threads.push_back(t);
+  return g_reg->drain([&](BufferedThread& t, const std::vector<Record>& recs) {
+    if (!t.defined) {
+      t.defined = true;
+      new_threads.push_back(&t);
     }
     // Records come in (call, arg) pairs published together.
+    size_t first = out.size();
     for (size_t i = 0; i + 1 < recs.size(); i += 2) {
       out.push_back(ApiCall{recs[i].ts, recs[i + 1].ts, recs[i].name, recs[i].kind,
                             recs[i + 1].name});
-      thread_of_call.push_back(t->index);
+      thread_of_call.push_back(t.index);
     }
-    if (finished) done.push_back(t);
-  }
-  if (!done.empty()) {
-    // new_threads may still point at them: the caller finishes with them
-    // before the next drain, so free only ones defined in an earlier drain.
-    std::lock_guard<std::mutex> lk(g_reg->mu);
-    auto& v = g_reg->threads;
-    for (ApiThread* t : done) {
-      bool just_defined = false;
-      for (const ApiThread* n : new_threads) just_defined |= (n == t);
-      if (just_defined) continue;
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == t) {
-          v.erase(v.begin() + long(i));
-          delete t;
-          break;
-        }
-      }
-    }
-  }
-  return dropped;
+    // A call is appended at its EXIT, so nested calls (RLSCOPE_CUDA_NESTED)
+    // come inner first: order this thread's calls by start. Only this thread's
+    // range is sorted, so thread_of_call stays in step.
+    auto by_start = [](const ApiCall& a, const ApiCall& b) { return a.start_ns < b.start_ns; };
+    auto begin = out.begin() + std::ptrdiff_t(first);
+    if (!std::is_sorted(begin, out.end(), by_start)) std::stable_sort(begin, out.end(), by_start);
+  });
 }
+
+void api_reap() { g_reg->reap(); }
 
 void api_reset_in_child() {
   // Only the forking thread exists; its parent-side records belong to the
-  // parent's file. Forget every thread (leaking their blocks is fine).
+  // parent's file. Forget every thread, this one included.
   g_api_tracing.store(false, std::memory_order_relaxed);
-  new (&g_reg->mu) std::mutex();
-  g_reg->pool.reinit_after_fork();
-  g_reg->threads.clear();
-  if (tls_api) {
-    pthread_setspecific(g_reg->key, nullptr);
-    tls_api = nullptr;
-  }
+  g_reg->reset_in_child(nullptr);
+  tls_api = nullptr;
 }
 
 }  // namespace rlscope::cuda

@@ -10,11 +10,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "thread_buffer.h"
+#include "thread_registry.h"
 
 namespace rlscope::cuda {
 
@@ -26,22 +25,6 @@ struct ApiCall {
   uint32_t cbid, domain, correlation_id;
 };
 
-struct ApiThread {
-  explicit ApiThread(BlockPool* pool) : buf(pool) {}
-  ThreadBuffer buf;
-  // Owning thread only.
-  uint32_t depth = 0;
-  int64_t start_ns[kMaxNesting];
-  // Set at registration.
-  uint32_t index = 0;
-  int64_t tid = 0;
-  std::string name;
-  std::atomic<bool> finished{false};
-  // Writer side.
-  bool defined = false;
-  uint64_t dropped_reported = 0;
-};
-
 // True while API calls are recorded (flipped off at exit and in forked children).
 extern std::atomic<bool> g_api_tracing;
 
@@ -49,8 +32,9 @@ extern std::atomic<bool> g_api_tracing;
 void CUPTIAPI api_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                            const void* cbdata);
 
-// Filter list of noisy trivial calls (docs/cuda.md): matched by name without
-// the "_vNNNN" suffix. Returns whether `name` is filtered.
+// Filter list of noisy trivial calls (docs/cuda.md): names without the
+// "_vNNNN" suffix. is_filtered_name: whether `name` is one of them.
+const std::vector<std::string>& filtered_call_names();
 bool is_filtered_name(const std::string& name);
 // Marks (domain, cbid) filtered for the callback's own check.
 void set_filtered(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
@@ -59,11 +43,15 @@ std::string strip_version_suffix(const char* name);
 
 // Registry, used by the writer.
 void api_set_memory_limit(uint64_t bytes);
-// Drains all threads; calls `thread_def(t)` for threads not yet defined, then
-// appends their calls (grouped by thread) to `out`. Returns API calls dropped
-// since the last call. Frees finished threads. Caller serialises drains.
-uint64_t api_drain(std::vector<ApiCall>& out, std::vector<const ApiThread*>& new_threads,
+// Drains all threads: appends their calls to `out` grouped by thread, ordered
+// by start within a thread, and each call's thread index to `thread_of_call`;
+// threads with calls that are not defined yet go to `new_threads`. Returns the
+// API calls dropped since the last drain. Caller serialises drains and calls
+// api_reap() once done with `new_threads`.
+uint64_t api_drain(std::vector<ApiCall>& out, std::vector<const BufferedThread*>& new_threads,
                    std::vector<uint32_t>& thread_of_call);
+// Frees the threads that had exited by the last drain.
+void api_reap();
 // Forked child: forget everything recorded in the parent.
 void api_reset_in_child();
 

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -24,6 +23,7 @@
 #include "cupti_loader.h"
 #include "log.h"
 #include "pb_encode.h"
+#include "trace_fields.h"
 #include "trace_writer.h"
 
 #ifndef RLSCOPE_VERSION
@@ -53,7 +53,7 @@ struct State {
   // scratch (writer side, under mu)
   std::vector<ApiCall> calls;
   std::vector<uint32_t> call_thread;
-  std::vector<const ApiThread*> new_threads;
+  std::vector<const BufferedThread*> new_threads;
   ActivityBatch batch;
 };
 State* g = new State();
@@ -82,10 +82,10 @@ HeaderInfo make_header(const Cupti& c, const ClockOffset& off) {
   h.clock = read_clock_pair();
   h.recorder = "cupti";
   h.rlscope_version = RLSCOPE_VERSION;
-  // Header fields 11-13 (trace.proto): CUPTI offset, its error bound, version.
-  pb::put_int(h.extra_fields, 11, off.offset_ns);
-  pb::put_int(h.extra_fields, 12, off.error_ns);
-  pb::put_uint(h.extra_fields, 13, c.version);
+  // The CUDA-only Header fields: CUPTI offset, its error bound, version.
+  pb::put_int(h.extra_fields, fields::header::kCuptiOffsetNs, off.offset_ns);
+  pb::put_int(h.extra_fields, fields::header::kCuptiOffsetErrorNs, off.error_ns);
+  pb::put_uint(h.extra_fields, fields::header::kCuptiVersion, c.version);
   return h;
 }
 
@@ -104,24 +104,8 @@ void write_pending_locked() {
   g->call_thread.clear();
   g->new_threads.clear();
   uint64_t dropped = api_drain(g->calls, g->new_threads, g->call_thread);
-  if (config().record_nested) {
-    // Nested calls are appended at EXIT (inner first); order by start per thread.
-    std::vector<size_t> idx(g->calls.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [](size_t a, size_t b) {
-      if (g->call_thread[a] != g->call_thread[b]) return false;
-      return g->calls[a].start_ns < g->calls[b].start_ns;
-    });
-    std::vector<ApiCall> c2;
-    std::vector<uint32_t> t2;
-    for (size_t i : idx) {
-      c2.push_back(g->calls[i]);
-      t2.push_back(g->call_thread[i]);
-    }
-    g->calls.swap(c2);
-    g->call_thread.swap(t2);
-  }
-  for (const ApiThread* t : g->new_threads) g->enc.add_thread(t->index, t->tid, t->name);
+  for (const BufferedThread* t : g->new_threads) g->enc.add_thread(t->index, t->tid, t->name);
+  api_reap();  // done with new_threads
   g->enc.add_api_calls(g->calls, g->call_thread);
   g->enc.add_dropped_api_calls(dropped);
   g->batch.clear();

@@ -2,24 +2,14 @@
 
 #include "cupti_loader.h"
 #include "pb_encode.h"
+#include "trace_fields.h"
+#include "trace_writer.h"
 
 namespace rlscope::cuda {
 
 namespace {
 
-// Field numbers of CudaChunk / Record in proto/rlscope/trace.proto.
-namespace f {
-constexpr uint32_t kRecordCudaChunk = 3;
-constexpr uint32_t kStrId = 1, kStrValue = 2, kThrIndex = 1, kThrTid = 2, kThrName = 3;
-constexpr uint32_t kSeq = 1, kStrings = 2, kThreads = 3, kApiBase = 4, kApiStart = 5,
-                   kApiDur = 6, kApiThread = 7, kApiName = 8, kApiDomain = 9, kApiCorr = 10,
-                   kGpuBase = 11, kGpuStart = 12, kGpuDur = 13, kGpuKind = 14,
-                   kGpuDevice = 15, kGpuStream = 16, kGpuName = 17, kGpuCorr = 18,
-                   kGpuBytes = 19, kKernelDims = 20, kMemcpyKind = 21, kExtKind = 22,
-                   kExtId = 23, kExtCorr = 24, kOvhBase = 25, kOvhStart = 26, kOvhDur = 27,
-                   kOvhKind = 28, kOvhObj = 29, kDroppedApi = 30, kDroppedAct = 31,
-                   kInvalidAct = 32;
-}  // namespace f
+namespace f = fields::cuda_chunk;
 
 using pb::put_varint;
 using pb::zigzag;
@@ -37,10 +27,7 @@ uint32_t CudaChunkEncoder::intern(std::string_view s) {
   if (it != ids_.end()) return it->second;
   uint32_t id = uint32_t(ids_.size()) + 1;
   ids_.emplace(std::string(s), id);
-  std::string m;
-  pb::put_uint(m, f::kStrId, id);
-  pb::put_string(m, f::kStrValue, s);
-  pb::put_bytes(defs_, f::kStrings, m);
+  put_string_def(defs_, f::kStrings, id, s);
   return id;
 }
 
@@ -64,11 +51,7 @@ uint32_t CudaChunkEncoder::api_name(uint32_t domain, uint32_t cbid) {
 }
 
 void CudaChunkEncoder::add_thread(uint32_t index, int64_t tid, std::string_view name) {
-  std::string m;
-  pb::put_uint(m, f::kThrIndex, index);
-  pb::put_int(m, f::kThrTid, tid);
-  pb::put_string(m, f::kThrName, name);
-  pb::put_bytes(threads_, f::kThreads, m);
+  put_thread_def(threads_, f::kThreads, index, tid, name);
 }
 
 void CudaChunkEncoder::add_api_calls(const std::vector<ApiCall>& calls,
@@ -138,43 +121,40 @@ bool CudaChunkEncoder::empty() const {
 
 const std::string& CudaChunkEncoder::finish() {
   body_.clear();
-  pb::put_uint(body_, f::kSeq, sequence_++);
+  pb::put_uint(body_, f::kSequence, sequence_++);
   body_ += defs_;
   body_ += threads_;
-  pb::put_int(body_, f::kApiBase, api_base_);
-  pb::put_packed(body_, f::kApiStart, api_start_);
-  pb::put_packed(body_, f::kApiDur, api_dur_);
+  pb::put_int(body_, f::kApiBaseNs, api_base_);
+  pb::put_packed(body_, f::kApiStartDeltaNs, api_start_);
+  pb::put_packed(body_, f::kApiDurationNs, api_dur_);
   pb::put_packed(body_, f::kApiThread, api_thread_);
   pb::put_packed(body_, f::kApiName, api_name_);
   pb::put_packed(body_, f::kApiDomain, api_domain_);
-  pb::put_packed(body_, f::kApiCorr, api_corr_);
-  pb::put_int(body_, f::kGpuBase, gpu_base_);
-  pb::put_packed(body_, f::kGpuStart, gpu_start_);
-  pb::put_packed(body_, f::kGpuDur, gpu_dur_);
+  pb::put_packed(body_, f::kApiCorrelationDelta, api_corr_);
+  pb::put_int(body_, f::kGpuBaseNs, gpu_base_);
+  pb::put_packed(body_, f::kGpuStartDeltaNs, gpu_start_);
+  pb::put_packed(body_, f::kGpuDurationNs, gpu_dur_);
   pb::put_packed(body_, f::kGpuKind, gpu_kind_);
   pb::put_packed(body_, f::kGpuDevice, gpu_device_);
   pb::put_packed(body_, f::kGpuStream, gpu_stream_);
   pb::put_packed(body_, f::kGpuName, gpu_name_);
-  pb::put_packed(body_, f::kGpuCorr, gpu_corr_);
+  pb::put_packed(body_, f::kGpuCorrelationDelta, gpu_corr_);
   pb::put_packed(body_, f::kGpuBytes, gpu_bytes_);
   pb::put_packed(body_, f::kKernelDims, kernel_dims_);
   pb::put_packed(body_, f::kMemcpyKind, memcpy_kind_);
   pb::put_packed(body_, f::kExtKind, ext_kind_);
   pb::put_packed(body_, f::kExtId, ext_id_);
-  pb::put_packed(body_, f::kExtCorr, ext_corr_);
-  pb::put_int(body_, f::kOvhBase, ovh_base_);
-  pb::put_packed(body_, f::kOvhStart, ovh_start_);
-  pb::put_packed(body_, f::kOvhDur, ovh_dur_);
-  pb::put_packed(body_, f::kOvhKind, ovh_kind_);
-  pb::put_packed(body_, f::kOvhObj, ovh_obj_);
-  pb::put_uint(body_, f::kDroppedApi, dropped_api_);
-  pb::put_uint(body_, f::kDroppedAct, dropped_act_);
-  pb::put_uint(body_, f::kInvalidAct, invalid_act_);
+  pb::put_packed(body_, f::kExtCorrelation, ext_corr_);
+  pb::put_int(body_, f::kOverheadBaseNs, ovh_base_);
+  pb::put_packed(body_, f::kOverheadStartDeltaNs, ovh_start_);
+  pb::put_packed(body_, f::kOverheadDurationNs, ovh_dur_);
+  pb::put_packed(body_, f::kOverheadKind, ovh_kind_);
+  pb::put_packed(body_, f::kOverheadObjectId, ovh_obj_);
+  pb::put_uint(body_, f::kDroppedApiCalls, dropped_api_);
+  pb::put_uint(body_, f::kDroppedActivityRecords, dropped_act_);
+  pb::put_uint(body_, f::kInvalidActivityRecords, invalid_act_);
   out_.clear();
-  size_t rec_len = pb::varint_size((uint64_t(f::kRecordCudaChunk) << 3) | pb::kLen) +
-                   pb::varint_size(body_.size()) + body_.size();
-  put_varint(out_, rec_len);
-  pb::put_bytes(out_, f::kRecordCudaChunk, body_);
+  frame_record(out_, fields::record::kCudaChunk, body_);
   reset();
   return out_;
 }

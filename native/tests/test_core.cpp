@@ -16,31 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "pb_encode.h"
 #include "recorder.h"
 #include "trace_writer.h"
+#include "wire_reader.h"
 
 namespace {
-
-int g_failures = 0;
-
-#define CHECK(cond)                                                    \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,      \
-                   __LINE__, #cond);                                   \
-      ++g_failures;                                                    \
-    }                                                                  \
-  } while (0)
-
-#define REQUIRE(cond)                                                  \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      std::fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__,    \
-                   __LINE__, #cond);                                   \
-      std::exit(1);                                                    \
-    }                                                                  \
-  } while (0)
 
 std::string hex(const std::string& s) {
   static const char* d = "0123456789abcdef";
@@ -109,65 +91,6 @@ void test_encoder_vectors() {
   CHECK(hex(s) == "128001");
 }
 
-// ------------------------------------------------------------ mini decoder
-
-struct Field {
-  uint32_t number;
-  uint32_t wire;
-  uint64_t value;     // varint / fixed
-  std::string bytes;  // length-delimited
-};
-
-bool get_varint(const std::string& d, size_t& pos, uint64_t* v) {
-  uint64_t r = 0;
-  for (int shift = 0; shift < 70; shift += 7) {
-    if (pos >= d.size()) return false;
-    uint8_t b = uint8_t(d[pos++]);
-    r |= uint64_t(b & 0x7f) << shift;
-    if (b < 0x80) {
-      *v = r;
-      return true;
-    }
-  }
-  return false;
-}
-
-std::vector<Field> parse(const std::string& d) {
-  std::vector<Field> out;
-  size_t pos = 0;
-  while (pos < d.size()) {
-    uint64_t key;
-    REQUIRE(get_varint(d, pos, &key));
-    Field f{uint32_t(key >> 3), uint32_t(key & 7), 0, {}};
-    if (f.wire == 0) {
-      REQUIRE(get_varint(d, pos, &f.value));
-    } else if (f.wire == 2) {
-      uint64_t n;
-      REQUIRE(get_varint(d, pos, &n));
-      REQUIRE(pos + n <= d.size());
-      f.bytes = d.substr(pos, n);
-      pos += n;
-    } else {
-      REQUIRE(false && "unexpected wire type");
-    }
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
-std::vector<uint64_t> unpack(const std::string& d) {
-  std::vector<uint64_t> out;
-  size_t pos = 0;
-  while (pos < d.size()) {
-    uint64_t v;
-    REQUIRE(get_varint(d, pos, &v));
-    out.push_back(v);
-  }
-  return out;
-}
-
-int64_t unzigzag(uint64_t v) { return int64_t(v >> 1) ^ -int64_t(v & 1); }
-
 struct Event {
   int64_t ts;
   uint32_t thread, kind, name;
@@ -187,25 +110,13 @@ struct Trace {
 };
 
 Trace read_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string d = ss.str();
-  REQUIRE(d.size() >= 8 && d.compare(0, 8, "RLSCOPE\n") == 0);
   Trace t;
-  size_t pos = 8;
   bool first = true;
   uint64_t expect_seq = 0;
-  while (pos < d.size()) {
-    uint64_t n;
-    REQUIRE(get_varint(d, pos, &n));
-    REQUIRE(pos + n <= d.size());
-    std::vector<Field> rec = parse(d.substr(pos, n));
-    pos += n;
-    REQUIRE(rec.size() == 1);
+  for (const Field& rec : read_records(read_file(path))) {
     if (first) {
-      REQUIRE(rec[0].number == 1);  // header
-      for (const Field& f : parse(rec[0].bytes)) {
+      REQUIRE(rec.number == 1);  // header
+      for (const Field& f : parse(rec.bytes)) {
         if (f.number == 1) t.header_ints["format_version"] = f.value;
         if (f.number == 2) t.source = f.bytes;
         if (f.number == 3) t.header_ints["pid"] = f.value;
@@ -215,11 +126,11 @@ Trace read_trace(const std::string& path) {
       first = false;
       continue;
     }
-    REQUIRE(rec[0].number == 2);  // chunk
+    REQUIRE(rec.number == 2);  // chunk
     uint64_t seq = 0;
     int64_t time = 0;
     std::vector<uint64_t> deltas, threads, kinds, names;
-    for (const Field& f : parse(rec[0].bytes)) {
+    for (const Field& f : parse(rec.bytes)) {
       switch (f.number) {
         case 1: seq = f.value; break;
         case 2: {
@@ -272,7 +183,6 @@ Trace read_trace(const std::string& path) {
                                uint32_t(names[i])});
     }
   }
-  REQUIRE(pos == d.size());
   return t;
 }
 
@@ -398,6 +308,63 @@ void test_chunk_split(const std::string& dir) {
   unlink(path.c_str());
 }
 
+// ------------------------------------------------------------ thread registry
+
+void test_thread_registry() {
+  using rlscope::BufferedThread;
+  using rlscope::Record;
+  // Leaked, as the recorders leak theirs: its thread-exit key must stay valid.
+  auto& reg = *new rlscope::ThreadRegistry(5);
+  reg.pool().set_limit_bytes(0);  // the minimum: 2 blocks
+  constexpr int kWorkers = 3;
+  constexpr uint32_t kPerWorker = 100;
+  std::vector<std::thread> ws;
+  for (int k = 0; k < kWorkers; ++k) {
+    ws.emplace_back([&reg, k] {
+      auto* t = new BufferedThread(&reg.pool());
+      t->name = "w" + std::to_string(k);
+      reg.add(t);
+      for (uint32_t i = 0; i < kPerWorker; ++i) t->buf.append(int64_t(i), uint32_t(k), 1);
+    });
+    ws.back().join();  // one at a time: each exits (and keeps its block) before the next
+  }
+  // Each exited worker still holds its one block: 3 blocks > the bound of 2,
+  // so the last worker recorded nothing.
+  CHECK(reg.pending() == 2 * kPerWorker);
+  std::map<uint32_t, size_t> got;
+  uint64_t dropped = reg.drain([&](const BufferedThread& t, const std::vector<Record>& recs) {
+    got[t.index] += recs.size();
+    for (size_t i = 0; i < recs.size(); ++i) CHECK(recs[i].ts == int64_t(i));
+  });
+  CHECK((got == std::map<uint32_t, size_t>{{5, kPerWorker}, {6, kPerWorker}}));
+  CHECK(dropped == kPerWorker);
+  std::vector<std::string> defined;
+  reg.define_new([&](const BufferedThread& t) { defined.push_back(t.name); });
+  CHECK((defined == std::vector<std::string>{"w0", "w1", "w2"}));
+  reg.define_new([&](const BufferedThread&) { CHECK(false && "defined twice"); });
+  reg.reap();  // all three exited before the drain: freed, blocks back in the pool
+  CHECK(reg.pending() == 0);
+  reg.undefine_all();
+  reg.define_new([&](const BufferedThread&) { CHECK(false && "reaped thread still there"); });
+
+  // A live thread: discard_all drops its records but keeps it; the dropped
+  // count stays in step (the next drain reports none).
+  auto* me = new BufferedThread(&reg.pool());
+  reg.add(me);
+  CHECK(me->index == 8);
+  for (uint32_t i = 0; i < 3 * rlscope::Block::kCapacity; ++i) me->buf.append(0, 0, 1);
+  CHECK(me->buf.dropped() == rlscope::Block::kCapacity);
+  reg.discard_all();
+  CHECK(reg.pending() == 0);
+  size_t visited = 0;
+  CHECK(reg.drain([&](const BufferedThread&, const std::vector<Record>&) { ++visited; }) == 0);
+  CHECK(visited == 0);
+  me->buf.append(7, 0, 1);
+  reg.drain([&](const BufferedThread& t, const std::vector<Record>& recs) {
+    CHECK(&t == me && recs.size() == 1 && recs[0].ts == 7);
+  });
+}
+
 void test_not_active() {
   rlscope::ThreadState* me = rlscope::current_thread();
   CHECK(!rlscope::is_active());
@@ -412,6 +379,7 @@ int main(int argc, char** argv) {
   std::string dir = argc > 1 ? argv[1] : "/tmp";
   pthread_setname_np(pthread_self(), "main");  // before the thread registers
   test_encoder_vectors();
+  test_thread_registry();
   test_not_active();
   test_multithreaded_recording(dir);
   test_chunk_split(dir);
