@@ -179,7 +179,7 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     (the writer was killed) ends the iteration with ``(offset, None)``; a foreign or
     damaged file raises :class:`TraceError` with one line.
     """
-    from rlscope import trace_pb2
+    from rlscope.trace import messages  # imports protobuf; only reading needs it
 
     p = Path(path)
     try:
@@ -215,7 +215,7 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
                         return
                     n, start = got
                     try:
-                        rec = trace_pb2.Record.FromString(data[start:start + n])
+                        rec = messages.parse_record(data[start:start + n])
                     except Exception:
                         if start + n == size:
                             yield start, None
