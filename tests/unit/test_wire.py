@@ -119,7 +119,7 @@ def test_recording_imports_no_protobuf(tmp_path: Path, recorder: str):
         "    rlscope.report_progress(1, 2)\n"
         "rlscope.set_metadata(key='value')\n"
         "rlscope.stop()\n"
-        "print(sorted(m for m in sys.modules if m.startswith('google')))\n")
+        "print(sorted(m for m in sys.modules if m.startswith('google.protobuf')))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr
