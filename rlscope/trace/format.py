@@ -1,7 +1,7 @@
 """Constants of the trace format (proto/rlscope/trace.proto), shared by writers and readers.
 
 The values mirror the proto's EventKind enum; a unit test checks they agree with the
-generated module.
+compiled schema (rlscope.trace.messages).
 """
 
 from __future__ import annotations
