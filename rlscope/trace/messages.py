@@ -13,6 +13,7 @@ imports protobuf (the recorders encode the wire format themselves).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -20,7 +21,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 PACKAGE = "rlscope.trace"
 
 
-def _load_pool() -> descriptor_pool.DescriptorPool:
+def _load_pool() -> tuple[descriptor_pool.DescriptorPool, list[str]]:
+    """The pool with the schema's files, and the names of those files."""
     try:
         from rlscope.trace._descriptor import FILE_DESCRIPTOR_SET
     except ImportError:
@@ -28,13 +30,14 @@ def _load_pool() -> descriptor_pool.DescriptorPool:
             "rlscope.trace._descriptor is missing: it is generated when rlscope is built; "
             "reinstall rlscope (from a checkout: scripts/setup.sh)") from None
     pool = descriptor_pool.DescriptorPool()
+    files = descriptor_pb2.FileDescriptorSet.FromString(FILE_DESCRIPTOR_SET).file
     # AddSerializedFile exists from protobuf 3.x to today (Add() was deprecated in 4.x).
-    for f in descriptor_pb2.FileDescriptorSet.FromString(FILE_DESCRIPTOR_SET).file:
+    for f in files:
         pool.AddSerializedFile(f.SerializeToString())
-    return pool
+    return pool, [f.name for f in files]
 
 
-POOL = _load_pool()
+POOL, _FILES = _load_pool()
 
 
 def descriptor(name: str) -> Any:
@@ -42,17 +45,34 @@ def descriptor(name: str) -> Any:
     return POOL.FindMessageTypeByName(f"{PACKAGE}.{name}")
 
 
-def message_class(name: str) -> Any:
-    """The message class for ``name``, with the installed protobuf's API: GetMessageClass
-    (protobuf >= 4.22) or MessageFactory.GetPrototype (3.20 to 4.21; later removed)."""
-    desc = descriptor(name)
+def _class_of(desc: Any) -> Any:
+    # GetMessageClass: protobuf >= 4.22; MessageFactory.GetPrototype: 3.20 to 4.21 (later
+    # removed).
     get = getattr(message_factory, "GetMessageClass", None)
     if get is not None:
         return get(desc)
     return message_factory.MessageFactory(POOL).GetPrototype(desc)
 
 
-Record = message_class("Record")
+def _all_messages(descs: Any) -> Iterator[Any]:
+    for d in descs:
+        yield d
+        yield from _all_messages(d.nested_types)
+
+
+# A class for every message, held for the life of the process: with protobuf 4.22 to 4.24
+# (upb), a submessage whose class was only made on the fly while parsing segfaults on
+# access once the garbage collector has run.
+CLASSES: dict[str, Any] = {
+    d.full_name.removeprefix(PACKAGE + "."): _class_of(d)
+    for f in _FILES
+    for d in _all_messages(POOL.FindFileByName(f).message_types_by_name.values())}
+Record = CLASSES["Record"]
+
+
+def message_class(name: str) -> Any:
+    """The message class for ``name`` (e.g. "Chunk") of the trace schema."""
+    return CLASSES[name]
 
 # EventKind value by name (the proto enum; rlscope.trace.format mirrors it).
 EVENT_KIND: dict[str, int] = {
