@@ -30,6 +30,6 @@ case ",$extras," in
 esac
 log "installing rlscope[$extras] (builds the native extension)"
 pip install -q --no-build-isolation -e ".[$extras]"
-"$VENV/bin/python" -c "import rlscope._native, rlscope.trace_pb2" \
+"$VENV/bin/python" -c "import rlscope._native, rlscope.trace.messages" \
   || { log "the native extension did not build; see the pip output above"; exit 1; }
 log "ready: $VENV"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv with the test extras, build, lint, and run the whole test suite.
+# Set up .venv with the test extras, build, lint (ruff), type-check (mypy), and run the
+# whole test suite.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k prof -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,5 @@ scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test,tensorflow,jax}"
 VENV="${RLSCOPE_VENV:-.venv}"
 export OMP_NUM_THREADS=1 RLSCOPE_REQUIRE_NATIVE=1
 "$VENV/bin/ruff" check rlscope tests scripts examples
+"$VENV/bin/mypy"  # configuration in pyproject.toml: rlscope/, strictness kept green
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

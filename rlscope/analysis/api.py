@@ -175,10 +175,12 @@ class Analysis:
         """
         fine = self._fine()
         cols = ["pid", "phase", "path_id"]
+        # No fill_value= in pivot_table: pandas < 2 then downcasts floats within 1e-8 of
+        # an integer, turning times under 10 ns into 0; the fillna below fills instead.
         cat = fine.assign(key=fine["category"].map(_CAT_COL)).pivot_table(
-            index=cols, columns="key", values="seconds", aggfunc="sum", fill_value=0.0)
+            index=cols, columns="key", values="seconds", aggfunc="sum")
         reg = fine.assign(key=fine["region"].map(lambda n: f"{_col(n)}_s")).pivot_table(
-            index=cols, columns="key", values="seconds", aggfunc="sum", fill_value=0.0)
+            index=cols, columns="key", values="seconds", aggfunc="sum")
         wide = cat.join(reg, how="outer").fillna(0.0)
         for c in [*_CAT_COLS, *_REGION_COLS]:
             if c not in wide:

@@ -3,9 +3,9 @@ test oracle for it.
 
 It exposes the same functions as ``rlscope._native`` (start, stop, operation, phase,
 push_operation, pop_operation, progress, metadata, flush, ...) and writes the same trace
-format, encoding chunks with the generated protobuf classes. Events are appended to a
-per-thread deque (append and popleft are atomic under the GIL); a writer thread drains
-the deques into chunks.
+format, encoding records with rlscope.recorder.wire (no protobuf runtime needed). Events
+are appended to a per-thread deque (append and popleft are atomic under the GIL); a writer
+thread drains the deques into chunks.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
+from rlscope.recorder import wire
 from rlscope.trace import format as fmt
 
 _now = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux, like the native recorder
@@ -75,8 +76,6 @@ class _Recording:
 
     # -- file ------------------------------------------------------------------------
     def open(self) -> None:
-        from rlscope import trace_pb2
-
         try:
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
                               | os.O_CLOEXEC, 0o644)
@@ -84,21 +83,20 @@ class _Recording:
             raise _error_type(f"cannot create trace file {self.path}: {e.strerror}; "
                               "check that the output directory is writable") from None
         clock = fmt.read_clock_pair()
-        header = trace_pb2.Record()
-        h = header.header
-        h.format_version = fmt.FORMAT_VERSION
-        h.source = "python"
-        h.pid = os.getpid()
-        h.ppid = os.getppid()
-        h.host = fmt.host_name()
-        h.process_name = self.process_name
-        h.argv.extend(self.argv)
-        h.clock.monotonic_ns = clock.monotonic_ns
-        h.clock.realtime_ns = clock.realtime_ns
-        h.clock.uncertainty_ns = clock.uncertainty_ns
-        h.recorder = "python"
-        h.rlscope_version = self.version
-        self._write(fmt.MAGIC + _delimited(header.SerializeToString()))
+        header = wire.record(header={
+            "format_version": fmt.FORMAT_VERSION,
+            "source": "python",
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "host": fmt.host_name(),
+            "process_name": self.process_name,
+            "argv": self.argv,
+            "clock": {"monotonic_ns": clock.monotonic_ns, "realtime_ns": clock.realtime_ns,
+                      "uncertainty_ns": clock.uncertainty_ns},
+            "recorder": "python",
+            "rlscope_version": self.version,
+        })
+        self._write(fmt.MAGIC + _delimited(header))
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -144,8 +142,6 @@ class _Recording:
 
     # -- encoding --------------------------------------------------------------------
     def flush(self) -> None:
-        from rlscope import trace_pb2
-
         with self.lock:
             if self.fd < 0:
                 return
@@ -168,36 +164,40 @@ class _Recording:
             first = True
             while first or rows:
                 part, rows = rows[:_CHUNK_EVENTS], rows[_CHUNK_EVENTS:]
-                rec = trace_pb2.Record()
-                c = rec.chunk
-                c.sequence = self.chunks
+                c: dict[str, Any] = {"sequence": self.chunks}
                 if first:
-                    for sid, s in new_strings:
-                        c.strings.add(id=sid, value=s)
-                    for st in new_threads:
-                        c.threads.add(index=st.index, tid=st.tid, name=st.name)
-                    for key, value, ts in metadata:
-                        c.metadata.add(key=key, json_value=value, time_ns=ts)
-                    c.dropped_events = dropped
+                    c["strings"] = [{"id": sid, "value": s} for sid, s in new_strings]
+                    c["threads"] = [{"index": st.index, "tid": st.tid, "name": st.name}
+                                    for st in new_threads]
+                    c["metadata"] = [{"key": key, "json_value": value, "time_ns": ts}
+                                     for key, value, ts in metadata]
+                    c["dropped_events"] = dropped
+                deltas: list[int] = []
+                threads: list[int] = []
+                kinds: list[int] = []
+                names: list[int] = []
+                args: list[int] = []
                 prev = None
                 for thread, (ts, kind, name) in part:
                     if kind == _ARG:
-                        c.args.append(ts)
+                        args.append(ts)
                         continue
                     if prev is None:
-                        c.base_time_ns = prev = ts
-                    c.time_delta_ns.append(ts - prev)
+                        c["base_time_ns"] = prev = ts
+                    deltas.append(ts - prev)
                     prev = ts
-                    c.thread.append(thread)
-                    c.kind.append(kind)
-                    c.name.append(name)
-                    self.events += 1
+                    threads.append(thread)
+                    kinds.append(kind)
+                    names.append(name)
+                self.events += len(kinds)
+                c.update(time_delta_ns=deltas, thread=threads, kind=kinds, name=names,
+                         args=args)
                 if first and not part and not (new_strings or new_threads or metadata
                                                or dropped):
                     break
                 first = False
                 self.chunks += 1
-                out.append(_delimited(rec.SerializeToString()))
+                out.append(_delimited(wire.record(chunk=c)))
             if out:
                 self._write(b"".join(out))
 
@@ -213,17 +213,7 @@ class _Recording:
 
 
 def _delimited(payload: bytes) -> bytes:
-    n = len(payload)
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            break
-    return bytes(out) + payload
+    return wire.varint(len(payload)) + payload
 
 
 _rec: _Recording | None = None

@@ -55,8 +55,9 @@ def operation_segments(a: Analysis, pid: int) -> pd.DataFrame:
     labels = {(r, c): lab for r, c, lab, _, _ in SEGMENTS}
     df = df.assign(segment=[labels.get((r, c), f"{r}: {c}")
                             for r, c in zip(df["region"], df["category"], strict=True)])
+    # fillna, not fill_value=: pandas < 2 would round times under 10 ns to 0 (api.py).
     wide = df.pivot_table(index="operation", columns="segment", values="seconds",
-                          aggfunc="sum", fill_value=0.0)
+                          aggfunc="sum").fillna(0.0)
     wide = wide[[s[2] for s in SEGMENTS if s[2] in wide.columns]]
     total = wide.sum(axis=1)
     small = (total < _MIN_SHARE * total.sum()) & (wide.index != UNANNOTATED)

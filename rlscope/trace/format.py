@@ -1,7 +1,8 @@
 """Constants of the trace format (proto/rlscope/trace.proto), shared by writers and readers.
 
 The values mirror the proto's EventKind enum; a unit test checks they agree with the
-generated module. Recording processes import this module, so it imports next to nothing.
+compiled schema (rlscope.trace.messages). Recording processes import this module, so it
+imports next to nothing.
 """
 
 from __future__ import annotations

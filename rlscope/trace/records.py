@@ -25,12 +25,6 @@ from rlscope.trace.data import Events, Header, ThreadInfo
 _MAX_RECORD = 1 << 30  # far above any chunk a writer produces
 
 
-def _record_type() -> Any:
-    from rlscope import trace_pb2
-
-    return trace_pb2.Record
-
-
 def _varint(buf: Any, pos: int, end: int) -> tuple[int, int] | None:
     """(value, next position), or None if the buffer ends inside the varint; raises
     ValueError for a varint longer than 10 bytes (not written by any writer)."""
@@ -53,7 +47,8 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     A torn last record (the writer was killed) ends the iteration with
     ``(offset, None)``; a foreign or damaged file raises :class:`TraceError` with one line.
     """
-    record = _record_type()
+    from rlscope.trace import messages  # imports protobuf; only reading needs it
+
     p = Path(path)
     try:
         f = open(p, "rb")  # noqa: SIM115 (closed by the with below)
@@ -88,7 +83,7 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
                         return
                     n, start = got
                     try:
-                        rec = record.FromString(data[start:start + n])
+                        rec = messages.parse_record(data[start:start + n])
                     except Exception:
                         if start + n == size:
                             yield start, None

@@ -4,7 +4,7 @@ The workload imitates an RL training loop on one or more threads: per environmen
 ``inference`` operation with backend calls and a ``simulation`` operation with simulator
 calls, a ``backprop`` operation every ``--steps-per-update`` steps, phases, and a progress
 record per step. Packed columns are encoded with numpy (protobuf's packed varint wire
-format), the rest with the generated protobuf classes, so 10M events take seconds.
+format), the rest with the protobuf message classes, so 10M events take seconds.
 
     python scripts/bench/make_trace.py -o /tmp/big --events 10000000
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rlscope import trace_pb2
 from rlscope.trace import format as fmt
+from rlscope.trace import messages
 
 STRINGS = ["inference", "simulation", "backprop", "torch.linear", "torch.relu",
            "mujoco.mj_step", "torch.backward", "training", "optimizer", "torch.add"]
@@ -117,7 +117,7 @@ def write_process(path: Path, pid: int, threads: list[tuple[np.ndarray, np.ndarr
                                                            np.ndarray]],
                   steps: int, chunk_events: int) -> int:
     """Write one process file; ``threads`` holds (time, kind, name) per thread."""
-    rec = trace_pb2.Record()
+    rec = messages.Record()
     h = rec.header
     h.format_version = fmt.FORMAT_VERSION
     h.source = "python"
@@ -136,7 +136,7 @@ def write_process(path: Path, pid: int, threads: list[tuple[np.ndarray, np.ndarr
         n_max = max(len(t[0]) for t in threads)
         step_no = np.zeros(len(threads), np.int64)
         for lo in range(0, n_max, per_thread):
-            c = trace_pb2.Record()
+            c = messages.Record()
             ch = c.chunk
             ch.sequence = seq
             if seq == 0:

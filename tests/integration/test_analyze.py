@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlscope import trace_pb2
 from rlscope.trace import format as fmt
+from rlscope.trace import messages
 from tests.conftest import REPO, run_tool
 
 MAKE_TRACE = REPO / "scripts" / "bench" / "make_trace.py"
@@ -70,7 +70,7 @@ def _other_version(d: Path, traces: list[Path]) -> Path:
     d.mkdir()
     src = next(traces[0].glob("*" + fmt.FILE_SUFFIX))
     (d / src.name).write_bytes(src.read_bytes())
-    rec = trace_pb2.Record()
+    rec = messages.Record()
     rec.header.format_version = fmt.FORMAT_VERSION + 1
     rec.header.source = "python"
     body = rec.SerializeToString()
@@ -83,7 +83,7 @@ def test_bad_input_is_one_line_for_every_subcommand(traces: list[Path], tmp_path
     empty.mkdir()
     no_events = tmp_path / "no_events"  # a header and nothing else
     no_events.mkdir()
-    rec = trace_pb2.Record()
+    rec = messages.Record()
     rec.header.format_version = fmt.FORMAT_VERSION
     rec.header.source = "python"
     body = rec.SerializeToString()

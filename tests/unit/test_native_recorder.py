@@ -1,7 +1,7 @@
 """The native recorder (rlscope._native) end to end: record, stop, parse the file.
 
 The file is parsed with a small local helper (magic, varint-length-delimited Record
-messages, trace_pb2) so these tests do not depend on rlscope.trace.
+messages, rlscope.trace.messages' classes) so these tests do not depend on the reader.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 _native = pytest.importorskip("rlscope._native")
-trace_pb2 = pytest.importorskip("rlscope.trace_pb2")
+messages = pytest.importorskip("rlscope.trace.messages")
 
 OP_B, OP_E, PH_B, PH_E, PROGRESS, P_START, P_END = 1, 2, 3, 4, 5, 6, 7
 
@@ -58,7 +59,7 @@ def read_trace(path):
     while pos < len(data):
         n, pos = _varint(data, pos)
         assert pos + n <= len(data), "torn record"
-        records.append(trace_pb2.Record.FromString(data[pos : pos + n]))
+        records.append(messages.Record.FromString(data[pos : pos + n]))
         pos += n
     assert records[0].WhichOneof("body") == "header"
     assert all(r.WhichOneof("body") == "chunk" for r in records[1:])
@@ -71,7 +72,7 @@ class Trace:
     def __init__(self, path):
         self.header, self.chunks = read_trace(path)
         self.strings: dict[int, str] = {}
-        self.threads: dict[int, trace_pb2.ThreadDef] = {}
+        self.threads: dict[int, Any] = {}
         self.metadata = []
         self.events = []
         self.dropped = 0

@@ -16,7 +16,7 @@ from rlscope.launch.environment import Recording, profiled
 
 FORBIDDEN = ("numpy", "pandas", "google.protobuf", "rlscope.trace.reader",
              "rlscope.trace.records", "rlscope.trace.data", "rlscope.analysis",
-             "rlscope.calibration", "rlscope.reporters", "rlscope.trace_pb2", "click",
+             "rlscope.calibration", "rlscope.reporters", "rlscope.trace.messages", "click",
              "psutil", "typing", "dataclasses", "json", "socket", "ctypes",
              "multiprocessing")
 # The modules loaded so far, read before this snippet imports json to print them.
