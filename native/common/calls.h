@@ -20,11 +20,12 @@ namespace rlscope {
 enum CallCategory : uint32_t {
   CALL_BACKEND = 0,    // BACKEND_CALL_BEGIN / END
   CALL_SIMULATOR = 1,  // SIMULATOR_CALL_BEGIN / END
+  CALL_WAIT = 2,       // WAIT_CALL_BEGIN / END (blocking calls: off the CPU)
 };
-constexpr uint32_t kCallCategories = 2;
+constexpr uint32_t kCallCategories = 3;
 
-// Bit c set: calls of category c are recorded. Calibration (rlscope.calibration
-// .chunks) switches categories off in a forked child to time the others alone.
+// Bit c set: calls of category c are recorded. Calibration (rlscope.launch
+// .chunk_copies) switches categories off in a forked child to time the others alone.
 inline std::atomic<uint32_t> g_call_mask{~0u};
 
 inline bool call_category_on(uint32_t category) {

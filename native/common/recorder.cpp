@@ -485,6 +485,22 @@ Status progress(ThreadState* t, int64_t timesteps, int64_t total) {
   return OK;
 }
 
+Status env_begin(ThreadState* t, uint32_t begin_kind, uint32_t name, int64_t index) {
+  if (!begin_event(t)) return NOT_ACTIVE;
+  Record recs[2] = {
+      {monotonic_ns(), name, begin_kind},
+      {index, 0, kArgKind},
+  };
+  t->buf.append_n(recs, 2);
+  return OK;
+}
+
+Status env_end(ThreadState* t, uint32_t begin_kind, uint32_t name) {
+  if (!begin_event(t)) return NOT_ACTIVE;
+  t->buf.append(monotonic_ns(), name, begin_kind + 1);
+  return OK;
+}
+
 std::vector<StackEntry> open_scopes(ThreadState* t) {
   std::vector<StackEntry> out;
   if (!t || g_session.load(std::memory_order_acquire) == 0 ||

@@ -26,11 +26,18 @@ enum EventKind : uint32_t {
   PROGRESS = 5,
   PROCESS_START = 6,
   PROCESS_END = 7,
+  // One step / reset of env `index` of a vector env (env_begin / env_end).
+  ENV_STEP_BEGIN = 8,
+  ENV_STEP_END = 9,
+  ENV_RESET_BEGIN = 10,
+  ENV_RESET_END = 11,
   // Intercepted native calls (calls.h): END = BEGIN + 1.
   BACKEND_CALL_BEGIN = 16,
   BACKEND_CALL_END = 17,
   SIMULATOR_CALL_BEGIN = 18,
   SIMULATOR_CALL_END = 19,
+  WAIT_CALL_BEGIN = 20,
+  WAIT_CALL_END = 21,
 };
 
 enum Status : int {
@@ -58,7 +65,7 @@ struct ThreadState : BufferedThread {
   uint32_t session = 0;  // recording session the stack belongs to
   uint32_t depth = 0;
   // Per call category (calls.h): 1 while inside an outermost intercepted call.
-  uint8_t in_call[2] = {0, 0};
+  uint8_t in_call[3] = {0, 0, 0};
   StackEntry stack[kMaxDepth];
 };
 
@@ -186,6 +193,11 @@ Status pop(ThreadState* t, uint32_t begin_kind, uint32_t name);
 
 // PROGRESS event followed by its two ARG records, published together.
 Status progress(ThreadState* t, int64_t timesteps, int64_t total);
+
+// ENV_STEP_BEGIN / ENV_RESET_BEGIN (`begin_kind`) with its env index, published
+// together; env_end records the matching END. Not scopes: no stack, no nesting rules.
+Status env_begin(ThreadState* t, uint32_t begin_kind, uint32_t name, int64_t index);
+Status env_end(ThreadState* t, uint32_t begin_kind, uint32_t name);
 
 // Open scopes of `t`, outermost first (empty when not recording).
 std::vector<StackEntry> open_scopes(ThreadState* t);

@@ -421,8 +421,8 @@ PyObject* py_wrap(PyObject*, PyObject* args) {
     return nullptr;
   }
   if (category >= rlscope::kCallCategories) {
-    PyErr_Format(PyExc_ValueError, "wrap(): category must be 0 (backend) or 1 (simulator), "
-                 "not %u", category);
+    PyErr_Format(PyExc_ValueError, "wrap(): category must be 0 (backend), 1 (simulator) "
+                 "or 2 (wait), not %u", category);
     return nullptr;
   }
   Py_ssize_t len;
@@ -672,6 +672,33 @@ PyObject* py_progress(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// env_begin(reset, index, name) / env_end(reset, name): one step (or reset) of env
+// `index` of a vector env, recorded by rlscope.integrations.vecenv.
+PyObject* py_env_begin(PyObject*, PyObject* args) {
+  int reset;
+  long long index;
+  const char* name;
+  Py_ssize_t len;
+  if (!PyArg_ParseTuple(args, "pLs#:env_begin", &reset, &index, &name, &len)) return nullptr;
+  if (!rlscope::is_active()) Py_RETURN_NONE;
+  uint32_t id = rlscope::intern(std::string_view(name, size_t(len)));
+  rlscope::env_begin(thread_state(), reset ? rlscope::ENV_RESET_BEGIN : rlscope::ENV_STEP_BEGIN,
+                     id, index);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_env_end(PyObject*, PyObject* args) {
+  int reset;
+  const char* name;
+  Py_ssize_t len;
+  if (!PyArg_ParseTuple(args, "ps#:env_end", &reset, &name, &len)) return nullptr;
+  if (!rlscope::is_active()) Py_RETURN_NONE;
+  uint32_t id = rlscope::intern(std::string_view(name, size_t(len)));
+  rlscope::env_end(thread_state(), reset ? rlscope::ENV_RESET_BEGIN : rlscope::ENV_STEP_BEGIN,
+                   id);
+  Py_RETURN_NONE;
+}
+
 PyObject* py_metadata(PyObject*, PyObject* args) {
   const char *key, *json;
   Py_ssize_t key_len, json_len;
@@ -754,6 +781,9 @@ PyMethodDef module_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "pop_operation(name=None): close the innermost operation."},
     {"progress", py_progress, METH_VARARGS, "progress(timesteps, total) (total -1: unknown)"},
     {"metadata", py_metadata, METH_VARARGS, "metadata(key, json_value)"},
+    {"env_begin", py_env_begin, METH_VARARGS,
+     "env_begin(reset, index, name): a step (or reset) of env `index` of a vector env."},
+    {"env_end", py_env_end, METH_VARARGS, "env_end(reset, name): its end."},
     {"thread_stack", py_thread_stack, METH_NOARGS,
      "Names of this thread's open scopes, outermost first."},
     {"stats", py_stats, METH_NOARGS,
@@ -798,6 +828,7 @@ PyMODINIT_FUNC PyInit__native(void) {
       PyModule_AddIntConstant(m, "FORMAT_VERSION", rlscope::kFormatVersion) < 0 ||
       PyModule_AddIntConstant(m, "CALL_BACKEND", rlscope::CALL_BACKEND) < 0 ||
       PyModule_AddIntConstant(m, "CALL_SIMULATOR", rlscope::CALL_SIMULATOR) < 0 ||
+      PyModule_AddIntConstant(m, "CALL_WAIT", rlscope::CALL_WAIT) < 0 ||
       PyModule_AddObjectRef(m, "CallWrapper", reinterpret_cast<PyObject*>(&CallWrapperType)) < 0 ||
       PyModule_AddObjectRef(m, "MethodCallWrapper",
                             reinterpret_cast<PyObject*>(&MethodCallWrapperType)) < 0) {

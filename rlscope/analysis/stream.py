@@ -27,7 +27,7 @@ from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
-from rlscope.trace.data import Events, Header, ProcessTrace, Progress, ThreadInfo
+from rlscope.trace.data import EnvEvents, Events, Header, ProcessTrace, Progress, ThreadInfo
 from rlscope.trace.reader import trace_files
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
 
@@ -48,7 +48,8 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     threads: dict[int, ThreadInfo] = {}
     metadata: dict[str, Any] = {}
     warnings: list[str] = []
-    prog_t, prog_th, prog_args = [], [], []
+    progress: list[Progress] = []
+    env: list[EnvEvents] = []
     ph_rows: list[np.ndarray] = []
     n_events = dropped = 0
     expected = 0
@@ -85,15 +86,8 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
         if len(ph):
             ph_rows.append(np.stack([ev.time_ns[ph], ev.thread[ph], ev.kind[ph],
                                      ev.name[ph]], 1).astype(np.int64))
-        pg = special[k == fmt.PROGRESS]
-        args = c.args
-        if len(args) != 2 * len(pg):
-            raise TraceError(f"{path} is corrupt: {len(args)} event arguments for "
-                             f"{len(pg)} progress events")
-        if len(pg):
-            prog_t.append(ev.time_ns[pg])
-            prog_th.append(ev.thread[pg])
-            prog_args.append(args)
+        progress.append(c.progress)
+        env.append(c.env)
     if dropped:
         warnings.append(dropped_warning(path, dropped))
     string_list = string_table(strings)
@@ -113,16 +107,10 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     _, p_times, p_ids, _ = phase_changes(mine[:, 0], mine[:, 2], mine[:, 3], string_list,
                                          phases)
     info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()))
-    args = np.concatenate(prog_args) if prog_args else np.zeros(0, np.int64)
-    progress = Progress(_cat(prog_t, np.int64), _cat(prog_th, np.uint32),
-                        args[0::2].copy(), args[1::2].copy())
-    pt = ProcessTrace(path, header, Events.empty(), string_list, threads, progress, metadata,
-                      dropped, expected, warnings)
+    pt = ProcessTrace(path, header, Events.empty(), string_list, threads,
+                      Progress.concat(progress), metadata, dropped, expected, warnings,
+                      env=EnvEvents.concat(env))
     return ScannedProcess(pt, info, n_events, end is not None)
-
-
-def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
 
 def batches(path: Path, batch_events: int) -> Iterator[Events]:

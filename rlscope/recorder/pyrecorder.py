@@ -355,6 +355,27 @@ def progress(timesteps: int, total: int) -> None:
         rec.append(st, int(total), _ARG, 0)
 
 
+def env_begin(reset: bool, index: int, name: str) -> None:
+    rec = _rec
+    if rec is None:
+        return
+    st = _state()
+    ts = _now()
+    kind = fmt.ENV_RESET_BEGIN if reset else fmt.ENV_STEP_BEGIN
+    sid = rec.intern(name)
+    with rec.lock:  # the event and its argument reach the writer together
+        rec.append(st, ts, kind, sid)
+        rec.append(st, int(index), _ARG, 0)
+
+
+def env_end(reset: bool, name: str) -> None:
+    rec = _rec
+    if rec is None:
+        return
+    kind = fmt.ENV_RESET_END if reset else fmt.ENV_STEP_END
+    rec.append(_state(), _now(), kind, rec.intern(name))
+
+
 def metadata(key: str, json_value: str) -> None:
     rec = _rec
     if rec is None:
@@ -448,8 +469,9 @@ def after_fork_child(path: str) -> None:
 # -- intercepted native calls (twin of native/common/calls.h + CallWrapper) -------------
 CALL_BACKEND = 0
 CALL_SIMULATOR = 1
-_CALL_BEGIN = (fmt.BACKEND_CALL_BEGIN, fmt.SIMULATOR_CALL_BEGIN)
-_in_call = threading.local()  # .flags: [backend, simulator], 1 inside an outermost call
+CALL_WAIT = 2
+_CALL_BEGIN = (fmt.BACKEND_CALL_BEGIN, fmt.SIMULATOR_CALL_BEGIN, fmt.WAIT_CALL_BEGIN)
+_in_call = threading.local()  # .flags: per category, 1 inside an outermost call
 
 
 class _CallWrapper:
@@ -469,7 +491,7 @@ class _CallWrapper:
             return func(*args, **kwargs)
         flags = getattr(_in_call, "flags", None)
         if flags is None:
-            flags = _in_call.flags = [0, 0]
+            flags = _in_call.flags = [0, 0, 0]
         cat = self._rlscope_category
         if flags[cat]:
             return func(*args, **kwargs)
@@ -531,8 +553,9 @@ def _unwrap_all(o: Any) -> Any:
 def wrap(func: Callable[..., Any], category: int, name: str) -> Any:
     if not callable(func):
         raise TypeError(f"wrap(): {type(func).__name__} object is not callable")
-    if category not in (CALL_BACKEND, CALL_SIMULATOR):
-        raise ValueError(f"wrap(): category must be 0 (backend) or 1 (simulator), not {category}")
+    if category not in (CALL_BACKEND, CALL_SIMULATOR, CALL_WAIT):
+        raise ValueError(f"wrap(): category must be 0 (backend), 1 (simulator) or 2 (wait), "
+                         f"not {category}")
     cls = _MethodCallWrapper if hasattr(type(func), "__get__") else _CallWrapper
     return cls(func, category, name)
 

@@ -25,6 +25,7 @@ def dump_lines(p: ProcessTrace, limit: int | None = None) -> Iterator[str]:
     t0 = h.clock.monotonic_ns
     prog = iter(zip(p.progress.timesteps.tolist(), p.progress.total_timesteps.tolist(),
                     strict=True))
+    env_index = iter(p.env.index.tolist())
     n = len(ev) if limit is None else min(limit, len(ev))
     times, threads = ev.time_ns[:n].tolist(), ev.thread[:n].tolist()
     kinds, names = ev.kind[:n].tolist(), ev.name[:n].tolist()
@@ -34,6 +35,9 @@ def dump_lines(p: ProcessTrace, limit: int | None = None) -> Iterator[str]:
         if kind == fmt.PROGRESS:
             steps, total = next(prog)
             extra = f"timesteps={steps} total={total}"
+        elif fmt.ENV_STEP_BEGIN <= kind <= fmt.ENV_RESET_END:
+            i = next(env_index)
+            extra += f" env={i}" if i >= 0 else ""
         yield f"{ts - t0:>15} t{th:<3} {label:<16} {extra}".rstrip()
     if n < len(ev):
         yield f"# ... {len(ev) - n} more events"

@@ -80,6 +80,40 @@ class Progress:
         z = np.zeros(0, np.int64)
         return Progress(z, z.astype(np.uint32), z, z)
 
+    @staticmethod
+    def concat(parts: list[Progress]) -> Progress:
+        if not parts:
+            return Progress.empty()
+        return Progress(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                          ("time_ns", "thread", "timesteps", "total_timesteps")))
+
+
+@dataclass
+class EnvEvents:
+    """The ENV_STEP/ENV_RESET begin and end events of a process (vector envs), with the env
+    index each begin carries (-1 on ends), in file order."""
+
+    time_ns: np.ndarray  # int64
+    thread: np.ndarray  # uint32
+    kind: np.ndarray  # uint8 fmt.ENV_*
+    name: np.ndarray  # uint32 (the env's id)
+    index: np.ndarray  # int64 env index of a begin, -1 on an end
+
+    def __len__(self) -> int:
+        return len(self.time_ns)
+
+    @staticmethod
+    def empty() -> EnvEvents:
+        z = np.zeros(0, np.int64)
+        return EnvEvents(z, z.astype(np.uint32), z.astype(np.uint8), z.astype(np.uint32), z)
+
+    @staticmethod
+    def concat(parts: list[EnvEvents]) -> EnvEvents:
+        if not parts:
+            return EnvEvents.empty()
+        return EnvEvents(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                           ("time_ns", "thread", "kind", "name", "index")))
+
 
 @dataclass
 class ExternalCorrelations:
@@ -132,6 +166,7 @@ class ProcessTrace:
     dropped_events: int = 0
     chunks: int = 0
     warnings: list[str] = field(default_factory=list)
+    env: EnvEvents = field(default_factory=EnvEvents.empty)  # vector env steps and resets
     # Filled from the CUDA collector's file of the same process (source "cuda").
     api_calls: CudaApiCalls = field(default_factory=CudaApiCalls.empty)
     gpu: GpuActivities = field(default_factory=GpuActivities.empty)

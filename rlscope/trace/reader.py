@@ -11,13 +11,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
-from rlscope.trace.data import Events, Header, ProcessTrace, Progress, ThreadInfo, Trace
+from rlscope.trace.data import (
+    EnvEvents,
+    Events,
+    Header,
+    ProcessTrace,
+    Progress,
+    ThreadInfo,
+    Trace,
+)
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
 
 
@@ -72,7 +78,8 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
     threads: dict[int, ThreadInfo] = {}
     metadata: dict[str, Any] = {}
     parts: list[Events] = []
-    args: list[np.ndarray] = []
+    progress: list[Progress] = []
+    env: list[EnvEvents] = []
     dropped = chunks = 0
     for c in iter_chunks(path, warnings):
         strings.update(c.strings)
@@ -82,19 +89,13 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
         chunks = c.sequence + 1
         if len(c.events):
             parts.append(c.events)
-            args.append(c.args)
+            progress.append(c.progress)
+            env.append(c.env)
     if dropped:
         warnings.append(dropped_warning(path, dropped))
     events = Events.concat(parts)
     string_list = string_table(strings)
     if len(events) and int(events.name.max()) >= len(string_list):
         raise TraceError(f"{path} is corrupt: an event names an undefined string")
-    prog_idx = np.flatnonzero(events.kind == fmt.PROGRESS)
-    all_args = np.concatenate(args) if args else np.zeros(0, np.int64)
-    if len(all_args) != 2 * len(prog_idx):
-        raise TraceError(f"{path} is corrupt: {len(all_args)} event arguments for "
-                         f"{len(prog_idx)} progress events")
-    progress = Progress(events.time_ns[prog_idx], events.thread[prog_idx],
-                        all_args[0::2].copy(), all_args[1::2].copy())
-    return ProcessTrace(path, header, events, string_list, threads, progress, metadata,
-                        dropped, chunks, warnings)
+    return ProcessTrace(path, header, events, string_list, threads, Progress.concat(progress),
+                        metadata, dropped, chunks, warnings, env=EnvEvents.concat(env))

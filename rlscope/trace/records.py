@@ -20,7 +20,7 @@ import numpy as np
 
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
-from rlscope.trace.data import Events, Header, ThreadInfo
+from rlscope.trace.data import EnvEvents, Events, Header, Progress, ThreadInfo
 
 _MAX_RECORD = 1 << 30  # far above any chunk a writer produces
 
@@ -137,11 +137,35 @@ class Chunk:
 
     sequence: int
     events: Events
-    args: np.ndarray  # int64, fmt.KIND_ARGS values of its events, in event order
+    progress: Progress  # its PROGRESS events with their arguments
+    env: EnvEvents  # its ENV_* events, the env index of each begin
     strings: dict[int, str]
     threads: list[ThreadInfo]
     metadata: dict[str, Any]
     dropped: int
+
+
+_N_ARGS = np.zeros(256, np.int64)  # arguments each event kind carries in Chunk.args
+for _kind, _n in fmt.KIND_ARGS.items():
+    _N_ARGS[_kind] = _n
+_ENV_KINDS = (fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END, fmt.ENV_RESET_BEGIN, fmt.ENV_RESET_END)
+
+
+def _split_args(path: Path, c: Any, ev: Events, args: np.ndarray) -> tuple[Progress, EnvEvents]:
+    """Hand each event the arguments it carries (fmt.KIND_ARGS, in event order)."""
+    per = _N_ARGS[ev.kind]
+    if int(per.sum()) != len(args):
+        raise TraceError(f"{path} is corrupt: chunk {c.sequence} has {len(args)} event "
+                         f"arguments for events that carry {int(per.sum())}")
+    if not len(args):
+        return Progress.empty(), EnvEvents.empty()
+    first = np.cumsum(per) - per  # offset of each event's first argument
+    p = np.flatnonzero(ev.kind == fmt.PROGRESS)
+    progress = Progress(ev.time_ns[p], ev.thread[p], args[first[p]], args[first[p] + 1])
+    e = np.flatnonzero(np.isin(ev.kind, _ENV_KINDS))
+    index = np.where(per[e] > 0, args[np.minimum(first[e], len(args) - 1)], -1)
+    env = EnvEvents(ev.time_ns[e], ev.thread[e], ev.kind[e], ev.name[e], index)
+    return progress, env
 
 
 def _decode(path: Path, c: Any) -> Chunk:
@@ -160,8 +184,8 @@ def _decode(path: Path, c: Any) -> Chunk:
             metadata[m.key] = json.loads(m.json_value)
         except ValueError:
             metadata[m.key] = m.json_value
-    return Chunk(int(c.sequence), events, np.array(c.args, dtype=np.int64),
-                 {s.id: s.value for s in c.strings},
+    progress, env = _split_args(path, c, events, np.array(c.args, dtype=np.int64))
+    return Chunk(int(c.sequence), events, progress, env, {s.id: s.value for s in c.strings},
                  [ThreadInfo(t.index, t.tid, t.name) for t in c.threads], metadata,
                  int(c.dropped_events))
 

@@ -177,3 +177,37 @@ def test_many_events_across_chunks(recording: Path):
     assert len(iv) == n and iv.closed.all()
     assert np.all(iv.duration_ns >= 0)
     assert np.all(np.diff(p.events.time_ns[p.events.thread == 0]) >= 0)
+
+
+def test_env_events_carry_their_env_index_and_wait_calls_their_category(recording: Path,
+                                                                        recorder: str):
+    import time
+
+    from rlscope import annotate
+
+    rec = annotate.active_recorder()
+    assert rec is not None
+    sleep = rec.wrap(time.sleep, 2, "time.sleep")  # category 2: a blocking call
+    rlscope.report_progress(5, 10)
+    for i in (0, 1, 2):
+        rec.env_begin(False, i, "CartPole-v1")
+        rec.env_end(False, "CartPole-v1")
+    rec.env_begin(True, 7, "Pendulum-v1")
+    sleep(0.001)
+    rec.env_end(True, "Pendulum-v1")
+    rlscope.report_progress(10, 10)
+    p = _stop_and_read(recording)
+    e = p.env
+    assert [fmt.KIND_NAMES[int(k)] for k in e.kind] == ["ENV_STEP_BEGIN", "ENV_STEP_END"] * 3 \
+        + ["ENV_RESET_BEGIN", "ENV_RESET_END"]
+    assert e.index.tolist() == [0, -1, 1, -1, 2, -1, 7, -1]
+    assert [p.name_of(int(n)) for n in e.name[::2]] == ["CartPole-v1"] * 3 + ["Pendulum-v1"]
+    assert np.all(np.diff(e.time_ns) >= 0)
+    # Arguments of progress and env events do not mix.
+    assert p.progress.timesteps.tolist() == [5, 10]
+    assert p.progress.total_timesteps.tolist() == [10, 10]
+    kinds = p.events.kind.tolist()
+    b, end = kinds.index(fmt.WAIT_CALL_BEGIN), kinds.index(fmt.WAIT_CALL_END)
+    assert p.name_of(int(p.events.name[b])) == "time.sleep"
+    assert p.events.time_ns[end] - p.events.time_ns[b] >= 1_000_000
+    assert kinds.index(fmt.ENV_RESET_BEGIN) < b < end < kinds.index(fmt.ENV_RESET_END)
