@@ -53,6 +53,23 @@ KIND_NAMES = {
     WAIT_CALL_END: "WAIT_CALL_END",
 }
 
+# Process metadata keys rlscope itself sets (rlscope.set_metadata is the user's): what
+# analysis needs to relate the processes of a run (docs/multiprocess.md).
+META_ROLE = "rlscope.role"  # one of ROLES
+META_ROLE_DETAIL = "rlscope.role_detail"  # e.g. the vector env's class, the pool's name
+META_ENV_INDEX = "rlscope.env_index"  # vector-env worker: index of the env(s) it holds
+META_NUM_ENVS = "rlscope.num_envs"  # ... and the vector env's number of envs
+META_MP_NAME = "rlscope.mp_name"  # multiprocessing.current_process().name
+ROLE_MAIN = "main"
+ROLE_VECENV_WORKER = "vector-env worker"
+ROLE_POOL_WORKER = "pool worker"
+ROLE_MP_PROCESS = "multiprocessing process"
+ROLE_FORKSERVER = "forkserver"
+ROLE_RESOURCE_TRACKER = "resource tracker"
+ROLE_SUBPROCESS = "subprocess"
+ROLES = (ROLE_MAIN, ROLE_VECENV_WORKER, ROLE_POOL_WORKER, ROLE_MP_PROCESS, ROLE_FORKSERVER,
+         ROLE_RESOURCE_TRACKER, ROLE_SUBPROCESS)
+
 # Number of Chunk.args entries each kind carries.
 KIND_ARGS = {PROGRESS: 2, ENV_STEP_BEGIN: 1, ENV_RESET_BEGIN: 1}
 
