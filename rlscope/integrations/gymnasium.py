@@ -2,7 +2,8 @@
 
 Marked: the class of every environment returned by ``gymnasium.make`` / ``make_vec`` (the
 outermost layer, so gymnasium's own wrappers count as simulation) and the vector envs
-``SyncVectorEnv`` / ``AsyncVectorEnv``. A step inside an open ``simulation`` operation
+``SyncVectorEnv`` / ``AsyncVectorEnv`` (whose envs and vector steps are also recorded
+with their env index: rlscope.integrations.vecenv). A step inside an open ``simulation`` operation
 (the user's, or an outer marked env) is not marked again. Environments constructed
 directly (``CartPoleEnv()``) are not marked; annotate them, or make them with
 ``gymnasium.make``.
@@ -57,4 +58,8 @@ def install(gym: ModuleType, p: Patcher) -> int:
         cls = getattr(vector, cname, None) if vector is not None else None
         if isinstance(cls, type):
             n += mark_env_class(p, cls)
+    if vector is not None:  # after marking: the env-index layer goes outside it
+        from rlscope.integrations import vecenv
+
+        n += vecenv.install_gymnasium(vector, p)
     return n

@@ -4,7 +4,9 @@ operations with no code change.
 - ``inference``: ``ActorCriticPolicy.forward`` / ``predict_values`` (on-policy rollouts),
   ``BasePolicy.predict`` and ``OffPolicyAlgorithm._sample_action`` (off-policy rollouts);
 - ``simulation``: ``VecEnv.step`` and every SB3 vec env's ``reset``;
-- ``backprop``: each algorithm's ``train()``.
+- ``backprop``: each algorithm's ``train()``;
+- ``DummyVecEnv``/``SubprocVecEnv``: every env's step and reset with its env index, and
+  each vector step's send and wait parts (rlscope.integrations.vecenv).
 
 Each is skipped when an operation of the same name is already open (user annotations
 win, nested calls count once). Progress (timesteps of total) is reported at every update
@@ -43,7 +45,9 @@ def install(sb3: ModuleType, p: Patcher) -> int:
             n += mark_method(p, obj, "reset", "simulation")
     n += _wrap(p, base_class.BaseAlgorithm, "_update_current_progress_remaining", _progress)
     n += _wrap(p, base_class.BaseAlgorithm, "_setup_learn", _metadata)
-    return n
+    from rlscope.integrations import vecenv
+
+    return n + vecenv.install_sb3(vec_env, p)  # per env index; after the marking above
 
 
 def _wrap(p: Patcher, cls: type, attr: str,

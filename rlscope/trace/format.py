@@ -60,6 +60,10 @@ META_ROLE_DETAIL = "rlscope.role_detail"  # e.g. the vector env's class, the poo
 META_ENV_INDEX = "rlscope.env_index"  # vector-env worker: index of the env(s) it holds
 META_NUM_ENVS = "rlscope.num_envs"  # ... and the vector env's number of envs
 META_MP_NAME = "rlscope.mp_name"  # multiprocessing.current_process().name
+# Vector envs (rlscope.integrations.vecenv): the process holding them lists them, each
+# {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
+META_VECENVS = "rlscope.vecenvs"
+META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env it serves
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"
 ROLE_POOL_WORKER = "pool worker"

@@ -1,0 +1,280 @@
+"""Vector environments: each env's ``step``/``reset`` with its env index, and each vector
+step with its send and wait parts, with no code change (docs/multiprocess.md).
+
+Covered: stable-baselines3 ``DummyVecEnv`` / ``SubprocVecEnv`` and gymnasium
+``SyncVectorEnv`` / ``AsyncVectorEnv`` (and subclasses that call their methods).
+
+- **Per env.** The vector env's ``__init__`` wraps each env factory in an
+  :class:`EnvFactory` that knows the env's index. It pickles by reference, so it reaches
+  workers started by fork, forkserver and spawn alike. Where the env is made (a worker
+  process, or the main process for the sequential classes) the outermost env instance the
+  factory returns, user wrappers included, gets instance-level ``step``/``reset`` that
+  record ENV_STEP / ENV_RESET events carrying that index. A worker also records its role
+  (format.META_ROLE and friends) and which vector env it serves (format.META_VECENV).
+- **Per vector step**, in the process that holds the vector env: one ENV_STEP event pair
+  with index -1, named after the vector env (``SubprocVecEnv#1``), from the start of
+  ``step_async`` (the actions are sent) to the end of ``step_wait``; vector resets the
+  same as ENV_RESET. For the worker classes ``step_wait`` (``reset_wait``) is also
+  recorded as a blocking call (WAIT_CALL): the wait part.
+
+Nothing is changed while no recording is active when the vector env is made.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from collections.abc import Callable
+from typing import Any
+
+from rlscope import annotate
+from rlscope.intercept.patch import Patcher, raw_lookup
+from rlscope.trace import format as fmt
+
+CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
+VECTOR_INDEX = -1  # the env index of a vector-level event (all envs together)
+
+_serial = itertools.count(1)
+_announced: list[dict[str, Any]] = []  # this process's vector envs (format.META_VECENVS)
+
+
+class _Recorded:
+    """An env's bound ``step`` or ``reset`` recorded as ENV_STEP / ENV_RESET with the env's
+    index; set on the instance, so only the outermost env is recorded."""
+
+    __slots__ = ("index", "method", "name", "reset")
+
+    def __init__(self, method: Callable[..., Any], reset: bool, index: int,
+                 name: str) -> None:
+        self.method, self.reset, self.index, self.name = method, reset, index, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        rec = annotate.active_recorder()
+        if rec is None:
+            return self.method(*args, **kwargs)
+        rec.env_begin(self.reset, self.index, self.name)
+        try:
+            return self.method(*args, **kwargs)
+        finally:
+            rec.env_end(self.reset, self.name)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.method, attr)
+
+    def __reduce__(self) -> Any:
+        # A pickled or copied env gets the plain method back, unrecorded (unpickling
+        # runs this before the instance's attributes are restored).
+        return (getattr, (self.method.__self__, self.method.__name__))  # type: ignore[attr-defined]
+
+
+def _env_name(env: Any) -> str:
+    try:
+        sid = getattr(getattr(env, "spec", None), "id", None)
+    except Exception:  # a user property may raise anything
+        sid = None
+    return sid if isinstance(sid, str) and sid else type(env).__name__
+
+
+def record_env(env: Any, index: int) -> bool:
+    """Record ``env``'s own ``step``/``reset`` calls with ``index``; False if it cannot
+    take instance attributes."""
+    name = _env_name(env)
+    try:
+        for attr, reset in (("step", False), ("reset", True)):
+            method = getattr(env, attr)
+            if isinstance(method, _Recorded):
+                continue
+            setattr(env, attr, _Recorded(method, reset, index, name))
+    except (AttributeError, TypeError):
+        return False
+    return True
+
+
+class EnvFactory:
+    """An env factory that knows the env's index in its vector env. Called in a worker
+    it announces the worker's role and records the env it made; called in the process
+    that made the vector env it records the env only for the sequential classes (the
+    worker classes make a throw-away env there to read the spaces)."""
+
+    def __init__(self, fn: Callable[[], Any], index: int, num_envs: int, vec_class: str,
+                 vec_name: str, owner_pid: int, in_process: bool) -> None:
+        self.fn = fn
+        self.index = index
+        self.num_envs = num_envs
+        self.vec_class = vec_class
+        self.vec_name = vec_name
+        self.owner_pid = owner_pid
+        self.in_process = in_process
+        self.__wrapped__ = fn
+
+    def __call__(self) -> Any:
+        rec = annotate.active_recorder()
+        if rec is None:
+            return self.fn()
+        worker = os.getpid() != self.owner_pid
+        if worker:
+            _announce_worker(rec, self)
+        env = self.fn()
+        if worker or self.in_process:
+            record_env(env, self.index)
+        return env
+
+    def __repr__(self) -> str:
+        return f"<rlscope env {self.index} of {self.vec_name}: {self.fn!r}>"
+
+
+def _announce_worker(rec: Any, f: EnvFactory) -> None:
+    import json
+
+    for key, value in ((fmt.META_ROLE, fmt.ROLE_VECENV_WORKER),
+                       (fmt.META_ROLE_DETAIL, f.vec_class),
+                       (fmt.META_ENV_INDEX, f.index), (fmt.META_NUM_ENVS, f.num_envs),
+                       (fmt.META_VECENV, {"pid": f.owner_pid, "name": f.vec_name})):
+        rec.metadata(key, json.dumps(value))
+
+
+# -- the vector env classes, in the process that makes them ---------------------------
+
+def _vec_name(self: Any) -> str | None:
+    return self.__dict__.get("_rlscope_vecenv")  # type: ignore[no-any-return]
+
+
+def _init(orig: Callable[..., Any], in_process: bool) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = annotate.active_recorder()
+        key = "env_fns" if "env_fns" in kwargs else None
+        fns = kwargs[key] if key else (args[0] if args else None)
+        if rec is None or fns is None or _vec_name(self) is not None:
+            return orig(self, *args, **kwargs)
+        fns = list(fns)
+        cls = type(self).__name__
+        name = f"{cls}#{next(_serial)}"
+        wrapped = [EnvFactory(fn, i, len(fns), cls, name, os.getpid(), in_process)
+                   for i, fn in enumerate(fns)]
+        if key:
+            kwargs[key] = wrapped
+        else:
+            args = (wrapped, *args[1:])
+        self.__dict__["_rlscope_vecenv"] = name
+        result = orig(self, *args, **kwargs)
+        import json
+
+        _announced.append({"name": name, "class": cls, "num_envs": len(fns),
+                           "workers": not in_process})
+        rec.metadata(fmt.META_VECENVS, json.dumps(_announced))
+        return result
+
+    return __init__
+
+
+def _begins(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
+    """Opens the vector step (or reset): the actions go out in ``orig``."""
+
+    @functools.wraps(orig)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = annotate.active_recorder()
+        name = _vec_name(self)
+        if rec is None or name is None:
+            return orig(self, *args, **kwargs)
+        rec.env_begin(reset, VECTOR_INDEX, name)
+        try:
+            return orig(self, *args, **kwargs)
+        except BaseException:
+            rec.env_end(reset, name)  # nothing was sent: no wait will close it
+            raise
+
+    return wrapper
+
+
+def _ends(orig: Callable[..., Any], waiting: Any, reset: bool) -> Callable[..., Any]:
+    """Closes the vector step (or reset) opened by :func:`_begins`; ``waiting`` is
+    ``orig`` recorded as a blocking call, or ``orig`` itself (sequential classes)."""
+
+    @functools.wraps(orig)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = annotate.active_recorder()
+        name = _vec_name(self)
+        if rec is None or name is None:
+            return orig(self, *args, **kwargs)
+        try:
+            return waiting(self, *args, **kwargs)
+        finally:
+            rec.env_end(reset, name)
+
+    return wrapper
+
+
+def _whole(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
+    """A vector step (or reset) done in one method."""
+
+    @functools.wraps(orig)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = annotate.active_recorder()
+        name = _vec_name(self)
+        if rec is None or name is None:
+            return orig(self, *args, **kwargs)
+        rec.env_begin(reset, VECTOR_INDEX, name)
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            rec.env_end(reset, name)
+
+    return wrapper
+
+
+def _replace(p: Patcher, cls: type, attr: str,
+             make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> int:
+    try:
+        raw, _own = raw_lookup(cls, attr)
+    except AttributeError:
+        return 0
+    if not callable(raw) or getattr(raw, "_rlscope_vecenv", False):
+        return 0
+    w = make(raw)
+    w._rlscope_vecenv = True  # type: ignore[attr-defined]
+    p.replace(cls, attr, w)
+    return 1
+
+
+def _split(p: Patcher, cls: type, send: str, wait: str, reset: bool, workers: bool) -> int:
+    n = _replace(p, cls, send, lambda f: _begins(f, reset))
+    label = f"{cls.__name__}.{wait}"
+    return n + _replace(p, cls, wait, lambda f: _ends(
+        f, p.wrapper_for(f, CALL_WAIT, label) if workers else f, reset))
+
+
+def instrument(p: Patcher, cls: type, *, workers: bool, step: tuple[str, ...],
+               reset: tuple[str, ...]) -> int:
+    """Instrument a vector env class. ``step``/``reset``: the method doing a whole vector
+    step (reset), or the (send, wait) pair of methods."""
+    n = _replace(p, cls, "__init__", lambda f: _init(f, in_process=not workers))
+    for methods, is_reset in ((step, False), (reset, True)):
+        if len(methods) == 2:
+            n += _split(p, cls, methods[0], methods[1], is_reset, workers)
+        else:
+            n += _replace(p, cls, methods[0], lambda f, r=is_reset: _whole(f, r))
+    return n
+
+
+def install_sb3(vec_env: Any, p: Patcher) -> int:
+    n = 0
+    if isinstance(getattr(vec_env, "SubprocVecEnv", None), type):
+        n += instrument(p, vec_env.SubprocVecEnv, workers=True,
+                        step=("step_async", "step_wait"), reset=("reset",))
+    if isinstance(getattr(vec_env, "DummyVecEnv", None), type):
+        n += instrument(p, vec_env.DummyVecEnv, workers=False,
+                        step=("step_async", "step_wait"), reset=("reset",))
+    return n
+
+
+def install_gymnasium(vector: Any, p: Patcher) -> int:
+    n = 0
+    if isinstance(getattr(vector, "AsyncVectorEnv", None), type):
+        n += instrument(p, vector.AsyncVectorEnv, workers=True,
+                        step=("step_async", "step_wait"), reset=("reset_async", "reset_wait"))
+    if isinstance(getattr(vector, "SyncVectorEnv", None), type):
+        n += instrument(p, vector.SyncVectorEnv, workers=False, step=("step",),
+                        reset=("reset",))
+    return n
