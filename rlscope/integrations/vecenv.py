@@ -137,7 +137,8 @@ def _announce_worker(rec: Any, f: EnvFactory) -> None:
 # -- the vector env classes, in the process that makes them ---------------------------
 
 def _vec_name(self: Any) -> str | None:
-    return self.__dict__.get("_rlscope_vecenv")  # type: ignore[no-any-return]
+    name: str | None = self.__dict__.get("_rlscope_vecenv")
+    return name
 
 
 def _init(orig: Callable[..., Any], in_process: bool) -> Callable[..., Any]:
@@ -254,7 +255,7 @@ def instrument(p: Patcher, cls: type, *, workers: bool, step: tuple[str, ...],
         if len(methods) == 2:
             n += _split(p, cls, methods[0], methods[1], is_reset, workers)
         else:
-            n += _replace(p, cls, methods[0], lambda f, r=is_reset: _whole(f, r))
+            n += _replace(p, cls, methods[0], functools.partial(_whole, reset=is_reset))
     return n
 
 
