@@ -264,7 +264,8 @@ class VectorEnv:
 ENV_COLUMNS = ["env", "pid", "name", "steps", "resets", "step_mean_ms", "step_p50_ms",
                "step_p99_ms", "step_max_ms", "reset_mean_ms", "busy_s", "slowest_steps",
                "slowest_pct", "barrier_wait_s", "loss_caused_s", "loss_caused_pct"]
-PROJECTION_COLUMNS = ["scenario", "step_s", "saved_s", "sampling_speedup", "assumptions"]
+PROJECTION_COLUMNS = ["design", "scenario", "step_s", "saved_s", "sampling_speedup",
+                      "assumptions"]
 
 
 @dataclass
@@ -528,10 +529,11 @@ def _projections(v: VectorEnv, optimizing: tuple[np.ndarray, np.ndarray]) -> pd.
     now = float(T.sum())
     slowest = B.max(axis=1)
 
-    def row(scenario: str, projected: float, assumptions: str) -> None:
+    def row(design: str, scenario: str, projected: float, assumptions: str) -> None:
         saved = now - projected
         rest = v.sampling_s - saved
-        rows.append({"scenario": scenario, "step_s": projected, "saved_s": saved,
+        rows.append({"design": design, "scenario": scenario, "step_s": projected,
+                     "saved_s": saved,
                      "sampling_speedup": v.sampling_s / rest if rest > 0 else np.nan,
                      "assumptions": assumptions})
 
@@ -540,15 +542,16 @@ def _projections(v: VectorEnv, optimizing: tuple[np.ndarray, np.ndarray]) -> pd.
     per_env = B.sum(axis=0)
     free = float(B.shape[1] / (1 / per_env).sum()) if (per_env > 0).all() else float("nan")
     if not v.workers:
-        row("one worker process per env, lock-step", float(slowest.sum()),
-            "a core per env; env step times as measured; IPC and scheduling not included")
+        same = ("a core per env; env step times as measured; IPC and scheduling not "
+                "included; with no barrier every env steps at its own pace")
+        row("worker processes", "one worker process per env, lock-step",
+            float(slowest.sum()), same)
         if free == free:
-            row("one worker process per env, no barrier", free,
-                "as above, and every env steps at its own pace")
+            row("worker processes", "one worker process per env, no barrier", free, same)
         return pd.DataFrame(rows, columns=PROJECTION_COLUMNS)
     ipc = T - slowest  # per vector step: everything but the slowest env
     if free == free:
-        row("asynchronous: no barrier", free + float(ipc.sum()),
+        row("asynchronous", "asynchronous: no barrier", free + float(ipc.sum()),
             "every env steps at its own pace and its samples are used as they come; env "
             "step times and IPC per step as measured")
     fragments: list[tuple[str, np.ndarray]] = [
@@ -563,7 +566,8 @@ def _projections(v: VectorEnv, optimizing: tuple[np.ndarray, np.ndarray]) -> pd.
         g = np.unique(group, return_inverse=True)[1]
         S = np.zeros((int(g.max()) + 1, B.shape[1]))
         np.add.at(S, g, B)
-        row(f"batched rollouts: barrier every {label}", float(S.max(axis=1).sum() + ipc.sum()),
+        row("batched rollouts", f"batched rollouts: barrier every {label}",
+            float(S.max(axis=1).sum() + ipc.sum()),
             "workers run the policy on their envs and sync once per fragment; env step times "
             "as measured; IPC and inference per step unchanged")
     for k in ENVS_PER_WORKER:
@@ -572,8 +576,10 @@ def _projections(v: VectorEnv, optimizing: tuple[np.ndarray, np.ndarray]) -> pd.
             continue
         G = B[:U * k].reshape(U, k, B.shape[1]).sum(axis=1)
         per_sample = (G.max(axis=1).sum() + U * ipc.mean()) / (U * k)
-        row(f"{k} envs per worker (same workers)", float(per_sample * V),
-            f"each worker steps {k} envs one after another, each like {k} consecutive steps "
+        row("k envs per worker", f"{k} envs per worker (same workers)",
+            float(per_sample * V),
+            "each worker steps its k envs one after another, each like k consecutive steps "
             "of its env; time for the same number of samples; IPC per vector step "
-            "unchanged; batched inference not included; a core per worker")
+            "unchanged (k times the payload ignored); inference on k times larger batches "
+            "not included; a core per worker")
     return pd.DataFrame(rows, columns=PROJECTION_COLUMNS)

@@ -99,7 +99,28 @@ def dump(directory: Path, limit: int | None) -> None:
 def report(directory: Path, fmt: str) -> None:
     """Time per process, phase and operation: calls, wall, self, and the split into Python,
     Backend, Simulator, CUDA API and GPU, and CPU only / GPU only / CPU+GPU."""
-    click.echo(table.render(_analysis(directory), fmt))
+    a = _analysis(directory)
+    out = table.render(a, fmt)
+    click.echo(_with_lockstep(a, directory, fmt, out))
+
+
+def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
+    """The report, with the lock-step section when the run has vector envs (not in CSV,
+    which is one table)."""
+    from rlscope.analysis import lockstep as ls
+
+    if fmt == "csv" or not ls.has_vector_envs(a.processes()["metadata"]):
+        return out
+    from rlscope.reporters import lockstep as render
+
+    result = ls.load(directory)
+    if not result.vector_envs:
+        return out
+    if fmt == "json":
+        import json
+
+        return json.dumps({**json.loads(out), "lockstep": render.to_dict(result)}, indent=2)
+    return f"{out}\n\n{render.render(result, fmt)}"
 
 
 @analyze.command()
@@ -122,6 +143,41 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None
             path = out / f"{stem}.{fmt}"
             _save(fig, path)
             click.echo(str(path))
+        plots.pyplot().close(fig)
+
+
+@analyze.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
+              show_default=True, help="Output format (CSV: the per-env table).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Directory for the figure [default: DIRECTORY/plots].")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="Write lockstep.png/.svg: each env's step-time distribution.")
+def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None:
+    """Vector envs in lock-step: per env step times (mean, p50, p99, max), the barrier
+    wait of every vector step and the time it loses, the straggler, IPC overhead, Sampling
+    vs Optimizing, and projections for asynchronous or batched rollouts and k envs per
+    worker (docs/multiprocess.md)."""
+    from rlscope.analysis import lockstep as ls
+    from rlscope.reporters import lockstep as render
+    from rlscope.reporters import plots
+
+    result = ls.load(directory)
+    for w in result.warnings:
+        click.echo(f"rls-analyze: warning: {w}", err=True)
+    if not result.vector_envs:
+        raise RLScopeError(f"{directory} has no vector env steps: record a run that steps an "
+                           "SB3 DummyVecEnv/SubprocVecEnv or a gymnasium "
+                           "SyncVectorEnv/AsyncVectorEnv under rls-prof")
+    click.echo(render.render(result, fmt, str(directory)))
+    if plot:
+        out = output or directory / "plots"
+        _make_dir(out)
+        fig = render.figure(result)
+        for suffix in ("png", "svg"):
+            _save(fig, out / f"lockstep.{suffix}")
+            click.echo(str(out / f"lockstep.{suffix}"), err=True)
         plots.pyplot().close(fig)
 
 

@@ -9,7 +9,8 @@ Covered: stable-baselines3 ``DummyVecEnv`` / ``SubprocVecEnv`` and gymnasium
   workers started by fork, forkserver and spawn alike. Where the env is made (a worker
   process, or the main process for the sequential classes) the outermost env instance the
   factory returns, user wrappers included, gets instance-level ``step``/``reset`` that
-  record ENV_STEP / ENV_RESET events carrying that index. A worker also records its role
+  record ENV_STEP / ENV_RESET events carrying that index (inside the ``simulation``
+  operation, opened there unless already open). A worker also records its role
   (format.META_ROLE and friends) and which vector env it serves (format.META_VECENV).
 - **Per vector step**, in the process that holds the vector env: one ENV_STEP event pair
   with index -1, named after the vector env (``SubprocVecEnv#1``), from the start of
@@ -34,6 +35,7 @@ from rlscope.trace import format as fmt
 
 CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
 VECTOR_INDEX = -1  # the env index of a vector-level event (all envs together)
+SIMULATION = "simulation"  # the operation the gymnasium and SB3 integrations open
 
 _serial = itertools.count(1)
 _announced: list[dict[str, Any]] = []  # this process's vector envs (format.META_VECENVS)
@@ -55,7 +57,12 @@ class _Recorded:
             return self.method(*args, **kwargs)
         rec.env_begin(self.reset, self.index, self.name)
         try:
-            return self.method(*args, **kwargs)
+            if rec.in_operation(SIMULATION):
+                return self.method(*args, **kwargs)
+            # The gymnasium hook marks only classes made by gymnasium.make: a user
+            # wrapper around them (the outermost layer) is simulation too.
+            with rec.operation(SIMULATION):
+                return self.method(*args, **kwargs)
         finally:
             rec.env_end(self.reset, self.name)
 

@@ -1,0 +1,264 @@
+"""Render the lock-step analysis of vector envs (rlscope.analysis.lockstep): text,
+CSV, JSON, Markdown, and a figure of each env's step-time distribution."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlscope.analysis.lockstep import Lockstep, SamplingTable, VectorEnv
+
+FORMATS = ("text", "csv", "json", "markdown")
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else "-"
+
+
+def _ms(s: float) -> str:
+    return "-" if s != s else f"{s * 1e3:.2f} ms"
+
+
+def _num(x: float, spec: str = ".3f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _table(head: list[str], body: list[list[str]], left: int = 1) -> list[str]:
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(head)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    return [line(head), "  ".join("-" * w for w in widths), *(line(b) for b in body)]
+
+
+class _Unit:
+    """Seconds, or milliseconds for runs under 10 s, so short runs stay readable."""
+
+    def __init__(self, largest_s: float) -> None:
+        self.scale, self.name = (1e3, "ms") if largest_s < 10 else (1.0, "s")
+
+    def __call__(self, seconds: float, signed: bool = False) -> str:
+        return _num(seconds * self.scale, "+.3f" if signed else ".3f") + " " + self.name
+
+    def bare(self, seconds: float) -> str:
+        return _num(seconds * self.scale)
+
+
+def sampling_lines(t: SamplingTable) -> list[str]:
+    """The seed talk's table: Sampling (Reset, Inference, Step) and Optimizing."""
+    total = t.total_s
+    u = _Unit(total)
+    per = (lambda s: _ms(s / t.vector_steps)) if t.vector_steps else (lambda s: "-")
+
+    def op(label: str, s: float, op_name: str) -> list[str]:
+        if not s:  # no such operation: say so rather than show a zero
+            return [label, "-", "-", f"(no '{op_name}' operation)"]
+        return [label, u.bare(s), _pct(s, total), per(s) if "Inf" in label else ""]
+
+    body = [["Sampling", u.bare(t.sampling_s), _pct(t.sampling_s, total), ""],
+            ["  Reset", u.bare(t.reset_s), _pct(t.reset_s, total), ""],
+            op("  Inference", t.inference_s, "inference"),
+            ["  Step", u.bare(t.step_s), _pct(t.step_s, total), per(t.step_s)],
+            ["  other", u.bare(t.other_s), _pct(t.other_s, total), ""],
+            op("Optimizing", t.optimizing_s, "backprop"),
+            ["Total", u.bare(total), "", ""]]
+    return _table(["", f"Time {u.name}", "Share", "Per vector step"], body)
+
+
+def _env_rows(v: VectorEnv, u: _Unit) -> list[list[str]]:
+    out = []
+    for r in v.envs.itertuples():
+        out.append([str(r.env), str(r.pid) if r.pid >= 0 else "-", r.name, f"{r.steps:,}",
+                    f"{r.resets:,}", _num(r.step_mean_ms), _num(r.step_p50_ms),
+                    _num(r.step_p99_ms), _num(r.step_max_ms), _num(r.slowest_pct, ".1f"),
+                    *([u.bare(r.barrier_wait_s), _num(r.loss_caused_pct, ".1f")]
+                      if v.workers else [u.bare(r.loss_caused_s)])])
+    return out
+
+
+def vector_env_lines(v: VectorEnv) -> list[str]:
+    u = _Unit(max(v.step_s, v.sampling_s if v.sampling_s == v.sampling_s else 0.0))
+    where = "in worker processes" if v.workers else f"stepped one after another in pid {v.pid}"
+    lines = [f"{v.name}: {v.num_envs} envs {where}; {v.vector_steps:,} vector steps "
+             f"({v.complete_steps:,} with every env's events), {v.vector_resets:,} vector "
+             f"reset(s) ({u(v.reset_s)})"]
+    if not v.complete_steps:
+        lines.append("  no vector step has every env's events: nothing to measure")
+        return lines
+    k = v.complete_steps
+    split = (f": send {u(v.send_s)}, wait {u(v.wait_s)}" if v.send_s == v.send_s else "")
+    lines.append(f"  Vector steps: {u(v.step_s)} ({_ms(v.step_s / k)} each){split}")
+    if v.workers:
+        lines.append(f"    = mean env busy {u(v.env_mean_s)} + lock-step loss "
+                     f"{u(v.lockstep_loss_s)} + IPC/scheduling {u(v.overhead_s)}")
+        lines.append(f"  Lock-step loss: {u(v.lockstep_loss_s)} = "
+                     f"{_pct(v.lockstep_loss_s, v.sampling_s)} of sampling "
+                     f"({_ms(v.lockstep_loss_s / k)} per vector step); envs idle at the "
+                     f"barrier: {u(v.idle_env_s)} in all")
+    else:
+        lines.append(f"    = envs' steps {u(v.env_sum_s)} (one after another: no barrier, "
+                     f"no env waits for another) + the vector env's own code "
+                     f"{u(v.overhead_s)}")
+    if v.straggler is not None:
+        r = v.envs.iloc[v.straggler]
+        others = v.envs.drop(index=v.straggler)
+        what = "of the lock-step loss" if v.workers else "of the time above the mean env"
+        lines.append(f"  Straggler: env {v.straggler} ({r['name']}"
+                     + (f", pid {r['pid']}" if v.workers and r["pid"] >= 0 else "")
+                     + f"): causes {100 * v.straggler_share:.0f}% {what}; slowest in "
+                     f"{r['slowest_pct']:.0f}% of vector steps; step p99 "
+                     f"{r['step_p99_ms']:.2f} ms vs {others['step_p99_ms'].median():.2f} ms "
+                     "(median of the other envs)")
+    lines.append("")
+    head = ["Env", "Pid", "Name", "Steps", "Resets", "Mean ms", "p50 ms", "p99 ms", "Max ms",
+            "Slowest %"] + ([f"Barrier wait {u.name}", "Loss caused %"] if v.workers
+                            else [f"Above mean {u.name}"])
+    lines += ["  " + x for x in _table(head, _env_rows(v, u), left=3)]
+    if len(v.projections):
+        lines.append("")
+        lines.append(f"  Projections: time to step the same samples ({k:,} vector steps "
+                     f"now take {u(v.step_s)})")
+        body = [[r.scenario, u.bare(r.step_s), _num(r.saved_s * u.scale, "+.3f"),
+                 _num(r.sampling_speedup, ".2f") + "x"] for r in v.projections.itertuples()]
+        lines += ["  " + x for x in _table(["Scenario", f"Step {u.name}", f"Saved {u.name}",
+                                            "Sampling speed-up"], body)]
+        lines.append("  Assumptions:")
+        for r in v.projections.drop_duplicates("design").itertuples():
+            lines.append(f"    {r.design}: {r.assumptions}")
+    return lines
+
+
+def render_text(result: Lockstep, title: str = "") -> str:
+    lines = [f"Vector envs{f': {title}' if title else ''}"]
+    if not result.vector_envs:
+        lines.append("No vector env steps were recorded (SB3 DummyVecEnv/SubprocVecEnv, "
+                     "gymnasium SyncVectorEnv/AsyncVectorEnv under rls-prof).")
+    for t in result.tables:
+        lines.append("")
+        lines.append(f"Process {t.pid} {t.process}: Sampling / Optimizing")
+        lines += ["  " + x for x in sampling_lines(t)]
+        for v in result.vector_envs:
+            if v.pid == t.pid:
+                lines.append("")
+                lines += ["  " + x if x else "" for x in vector_env_lines(v)]
+    lines.append("")
+    lines.append("Sampling: from the first vector env call to the last, less Optimizing "
+                 "(operation 'backprop') in it; Step/Reset: vector steps/resets in the main "
+                 "process; Inference: operation 'inference' outside Optimizing.")
+    if any(v.workers for v in result.vector_envs):
+        lines.append("Per vector step, env busy = its env's step (and reset) time in the "
+                     "worker; lock-step loss = slowest env - mean env, summed; barrier "
+                     "wait = slowest env - this env; IPC/scheduling = vector step - slowest "
+                     "env.")
+    return "\n".join(lines)
+
+
+def to_dict(result: Lockstep) -> dict[str, Any]:
+    def vec(v: VectorEnv) -> dict[str, Any]:
+        d = {k: getattr(v, k) for k in (
+            "pid", "process", "name", "cls", "num_envs", "workers", "vector_steps",
+            "complete_steps", "vector_resets", "step_s", "send_s", "wait_s", "reset_s",
+            "env_mean_s", "env_sum_s", "slowest_s", "lockstep_loss_s", "idle_env_s",
+            "overhead_s", "straggler", "straggler_share", "sampling_s")}
+        d["loss_share_of_sampling"] = v.loss_share
+        d["envs"] = _records(v.envs)
+        d["projections"] = _records(v.projections)
+        return d
+
+    tables = [{**t.__dict__, "total_s": t.total_s} for t in result.tables]
+    return _plain({"vector_envs": [vec(v) for v in result.vector_envs], "sampling": tables,
+                   "warnings": result.warnings})
+
+
+def _plain(x: Any) -> Any:
+    """JSON-ready: numpy scalars to Python, NaN to None."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    return x
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [dict(r) for r in df.to_dict(orient="records")]
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        out.append("| " + " | ".join(f"{v:.6g}" if isinstance(v, float) else str(v)
+                                      for v in row) + " |")
+    return "\n".join(out)
+
+
+def render(result: Lockstep, fmt: str, title: str = "") -> str:
+    if fmt == "text":
+        return render_text(result, title)
+    if fmt == "json":
+        return json.dumps(to_dict(result), indent=2)
+    if fmt == "csv":
+        return result.envs().to_csv(index=False).rstrip("\n")
+    if fmt == "markdown":
+        parts = []
+        for t in result.tables:
+            parts.append(f"### Process {t.pid}: Sampling / Optimizing\n")
+            parts.append(_markdown(pd.DataFrame([{**t.__dict__, "total_s": t.total_s}])))
+        parts.append("\n### Envs\n")
+        parts.append(_markdown(result.envs()))
+        for v in result.vector_envs:
+            if len(v.projections):
+                parts.append(f"\n### Projections: {v.name}\n")
+                parts.append(_markdown(v.projections))
+        return "\n".join(parts)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def figure(result: Lockstep) -> Any:
+    """Per-env step-time distributions, one panel per vector env: a box per env (whiskers
+    at the 1st and 99th percentiles), its mean as a dot, the straggler in red."""
+    from rlscope.reporters.plots import pyplot
+
+    plt = pyplot()
+    vecs = [v for v in result.vector_envs if any(len(t) for t in v.step_times.values())]
+    fig, axes = plt.subplots(max(len(vecs), 1), 1, squeeze=False,
+                             figsize=(max(6.0, 0.6 * max((v.num_envs for v in vecs),
+                                                         default=4) + 2), 3.2 * max(len(vecs), 1)))
+    for ax, v in zip(axes[:, 0], vecs, strict=False):
+        envs = sorted(v.step_times)
+        data = [v.step_times[i] * 1e3 for i in envs]
+        box = ax.boxplot(data, whis=(1, 99), showfliers=True, patch_artist=True,
+                         flierprops={"markersize": 2, "alpha": 0.4})
+        for i, patch in zip(envs, box["boxes"], strict=True):
+            patch.set_facecolor("#d62728" if i == v.straggler else "#9ecae1")
+        ax.plot(range(1, len(envs) + 1), [d.mean() if len(d) else np.nan for d in data],
+                "o", color="black", markersize=4, label="mean")
+        ax.set_xticks(range(1, len(envs) + 1), [str(i) for i in envs])
+        positive = [d[d > 0] for d in data if len(d)]
+        lo = min((d.min() for d in positive if len(d)), default=1.0)
+        hi = max((d.max() for d in positive if len(d)), default=1.0)
+        if hi / max(lo, 1e-9) > 20:
+            ax.set_yscale("log")
+        ax.set_xlabel("env index" + (f" (straggler: env {v.straggler})"
+                                     if v.straggler is not None else ""))
+        ax.set_ylabel("step time (ms)")
+        title = f"{v.name} (pid {v.pid}): {v.num_envs} envs"
+        if v.workers and v.sampling_s > 0:
+            title += f"; lock-step loss {100 * v.loss_share:.1f}% of sampling"
+        ax.set_title(title, fontsize=10)
+        ax.legend(loc="upper right", fontsize=8)
+    if not vecs:
+        axes[0, 0].text(0.5, 0.5, "no env steps recorded", ha="center", va="center")
+    fig.tight_layout()
+    return fig
