@@ -10,6 +10,7 @@ episode (same command), gymnasium's AsyncVectorEnv on the next step command.
     vecenv_straggler.py async|sync|sb3-subproc|sb3-dummy|ppo OUT [STEPS] [ENVS] [STRAGGLER]
 
 ``ppo``: SB3 PPO on CartPole with a SubprocVecEnv of these envs, STEPS total timesteps.
+$VECENV_START_METHOD: the worker classes' start method (default: the library's).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ STEPS = int(sys.argv[3]) if len(sys.argv) > 3 else 150
 ENVS = int(sys.argv[4]) if len(sys.argv) > 4 else 4
 STRAGGLER = int(sys.argv[5]) if len(sys.argv) > 5 else 2
 BASE_S, SLOW_S, SLOW_P = 0.002, 0.020, 0.2
+START = os.environ.get("VECENV_START_METHOD") or None
 
 
 class Endless(gym.Env):
@@ -101,8 +103,9 @@ class Make:
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     if MODE in ("async", "sync"):
-        cls = gym.vector.AsyncVectorEnv if MODE == "async" else gym.vector.SyncVectorEnv
-        envs = cls([Make(i, False) for i in range(ENVS)])
+        fns = [Make(i, False) for i in range(ENVS)]
+        envs = (gym.vector.AsyncVectorEnv(fns, context=START) if MODE == "async"
+                else gym.vector.SyncVectorEnv(fns))
         envs.reset(seed=0)
         actions = np.zeros(ENVS, np.int64)
         for _ in range(STEPS):
@@ -111,8 +114,9 @@ def main() -> None:
     elif MODE in ("sb3-subproc", "sb3-dummy"):
         from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-        cls = SubprocVecEnv if MODE == "sb3-subproc" else DummyVecEnv
-        venv = cls([Make(i, True) for i in range(ENVS)])
+        fns = [Make(i, True) for i in range(ENVS)]
+        venv = (SubprocVecEnv(fns, start_method=START) if MODE == "sb3-subproc"
+                else DummyVecEnv(fns))
         venv.reset()
         actions = np.zeros(ENVS, np.int64)
         for _ in range(STEPS):
@@ -124,7 +128,8 @@ def main() -> None:
         from stable_baselines3.common.vec_env import SubprocVecEnv
 
         torch.set_num_threads(1)
-        venv = SubprocVecEnv([Make(i, True, "CartPole-v1") for i in range(ENVS)])
+        venv = SubprocVecEnv([Make(i, True, "CartPole-v1") for i in range(ENVS)],
+                             start_method=START)
         model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=2, seed=0)
         model.learn(total_timesteps=STEPS)
         venv.close()

@@ -1,0 +1,151 @@
+"""Vector envs under rls-prof, unmodified scripts: SB3 PPO on a SubprocVecEnv and a
+gymnasium AsyncVectorEnv, each with a planted straggler whose envs measure their own step
+commands (busy loops): the straggler's index, the lock-step loss against that ground truth
+(within 5%), the wait part of each vector step; the sequential classes; start methods."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlscope.analysis
+from rlscope.analysis import lockstep as ls
+from rlscope.trace import format as fmt
+from rlscope.trace.reader import read_trace
+from tests.conftest import run_tool
+
+pytest.importorskip("gymnasium")
+WORKLOAD = str(Path(__file__).parent / "workloads" / "vecenv_straggler.py")
+ENVS = 4
+
+
+def record(tmp_path: Path, mode: str, steps: int, straggler: int,
+           start_method: str = "") -> tuple[Path, Path]:
+    import os
+
+    out, truth = tmp_path / "trace", tmp_path / "truth"
+    env = dict(os.environ, VECENV_START_METHOD=start_method)
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--", sys.executable, WORKLOAD, mode,
+                 str(truth), str(steps), str(ENVS), str(straggler), env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return out, truth
+
+
+def truth_commands(truth: Path) -> np.ndarray:
+    """Step commands x envs: seconds each env measured itself (the first command, the
+    vector reset, left out)."""
+    cmds = [json.loads((truth / f"truth.{i}.json").read_text())[1:] for i in range(ENVS)]
+    assert len({len(c) for c in cmds}) == 1, [len(c) for c in cmds]
+    return np.array(cmds, np.float64).T / 1e9
+
+
+def check_against_truth(v: ls.VectorEnv, truth: Path, straggler: int) -> None:
+    C = truth_commands(truth)
+    assert v.vector_steps == v.complete_steps == len(C)
+    true_loss = float((C.max(axis=1) - C.mean(axis=1)).sum())
+    assert abs(v.lockstep_loss_s - true_loss) <= 0.05 * true_loss, (v.lockstep_loss_s,
+                                                                    true_loss)
+    assert v.straggler == straggler, v.envs
+    # Per env: every step command's time, as the env measured it (to within 5% overall).
+    assert v.envs["busy_s"].to_numpy() == pytest.approx(C.sum(axis=0), rel=0.05)
+
+
+def check_wait_part(out: Path, v: ls.VectorEnv) -> None:
+    """The main process's wait for each vector step: the Waiting category where the
+    analysis has one, else the recorded blocking call it comes from."""
+    ops = rlscope.analysis.load(out).operations()
+    waiting = [c for c in ops.columns if c.startswith("waiting")]
+    if waiting:
+        sim = ops[(ops["pid"] == v.pid) & (ops["operation"] == "simulation")]
+        assert sim[waiting[0]].sum() >= 0.9 * v.wait_s
+        assert sim["python_s"].sum() < sim[waiting[0]].sum()
+    else:
+        (main,) = [p for p in read_trace(out).processes if p.pid == v.pid]
+        names = np.array(main.strings, object)[main.events.name]
+        waits = (main.events.kind == fmt.WAIT_CALL_BEGIN) & (names == f"{v.cls}.step_wait")
+        assert int(waits.sum()) == v.vector_steps
+    assert v.wait_s > 0 and v.send_s > 0
+    assert v.step_s == pytest.approx(v.send_s + v.wait_s)
+
+
+def check_workers(out: Path, v: ls.VectorEnv) -> None:
+    procs = read_trace(out).processes
+    workers = [p for p in procs if p.metadata.get(fmt.META_ROLE) == fmt.ROLE_VECENV_WORKER]
+    assert sorted(p.metadata[fmt.META_ENV_INDEX] for p in workers) == list(range(ENVS))
+    for p in workers:
+        assert p.metadata[fmt.META_NUM_ENVS] == ENVS
+        assert p.metadata[fmt.META_ROLE_DETAIL] == v.cls
+        assert p.metadata[fmt.META_VECENV] == {"pid": v.pid, "name": v.name}
+    assert sorted(v.envs["pid"]) == sorted(p.pid for p in workers)
+
+
+def test_async_vector_env_straggler(tmp_path: Path):
+    out, truth = record(tmp_path, "async", 150, straggler=2)
+    r = ls.load(out)
+    assert r.warnings == []
+    (v,) = r.vector_envs
+    assert (v.cls, v.workers, v.vector_resets) == ("AsyncVectorEnv", True, 1)
+    assert v.envs["steps"].tolist() == [150] * ENVS
+    assert v.envs["resets"].tolist() == [1] * ENVS
+    check_against_truth(v, truth, straggler=2)
+    check_wait_part(out, v)
+    check_workers(out, v)
+    # The user wrapper's time in a worker is simulation, not unannotated Python.
+    ops = rlscope.analysis.load(out).operations()
+    worker_sim = ops[(ops["pid"] == v.envs.loc[2, "pid"]) & (ops["operation"] == "simulation")]
+    assert worker_sim["wall_s"].sum() >= 0.95 * v.envs.loc[2, "busy_s"]
+    # The command: report, figure; and the section in report.
+    res = run_tool("rls-analyze", "lockstep", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "Straggler: env 2" in res.stdout and "Lock-step loss" in res.stdout
+    assert (out / "plots" / "lockstep.png").stat().st_size > 0
+    rep = run_tool("rls-analyze", "report", str(out), "--format", "json")
+    assert rep.returncode == 0, rep.stderr
+    assert json.loads(rep.stdout)["lockstep"]["vector_envs"][0]["straggler"] == 2
+
+
+def test_sb3_ppo_subproc_vec_env_straggler(tmp_path: Path):
+    pytest.importorskip("stable_baselines3")
+    out, truth = record(tmp_path, "ppo", 512, straggler=1)
+    r = ls.load(out)
+    (v,) = r.vector_envs
+    assert (v.cls, v.workers, v.vector_resets) == ("SubprocVecEnv", True, 1)
+    assert v.vector_steps == 512 // ENVS
+    check_against_truth(v, truth, straggler=1)
+    assert v.envs["resets"].sum() > ENVS  # CartPole episodes end: resets in step commands
+    check_wait_part(out, v)
+    check_workers(out, v)
+    (t,) = r.tables
+    assert t.pid == v.pid and t.vector_steps == v.vector_steps
+    assert t.optimizing_s > 0 and t.inference_s > 0 and t.step_s >= v.step_s > 0
+    assert t.sampling_s == pytest.approx(t.reset_s + t.inference_s + t.step_s + t.other_s)
+    scen = set(v.projections["scenario"])
+    assert "asynchronous: no barrier" in scen and "4 envs per worker (same workers)" in scen
+    assert any("rollout" in s for s in scen)
+
+
+@pytest.mark.parametrize("mode", ["sync", "sb3-dummy"])
+def test_sequential_vector_envs(tmp_path: Path, mode: str):
+    if mode.startswith("sb3"):
+        pytest.importorskip("stable_baselines3")
+    out, _ = record(tmp_path, mode, 40, straggler=3)
+    (v,) = ls.load(out).vector_envs
+    assert not v.workers and v.lockstep_loss_s == 0
+    assert v.vector_steps == v.complete_steps == 40
+    assert v.envs["steps"].tolist() == [40] * ENVS
+    assert set(v.envs["pid"]) == {v.pid}
+    assert v.env_sum_s <= v.step_s and v.straggler == 3
+
+
+@pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
+def test_worker_start_methods(tmp_path: Path, start_method: str):
+    out, truth = record(tmp_path, "async", 20, straggler=0, start_method=start_method)
+    (v,) = ls.load(out).vector_envs
+    assert v.vector_steps == v.complete_steps == 20
+    assert v.envs["steps"].tolist() == [20] * ENVS
+    check_workers(out, v)
+    assert len(truth_commands(truth)) == 20
