@@ -31,14 +31,14 @@ from rlscope.trace.data import EnvEvents, Trace
 OPTIMIZING_OPS = ("backprop",)  # the SB3 integration's train(); rlscope's usual name
 INFERENCE_OPS = ("inference",)
 _WAIT_SUFFIXES = (".step_wait", ".reset_wait")
-VECTOR_INDEX = -1  # env index of a vector-level event (rlscope.integrations.vecenv)
 BATCH_FRAGMENTS = (8, 64)  # vector steps between barriers in the batched projection
 ENVS_PER_WORKER = (2, 4, 8)
 
 
 @dataclass
 class Intervals:
-    """Begin/end times (ns) of a kind of event on one thread; ``names`` per interval."""
+    """Begin and end times (ns) of intervals, with the thread and name (string id) of
+    each."""
 
     begin: np.ndarray
     end: np.ndarray
@@ -345,7 +345,7 @@ def analyze(procs: list[ProcessEvents]) -> Lockstep:
 def _vector_intervals(p: ProcessEvents, name: str, reset: bool) -> Intervals:
     iv, idx = _env_pairs(p.env, reset)
     sid = p.strings.index(name) if name in p.strings else -1
-    m = (iv.name == sid) & (idx == VECTOR_INDEX)
+    m = (iv.name == sid) & (idx == fmt.VECTOR_ENV_INDEX)
     o = np.argsort(iv.begin[m], kind="stable")
     return Intervals(iv.begin[m][o], iv.end[m][o], iv.thread[m][o], iv.name[m][o])
 

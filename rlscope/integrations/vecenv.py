@@ -34,11 +34,11 @@ from rlscope.intercept.patch import Patcher, raw_lookup
 from rlscope.trace import format as fmt
 
 CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
-VECTOR_INDEX = -1  # the env index of a vector-level event (all envs together)
 SIMULATION = "simulation"  # the operation the gymnasium and SB3 integrations open
 
 _serial = itertools.count(1)
 _announced: list[dict[str, Any]] = []  # this process's vector envs (format.META_VECENVS)
+os.register_at_fork(after_in_child=_announced.clear)  # a child holds none of them
 
 
 class _Recorded:
@@ -186,7 +186,7 @@ def _begins(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
         name = _vec_name(self)
         if rec is None or name is None:
             return orig(self, *args, **kwargs)
-        rec.env_begin(reset, VECTOR_INDEX, name)
+        rec.env_begin(reset, fmt.VECTOR_ENV_INDEX, name)
         try:
             return orig(self, *args, **kwargs)
         except BaseException:
@@ -223,7 +223,7 @@ def _whole(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
         name = _vec_name(self)
         if rec is None or name is None:
             return orig(self, *args, **kwargs)
-        rec.env_begin(reset, VECTOR_INDEX, name)
+        rec.env_begin(reset, fmt.VECTOR_ENV_INDEX, name)
         try:
             return orig(self, *args, **kwargs)
         finally:

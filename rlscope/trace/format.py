@@ -64,6 +64,7 @@ META_MP_NAME = "rlscope.mp_name"  # multiprocessing.current_process().name
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"
 META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env it serves
+VECTOR_ENV_INDEX = -1  # env index of a vector-level ENV event (all envs of a vector env)
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"
 ROLE_POOL_WORKER = "pool worker"
