@@ -6,6 +6,7 @@ commands (busy loops): the straggler's index, the lock-step loss against that gr
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,8 +26,6 @@ ENVS = 4
 
 def record(tmp_path: Path, mode: str, steps: int, straggler: int,
            start_method: str = "") -> tuple[Path, Path]:
-    import os
-
     out, truth = tmp_path / "trace", tmp_path / "truth"
     env = dict(os.environ, VECENV_START_METHOD=start_method)
     r = run_tool("rls-prof", "-o", str(out), "-q", "--", sys.executable, WORKLOAD, mode,
