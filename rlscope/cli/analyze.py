@@ -138,12 +138,24 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None
     a = _analysis(directory)
     out = output or directory / "plots"
     _make_dir(out)
-    for stem, fig in plots.figures(a):
+    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory)]:
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
             _save(fig, path)
             click.echo(str(path))
         plots.pyplot().close(fig)
+
+
+def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
+    """Each env's step-time distribution, when the run has vector envs."""
+    from rlscope.analysis import lockstep as ls
+
+    if not ls.has_vector_envs(a.processes()["metadata"]):
+        return []
+    from rlscope.reporters import lockstep as render
+
+    result = ls.load(directory)
+    return [("lockstep", render.figure(result))] if result.vector_envs else []
 
 
 @analyze.command()

@@ -102,6 +102,9 @@ def test_async_vector_env_straggler(tmp_path: Path):
     assert res.returncode == 0, res.stderr
     assert "Straggler: env 2" in res.stdout and "Lock-step loss" in res.stdout
     assert (out / "plots" / "lockstep.png").stat().st_size > 0
+    res = run_tool("rls-analyze", "plot", str(out), "-o", str(tmp_path / "p"), "--format",
+                   "png")
+    assert res.returncode == 0 and (tmp_path / "p" / "lockstep.png").exists(), res.stderr
     rep = run_tool("rls-analyze", "report", str(out), "--format", "json")
     assert rep.returncode == 0, rep.stderr
     assert json.loads(rep.stdout)["lockstep"]["vector_envs"][0]["straggler"] == 2
