@@ -334,3 +334,15 @@ def test_env_factory_pickles_and_recorded_envs_copy(recording: Path):
     assert p.metadata[fmt.META_ENV_INDEX] == 1 and p.metadata[fmt.META_NUM_ENVS] == 2
     assert p.metadata[fmt.META_ROLE_DETAIL] == "AsyncVectorEnv"
     assert p.metadata[fmt.META_VECENV] == {"pid": -1, "name": "AsyncVectorEnv#9"}
+
+
+def test_lockstep_command_without_vector_envs_is_one_line_error(tmp_path: Path):
+    from tests.conftest import run_tool
+
+    rlscope.start(tmp_path / "t")
+    with rlscope.operation("x"):
+        pass
+    rlscope.stop()
+    r = run_tool("rls-analyze", "lockstep", str(tmp_path / "t"))
+    assert r.returncode == 2 and "has no vector env steps" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
