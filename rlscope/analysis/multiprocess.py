@@ -54,27 +54,44 @@ def is_idle_helper(role: str, t: ProcessTimes, progress_records: int) -> bool:
             and progress_records == 0)
 
 
-def _start_end_realtime(r: ProcessResult, h: Header) -> tuple[int, int]:
-    """The process's span on the realtime clock (shared by the run's processes)."""
-    if r.span == (0, 0):  # no events: the header's clock reading is all there is
-        return h.clock.realtime_ns, h.clock.realtime_ns
-    shift = h.clock.realtime_ns - h.clock.monotonic_ns
-    return r.span[0] + shift, r.span[1] + shift
+@dataclass(frozen=True)
+class _RunClock:
+    """The run's clock: CLOCK_MONOTONIC of the host rls-prof ran on. Processes on other
+    hosts are brought onto it through their clock pairs (realtime)."""
 
+    host: str
+    realtime_minus_monotonic: int
+    start_ns: int | None  # rls-prof's start, when run.json has it
 
-def run_start_ns(run: dict[str, Any], starts: Sequence[int]) -> int:
-    start = run.get("start", {}).get("realtime_ns") if isinstance(run.get("start"), dict) \
-        else None
-    if isinstance(start, int):
-        return min([start, *starts])
-    return min(starts) if starts else 0
+    @staticmethod
+    def of(run: dict[str, Any], headers: Sequence[Header]) -> _RunClock:
+        start, host = run.get("start"), run.get("host")
+        if isinstance(start, dict) and isinstance(start.get("monotonic_ns"), int) \
+                and isinstance(start.get("realtime_ns"), int):
+            name = host.get("name") if isinstance(host, dict) else None
+            return _RunClock(str(name) if name else headers[0].host if headers else "",
+                             start["realtime_ns"] - start["monotonic_ns"],
+                             start["monotonic_ns"])
+        if not headers:
+            return _RunClock("", 0, None)
+        first = min(headers, key=lambda h: h.clock.realtime_ns)
+        return _RunClock(first.host, first.clock.realtime_ns - first.clock.monotonic_ns, None)
+
+    def span(self, r: ProcessResult, h: Header) -> tuple[int, int]:
+        """The process's recorded span on this clock."""
+        shift = 0 if h.host == self.host else \
+            h.clock.realtime_ns - h.clock.monotonic_ns - self.realtime_minus_monotonic
+        if r.span == (0, 0):  # no events: the header's clock reading is all there is
+            return h.clock.monotonic_ns + shift, h.clock.monotonic_ns + shift
+        return r.span[0] + shift, r.span[1] + shift
 
 
 def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEntry],
                   run: dict[str, Any]) -> pd.DataFrame:
     """One row per process in tree order (depth-first, by start time): identity, parent,
     role, name, times relative to the run's start, and where its time went."""
-    spans = [_start_end_realtime(r, e.header) for r, e in zip(results, entries, strict=True)]
+    clock = _RunClock.of(run, [e.header for e in entries])
+    spans = [clock.span(r, e.header) for r, e in zip(results, entries, strict=True)]
     facts = [proctree.ProcessFacts(e.header.pid, e.header.ppid, e.header.host, s[0],
                                    tuple(e.header.argv), e.metadata)
              for e, s in zip(entries, spans, strict=True)]
@@ -83,7 +100,7 @@ def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEnt
         else None
     assigned = proctree.assign_roles(facts, tree, launcher if isinstance(launcher, int)
                                      else None)
-    t0 = run_start_ns(run, [s[0] for s in spans])
+    t0 = min([s[0] for s in spans] + ([clock.start_ns] if clock.start_ns is not None else []))
     rows = []
     for i in tree.order:
         r, e, f, role = results[i], entries[i], facts[i], assigned[i]

@@ -25,8 +25,7 @@ FROM_TREE = "process tree"
 
 @dataclass(frozen=True)
 class ProcessFacts:
-    """What the tree needs of one process; ``start_ns`` on a clock shared by the run's
-    processes (realtime)."""
+    """What the tree needs of one process; ``start_ns`` on the run's clock."""
 
     pid: int
     ppid: int
