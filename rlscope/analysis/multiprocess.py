@@ -27,7 +27,7 @@ from rlscope.trace.data import Header
 
 PROCESS_COLUMNS = [
     "index", "depth", "pid", "ppid", "parent_index", "parent_in_run", "role", "role_label",
-    "role_source", "env_index", "num_envs", "mp_name", "name", "command", "host",
+    "role_source", "env_index", "num_envs", "mp_name", "mp_target", "name", "command", "host",
     "start_s", "end_s", "wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s",
     "operation_calls", "native_calls", "complete", "events", "idle_helper"]
 SUMMARY_COLUMNS = ["role", "processes", "idle_helpers", "wall_s", "busy_s", "waiting_s",
@@ -113,6 +113,7 @@ def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEnt
             "role": role.role, "role_label": roles.role_label(role.role, md),
             "role_source": role.source, "env_index": md.get(fmt.META_ENV_INDEX),
             "num_envs": md.get(fmt.META_NUM_ENVS), "mp_name": md.get(fmt.META_MP_NAME),
+            "mp_target": md.get(fmt.META_MP_TARGET),
             "name": roles.display_name(f.argv, md, proctree.forked(facts, tree, i)),
             "command": shlex.join(f.argv), "host": f.host,
             "start_s": (spans[i][0] - t0) / 1e9, "end_s": (spans[i][1] - t0) / 1e9,

@@ -124,7 +124,7 @@ def _short_target(target: str) -> str:
     module, sep, qualname = target.partition(":")
     if not sep:
         return target
-    if module == "__main__":
+    if module in ("__main__", "__mp_main__"):  # the main script (as spawn imports it)
         return qualname
     return f"{module.rpartition('.')[2]}.{qualname}"
 

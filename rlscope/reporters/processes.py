@@ -101,7 +101,7 @@ def tree_lines(tree: pd.DataFrame, run_wall: float) -> list[str]:
         body.append([f"{pre}{r.pid} {r.name}", r.role_label, f"{r.start_s:.2f}",
                      f"{r.wall_s:.2f}", f"{r.busy_s:.2f}",
                      *([f"{r.waiting_s:.2f}"] if waiting else []),
-                     f"{r.operations_s:.3f}", ", ".join(notes)])
+                     _secs(r.operations_s), ", ".join(notes)])
     return [head, *_grid(cols, body, left=(0, 1, len(cols) - 1))]
 
 
@@ -117,8 +117,8 @@ def summary_lines(a: Analysis) -> list[str]:
         top = ops[ops["role"] == r.role].head(_TOP_OPERATIONS) if r.role != ALL else ops[:0]
         body.append([r.role, n, f"{r.wall_s:.2f}", f"{r.busy_s:.2f}",
                      "-" if pd.isna(r.busy_pct) else f"{r.busy_pct:.1f}",
-                     *([f"{r.waiting_s:.2f}"] if waiting else []), f"{r.operations_s:.3f}",
-                     ", ".join(f"{o.operation} {o.wall_s:.3f} ({o.calls:,})"
+                     *([f"{r.waiting_s:.2f}"] if waiting else []), _secs(r.operations_s),
+                     ", ".join(f"{o.operation} {_secs(o.wall_s)} ({o.calls:,})"
                                for o in top.itertuples())])
     return ["Run summary by role", *_grid(cols, body, left=(0, 1, len(cols) - 1)),
             "  Wall: the processes' recorded lifetimes, summed. Busy"
@@ -148,6 +148,11 @@ def process_label(a: Analysis) -> dict[int, str]:
     """Per ``processes()`` row: its display name and role, for per-process titles."""
     tree = a.process_tree()
     return {int(r.index): f"{r.name} ({r.role_label})" for r in tree.itertuples()}
+
+
+def _secs(s: float) -> str:
+    """Seconds to the millisecond; a non-zero time below that is not shown as zero."""
+    return "<0.001" if 0 < s < 0.0005 else f"{s:.3f}"
 
 
 def _grid(cols: list[str], body: list[list[str]], left: tuple[int, ...]) -> list[str]:
