@@ -51,7 +51,9 @@ def overview_lines(a: Analysis) -> list[str]:
     tree = a.process_tree()
     if len(tree) < 2:
         return []
-    return ["", *tree_lines(tree, a.run_wall_s()), "", *summary_lines(a)]
+    launcher = a.run.get("launcher", {}).get("pid") if isinstance(a.run.get("launcher"),
+                                                                   dict) else None
+    return ["", *tree_lines(tree, a.run_wall_s(), launcher), "", *summary_lines(a)]
 
 
 def _tree_prefixes(tree: pd.DataFrame) -> list[str]:
@@ -81,7 +83,7 @@ def _tree_prefixes(tree: pd.DataFrame) -> list[str]:
     return out
 
 
-def tree_lines(tree: pd.DataFrame, run_wall: float) -> list[str]:
+def tree_lines(tree: pd.DataFrame, run_wall: float, launcher: int | None = None) -> list[str]:
     idle = int(tree["idle_helper"].sum())
     head = f"Processes: {len(tree)}" + (f" ({idle} idle helpers)" if idle else "") + \
         f", run wall time {run_wall:.2f} s"
@@ -96,8 +98,8 @@ def tree_lines(tree: pd.DataFrame, run_wall: float) -> list[str]:
         if not r.complete:
             notes.append("incomplete")
         if not r.parent_in_run:
-            notes.append(f"parent {r.ppid} " + ("is rls-prof" if r.depth == 0
-                                                  and r.role == "main" else "not traced"))
+            notes.append(f"parent {r.ppid} " + ("is rls-prof" if r.ppid == launcher
+                                                  else "not traced"))
         body.append([f"{pre}{r.pid} {r.name}", r.role_label, f"{r.start_s:.2f}",
                      f"{r.wall_s:.2f}", f"{r.busy_s:.2f}",
                      *([f"{r.waiting_s:.2f}"] if waiting else []),
