@@ -14,6 +14,7 @@ from rlscope.analysis.multiprocess import ALL
 # Tables a one-table format (CSV, Markdown) can select; "operations" is table.py's.
 TABLES = ("operations", "processes", "summary", "role-operations")
 _TOP_OPERATIONS = 3  # per role in the text summary
+_PIDS = 8  # pids listed per role on the idle helpers' line
 
 
 def table_frame(a: Analysis, name: str) -> pd.DataFrame:
@@ -132,10 +133,16 @@ def summary_lines(a: Analysis) -> list[str]:
 def folded_lines(a: Analysis) -> list[str]:
     """One line for every idle helper, in place of their per-process tables."""
     tree = a.process_tree()
-    idle = tree[tree["idle_helper"]]
+    idle = tree[tree["index"].isin(folded_indices(a))]
     if not len(idle):
         return []
-    who = ", ".join(f"{r.pid} {r.role_label}" for r in idle.itertuples())
+    groups: dict[str, list[int]] = {}
+    for r in idle.itertuples():
+        groups.setdefault(str(r.role), []).append(int(r.pid))
+    who = "; ".join(f"{role} {pids[0]}" if len(pids) == 1 else
+                    f"{len(pids)} × {role}: " + " ".join(map(str, pids[:_PIDS]))
+                    + (" …" if len(pids) > _PIDS else "")
+                    for role, pids in groups.items())
     return ["", f"Idle helpers ({len(idle)}, tables folded: no operation, backend/simulator/"
             f"CUDA call or GPU work; {idle['wall_s'].sum():.2f} s wall in all): {who}"]
 

@@ -271,3 +271,14 @@ def test_json_and_one_table_formats_carry_the_same():
     md = table.render_frame(P.table_frame(a, "summary"), "markdown").splitlines()
     assert md[0].startswith("| role | processes |")
     assert table.render(a, "csv") == table.render_frame(P.table_frame(a, "operations"), "csv")
+
+
+def test_many_idle_helpers_fold_into_one_line_by_role():
+    pool = {fmt.META_ROLE: fmt.ROLE_POOL_WORKER}
+    a = run_of(proc(10, LAUNCHER, 0.0, 5.0, [(1, 2, "a")]),
+               *[proc(100 + k, 10, 1.0 + k / 100, 4.0, metadata=pool) for k in range(10)],
+               proc(99, 10, 0.5, 4.0, argv=TRACKER))
+    line = P.folded_lines(a)[-1]
+    assert line.startswith("Idle helpers (11, tables folded")
+    assert "resource tracker 99; 10 × pool worker: 100 101 102 103 104 105 106 107 …" in line
+    assert a.run_summary().set_index("role").loc[fmt.ROLE_POOL_WORKER, "idle_helpers"] == 10
