@@ -152,6 +152,7 @@ class Driver:
         self.left = 0  # parent: boundaries until the next chunk starts
         self.t_chunk = 0  # parent: CPU clock when it started running the chunk itself
         self.child: _Child | None = None
+        self.copies: set[int] = set()  # parent: forked copies not yet reaped
         self.stopped = False
         self.active: list[ChunkConfig] | None = None
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -180,21 +181,30 @@ class Driver:
     def _run_chunk(self) -> None:
         k = self.chunk % len(self.active)
         kids: list[tuple[ChunkConfig, int, int]] = []  # (config, pid, read end)
-        for cfg in self.active[k:] + self.active[:k]:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            rfd, wfd = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                for _c, _p, fd in kids:
-                    os.close(fd)
-                os.close(rfd)
-                self.child = _Child(self, cfg, wfd)
-                return  # in the child: back to the workload
-            os.close(wfd)
-            kids.append((cfg, pid, rfd))
-            os.waitpid(pid, os.WUNTRACED)  # stopped, set up
-        results = self._interleave_elsewhere(kids)
+        parent = os.getpid()
+        try:
+            for cfg in self.active[k:] + self.active[:k]:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                rfd, wfd = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    for _c, _p, fd in kids:
+                        os.close(fd)
+                    os.close(rfd)
+                    self.child = _Child(self, cfg, wfd)
+                    return  # in the child: back to the workload
+                self.copies.add(pid)
+                os.close(wfd)
+                kids.append((cfg, pid, rfd))
+                os.waitpid(pid, os.WUNTRACED)  # stopped, set up
+            results = self._interleave_elsewhere(kids)
+        except BaseException:
+            # Ctrl-C (or an error) in the parent: no copy may outlive it, and none may
+            # still be dying when the process has ended (rls-prof waits for that).
+            if os.getpid() == parent:
+                self._kill_copies()
+            raise
         if results is None:
             return
         with open(self.out / RESULTS, "a") as f:
@@ -240,6 +250,7 @@ class Driver:
                 _, status = os.waitpid(pid, os.WUNTRACED)
                 if os.WIFSTOPPED(status):
                     continue
+                self.copies.discard(pid)
                 alive.remove(item)
                 data = _read_all(rfd)
                 if data:
@@ -252,12 +263,23 @@ class Driver:
                 for _c, pid, rfd in alive:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
+                    self.copies.discard(pid)
                     os.close(rfd)
                 break
         if failed:
             self._stop(failed)
             return None
         return results
+
+    def _kill_copies(self) -> None:
+        """Kill the copies not yet reaped and wait until each is gone."""
+        for pid in sorted(self.copies):
+            try:
+                os.kill(pid, signal.SIGKILL)  # also ends a stopped one
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self.copies.discard(pid)
 
     def _stop(self, why: str) -> None:
         """Measure no more chunks; the process goes on uninstrumented."""
