@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 import rlscope
 
 REPO = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 
 def _native_available() -> bool:
@@ -50,3 +54,19 @@ def run_tool(tool: str, *args: str, env: dict[str, str] | None = None, timeout: 
     module = {"rls-prof": "rlscope.cli.prof", "rls-analyze": "rlscope.cli.analyze"}[tool]
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+def wait_until(predicate: Callable[[], T], what: str, timeout_s: float = 120,
+               interval_s: float = 0.05) -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that. Tests wait
+    this way, never by sleeping a fixed time: CI shares two cores with other work, so
+    anything may take many times longer than on an idle machine. Fails the test, saying
+    ``what`` was awaited, after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
