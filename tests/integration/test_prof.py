@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from rlscope.analysis.scopes import operation_intervals, phase_intervals
 from rlscope.analysis.summary import summarize
 from rlscope.trace import format as fmt
 from rlscope.trace import read_trace
-from tests.conftest import run_tool
+from tests.conftest import run_tool, wait_until
 
 WORKLOAD = str(Path(__file__).parent / "workloads" / "loop.py")
 
@@ -118,8 +117,24 @@ def _start_hanging(out: Path, recorder: str) -> subprocess.Popen[str]:
                             start_new_session=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "HANGING"
-    time.sleep(0.6)  # several flush intervals
+    # The periodic flush (every 0.1 s) writes the 60 iterations while the workload hangs.
+    wait_until(lambda: _inferences_on_disk(out) == 60, "the hanging workload's flush")
     return proc
+
+
+def _inferences_on_disk(out: Path) -> int:
+    from rlscope.errors import TraceError
+    from rlscope.trace.reader import read_process
+
+    files = list(out.glob("*" + fmt.FILE_SUFFIX))
+    if len(files) != 1:
+        return 0
+    try:
+        p = read_process(files[0])
+    except TraceError:  # not even the header written yet
+        return 0
+    iv = operation_intervals(p.events)
+    return [p.name_of(int(n)) for n in iv.name[iv.closed]].count("inference")
 
 
 def test_sigkill_keeps_everything_flushed(tmp_path: Path, recorder: str):
