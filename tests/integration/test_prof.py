@@ -64,15 +64,25 @@ def test_counts_nesting_threads_and_wall_time(tmp_path: Path, recorder: str):
     assert [main.name_of(int(n)) for n in ph.name] == ["training"]
 
     # Everything in the training loop is annotated: the top-level operations cover the
-    # wall time the workload measured itself.
+    # wall time of each iteration. The uncovered rest is the loop's own code plus each
+    # scope's outside part: a few µs per iteration with the Python recorder (measured up
+    # to 2.1% here), far less native. Checked per iteration, the median: on a busy
+    # machine the process is also descheduled between operations now and then, for
+    # milliseconds, which made the uncovered total of the loop up to 3.7% (Python
+    # recorder) and 1.5% (native) with two CPU hogs running.
     loop = (names_arr := np.array(names)) != "prefetch"
     top = loop & (iv.depth == 0)
-    covered = iv.duration_ns[top].sum()
-    # The uncovered rest is the loop's own code plus each scope's outside part: a few µs
-    # per iteration with the Python recorder (measured up to 2.1% here), far less native.
-    tolerance = 0.02 if recorder == "native" else 0.04
-    assert abs(covered - res["wall_ns"]) / res["wall_ns"] < tolerance
     assert (names_arr[top] != "").all()
+    order = np.argsort(iv.start_ns[top], kind="stable")
+    start, end = iv.start_ns[top][order], iv.end_ns[top][order]
+    assert (start[1:] >= end[:-1]).all()  # one after the other
+    assert end[-1] - start[0] <= res["wall_ns"]  # inside the loop the workload timed
+    first = names_arr[top][order] == "inference"  # each iteration starts with one
+    assert first.sum() == 300
+    period = np.diff(np.append(start[first], end[-1]))
+    covered = np.bincount(np.cumsum(first) - 1, weights=end - start)
+    tolerance = 0.02 if recorder == "native" else 0.04
+    assert np.median(1 - covered / period) < tolerance, np.median(1 - covered / period)
 
     # The forked child writes its own balanced trace.
     civ = operation_intervals(child.events)
