@@ -187,17 +187,24 @@ class Driver:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 rfd, wfd = os.pipe()
-                pid = os.fork()
+                pid, interrupted = _fork()
                 if pid == 0:
+                    if interrupted:
+                        raise KeyboardInterrupt
                     for _c, _p, fd in kids:
                         os.close(fd)
                     os.close(rfd)
                     self.child = _Child(self, cfg, wfd)
                     return  # in the child: back to the workload
                 self.copies.add(pid)
+                if interrupted:
+                    raise KeyboardInterrupt
                 os.close(wfd)
                 kids.append((cfg, pid, rfd))
-                os.waitpid(pid, os.WUNTRACED)  # stopped, set up
+                _, status = os.waitpid(pid, os.WUNTRACED)  # stopped, set up
+                if not os.WIFSTOPPED(status):
+                    self.copies.discard(pid)
+                    _raise_if_interrupted(status)
             results = self._interleave_elsewhere(kids)
         except BaseException:
             # Ctrl-C (or an error) in the parent: no copy may outlive it, and none may
@@ -251,6 +258,7 @@ class Driver:
                 if os.WIFSTOPPED(status):
                     continue
                 self.copies.discard(pid)
+                _raise_if_interrupted(status)
                 alive.remove(item)
                 data = _read_all(rfd)
                 if data:
@@ -292,6 +300,33 @@ class Driver:
         self._stop(why)
         print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
         raise WorkLimitReached(0)
+
+
+def _fork() -> tuple[int, bool]:
+    """os.fork, and whether Ctrl-C came meanwhile. Python handles a SIGINT that arrives
+    during os.fork in its at-fork callbacks, where the KeyboardInterrupt is only printed:
+    the process (parent or copy) would go on with the workload. With Python's default
+    handler in place, such a SIGINT is noted instead, for the caller to raise."""
+    hit: list[int] = []
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return os.fork(), False
+    try:
+        signal.signal(signal.SIGINT, lambda signum, _frame: hit.append(signum))
+    except ValueError:  # not the main thread, which alone sets handlers
+        return os.fork(), False
+    try:
+        pid = os.fork()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return pid, bool(hit)
+
+
+def _raise_if_interrupted(status: int) -> None:
+    """A copy ended by Ctrl-C: the terminal interrupted this process too, but Python can
+    lose that KeyboardInterrupt (raised in os.fork's at-fork callbacks, it is only
+    printed), and the process would go on with the workload."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGINT:
+        raise KeyboardInterrupt
 
 
 def _pin_writer_away(cpu: int | None) -> None:
