@@ -119,3 +119,26 @@ def test_ctrl_c_during_chunk_calibration_leaves_the_trace_and_no_copies(tmp_path
     # returned, none is left, however slow the machine (no waiting here).
     assert _alive_with(marker) == []
     assert read_trace(out).processes  # the profiled run's trace is intact
+
+
+def test_ctrl_c_during_fork_of_a_copy_is_not_lost():
+    import subprocess
+    import textwrap
+
+    # Python handles a SIGINT that arrives during os.fork in its at-fork callbacks,
+    # where the KeyboardInterrupt is only printed: here one is sent from such a callback.
+    code = textwrap.dedent("""
+        import os, signal
+        from rlscope.calibration.chunks import _fork
+        os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))
+        pid, interrupted = _fork()
+        if pid == 0:
+            os._exit(7 if interrupted else 0)
+        _, status = os.waitpid(pid, 0)
+        print(interrupted, os.waitstatus_to_exitcode(status),
+              signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "7", "True"]  # noted in parent and copy; restored
