@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +14,7 @@ import pytest
 
 import rlscope.analysis
 from rlscope.trace import format as fmt
-from tests.conftest import run_tool
+from tests.conftest import run_tool, wait_until
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
@@ -27,15 +26,14 @@ def record(out: Path, script: str, *args: str, timeout: float = 300) -> rlscope.
     return settled(out)
 
 
-def settled(out: Path, within_s: float = 120) -> rlscope.analysis.Analysis:
+def settled(out: Path) -> rlscope.analysis.Analysis:
     """The analysis once every process has stopped recording: helpers such as the
-    forkserver can outlive the main process by a moment (bounded by a deadline)."""
-    deadline = time.monotonic() + within_s
-    while True:
+    forkserver can outlive the main process by a moment."""
+    def complete() -> rlscope.analysis.Analysis | None:
         a = rlscope.analysis.load(out)
-        if a.processes()["complete"].all() or time.monotonic() > deadline:
-            return a
-        time.sleep(0.2)
+        return a if a.processes()["complete"].all() else None
+
+    return wait_until(complete, "every process of the run to stop recording")
 
 
 def main_row(a: rlscope.analysis.Analysis, tree: pd.DataFrame) -> pd.Series:
