@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 import rlscope
 
 REPO = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 
 def _native_available() -> bool:
@@ -66,3 +70,19 @@ def trace_proto(tmp_path_factory: pytest.TempPathFactory):
     assert r.returncode == 0, r.stderr
     (f,) = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
     return f
+
+
+def wait_until(predicate: Callable[[], T], what: str, timeout_s: float = 120,
+               interval_s: float = 0.05) -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that. Tests wait
+    this way, never by sleeping a fixed time: CI shares two cores with other work, so
+    anything may take many times longer than on an idle machine. Fails the test, saying
+    ``what`` was awaited, after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import categories as C
+from rlscope.analysis import multiprocess
 from rlscope.analysis.overlap import ProcessResult, analyze_process
 from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
-from rlscope.trace.data import Progress, Trace
+from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
 
 BREAKDOWN_KEYS = ("pid", "process", "thread", "phase", "operation", "category", "region")
@@ -29,6 +30,7 @@ class _ProcessMeta:
     events: int
     metadata: dict[str, Any]
     progress: Progress
+    header: Header | None = None
 
 
 def load(directory: str | os.PathLike[str],
@@ -64,7 +66,7 @@ def load(directory: str | os.PathLike[str],
         run = dict(run, correction={"applied": False})
     metas = [_ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
                           s.trace.header.recorder, s.complete, s.events, s.trace.metadata,
-                          s.trace.progress) for s in scanned]
+                          s.trace.progress, s.trace.header) for s in scanned]
     warnings = [w for s in scanned for w in s.trace.warnings]
     return Analysis(str(d), run, results, metas, paths, phases, warnings)
 
@@ -83,7 +85,7 @@ def analyze(trace: Trace, progress: Callable[[int], None] | None = None,
         results.append(analyze_process(p, paths, phases, progress, batch_events))
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,
-                                  p.progress))
+                                  p.progress, p.header))
     return Analysis(str(trace.directory), trace.run, results, metas, paths, phases,
                     trace.warnings)
 
@@ -103,6 +105,7 @@ class Analysis:
         self.warnings = warnings
         self._path_names = np.array([paths.path(i) for i in range(len(paths))], object)
         self._phase_names = np.array(phases.names, object)
+        self._process_table: pd.DataFrame | None = None
 
     # -- per process -------------------------------------------------------------------
     def processes(self) -> pd.DataFrame:
@@ -161,6 +164,34 @@ class Analysis:
         if not frames:
             return pd.DataFrame(columns=["pid", "phase", "path_id", "what", "n"])
         return pd.concat(frames, ignore_index=True)
+
+    # -- many processes (docs/multiprocess.md) ------------------------------------------
+    def process_tree(self) -> pd.DataFrame:
+        """One row per process in tree order (depth-first, siblings by start): pid, parent
+        (``parent_index`` into :meth:`processes` rows, -1 when not traced), depth, role
+        (``role_label`` with a vector-env worker's env index), a display name, start/end
+        relative to the run, wall, busy, waiting, idle and operations seconds, and whether
+        it is an idle helper (reports fold those)."""
+        if self._process_table is None:
+            entries = [multiprocess.ProcessEntry(_header(m), m.metadata, m.complete,
+                                                 m.events, len(m.progress.time_ns))
+                       for m in self._metas]
+            self._process_table = multiprocess.process_table(self.results, entries,
+                                                             self.run)
+        return self._process_table.copy()
+
+    def run_summary(self) -> pd.DataFrame:
+        """Per role: processes, idle helpers, summed wall/busy/waiting/idle/operations
+        seconds and the busy share; last, the whole run (``all processes``)."""
+        return multiprocess.run_summary(self.process_tree())
+
+    def role_operations(self) -> pd.DataFrame:
+        """Top-level operations per role, summed over the role's processes."""
+        return multiprocess.role_operations(self.results, self.process_tree(), self.paths)
+
+    def run_wall_s(self) -> float:
+        """The run's wall time (rls-prof's measurement, else first start to last end)."""
+        return multiprocess.run_wall_s(self.process_tree(), self.run)
 
     # -- per operation -----------------------------------------------------------------
     def operations(self) -> pd.DataFrame:
@@ -309,6 +340,15 @@ class Analysis:
         cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
                 "fraction_done", "estimated_total_s"]
         return pd.DataFrame(rows, columns=cols)
+
+
+def _header(m: _ProcessMeta) -> Header:
+    if m.header is not None:
+        return m.header
+    from rlscope.trace import format as fmt
+
+    return Header(fmt.FORMAT_VERSION, "python", m.pid, m.ppid, "", m.process, (),
+                  fmt.ClockPair(0, 0, 0), m.recorder, "")
 
 
 def _col(name: str) -> str:

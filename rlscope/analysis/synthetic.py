@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,12 +19,16 @@ def process_trace(events: Sequence[tuple[int, int, int, str]],
                   api: Sequence[tuple[int, int, int, int, str]] = (),
                   gpu: Sequence[tuple[int, int, int, int, int]] = (),
                   progress: Sequence[tuple[int, int, int]] = (),
-                  pid: int = 100, name: str = "synthetic") -> ProcessTrace:
+                  pid: int = 100, name: str = "synthetic", ppid: int = 1,
+                  argv: Sequence[str] | None = None, metadata: dict[str, Any] | None = None,
+                  host: str = "host") -> ProcessTrace:
     """A process trace from rows.
 
     events: (time_ns, thread index, kind, name); threads: index -> OS tid (default
     1000 + index); api: (tid, start, end, correlation id, function name); gpu: (kind,
-    stream, start, end, correlation id); progress: (time_ns, timesteps, total).
+    stream, start, end, correlation id); progress: (time_ns, timesteps, total); argv
+    defaults to ``(name,)``. The header's clock pair is read at the first event, both
+    clocks equal.
     """
     strings = [""]
     ids: dict[str, int] = {"": 0}
@@ -45,11 +50,12 @@ def process_trace(events: Sequence[tuple[int, int, int, str]],
              for i, tid in tmap.items()}
     pr = np.array(progress, np.int64).reshape(-1, 3)
     prog = Progress(pr[:, 0], np.zeros(len(pr), np.uint32), pr[:, 1], pr[:, 2])
-    header = Header(fmt.FORMAT_VERSION, "python", pid, 1, "host", name, (name,),
-                    fmt.ClockPair(int(ev.time_ns.min()) if len(ev) else 0, 0, 0),
-                    "synthetic", "0")
+    t0 = int(ev.time_ns.min()) if len(ev) else 0
+    header = Header(fmt.FORMAT_VERSION, "python", pid, ppid, host, name,
+                    tuple(argv) if argv is not None else (name,),
+                    fmt.ClockPair(t0, t0, 0), "synthetic", "0")
     p = ProcessTrace(Path(f"python.{pid}{fmt.FILE_SUFFIX}"), header, ev, strings, tinfo,
-                     prog, {})
+                     prog, dict(metadata or {}))
     if api:
         p.api_calls = api_calls(api)
     if gpu:

@@ -24,6 +24,7 @@ from rlscope.launch.environment import Recording
 from rlscope.trace.reader import read_trace
 
 SUBDIR = "calibration"
+INTERRUPT_GRACE_S = 30.0  # Popen.wait alone gives an interrupted run 0.25 s
 
 
 @dataclass
@@ -59,8 +60,22 @@ def run_once(command: list[str], env: dict[str, str], directory: Path,
             raise RLScopeError(f"calibration run in {directory} took longer than "
                                f"{timeout_s:.0f} s; bound the work (RLSCOPE_MAX_PROGRESS, "
                                "docs/overhead-correction.md)") from None
+        except KeyboardInterrupt:
+            _end_interrupted(proc)
+            raise
         t1 = time.monotonic_ns()
     return (t1 - t0) / 1e9, children_cpu_s() - c0, rc
+
+
+def _end_interrupted(proc: subprocess.Popen) -> None:
+    """After Ctrl-C: the terminal interrupted the run too. Wait until it has unwound
+    (the chunk driver reaps its copies on the way), so that nothing rls-prof started
+    outlives it; kill it after INTERRUPT_GRACE_S or at a second Ctrl-C."""
+    try:
+        proc.wait(timeout=INTERRUPT_GRACE_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()
 
 
 def children_cpu_s() -> float:

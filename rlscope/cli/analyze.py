@@ -11,7 +11,7 @@ import click
 from rlscope.analysis import Analysis, load
 from rlscope.cli.common import run
 from rlscope.errors import RLScopeError
-from rlscope.reporters import table
+from rlscope.reporters import processes, table
 from rlscope.reporters.dump import dump_lines
 from rlscope.trace.data import Trace
 from rlscope.trace.reader import read_trace
@@ -96,20 +96,28 @@ def dump(directory: Path, limit: int | None) -> None:
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format.")
-def report(directory: Path, fmt: str) -> None:
-    """Time per process, phase and operation: calls, wall, self, and the split into Python,
-    Backend, Simulator, CUDA API and GPU, and CPU only / GPU only / CPU+GPU."""
+@click.option("--table", "which", type=click.Choice(processes.TABLES), default=None,
+              help="With --format csv or markdown: the table to print [default: "
+                   "operations]; text and JSON carry every table.")
+def report(directory: Path, fmt: str, which: str | None) -> None:
+    """The process tree and run summary, then time per process, phase and operation:
+    calls, wall, self, and the split into Python, Backend, Simulator, CUDA API and GPU,
+    and CPU only / GPU only / CPU+GPU; then the vector envs' lock-step section."""
+    if which is not None and fmt not in ("csv", "markdown"):
+        raise click.UsageError("--table selects one table for --format csv or markdown")
     a = _analysis(directory)
-    out = table.render(a, fmt)
-    click.echo(_with_lockstep(a, directory, fmt, out))
+    if which is None or which == "operations":
+        click.echo(_with_lockstep(a, directory, fmt, table.render(a, fmt)))
+    else:
+        click.echo(table.render_frame(processes.table_frame(a, which), fmt))
 
 
 def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
-    """The report, with the lock-step section when the run has vector envs (not in CSV,
-    which is one table)."""
+    """The report, with the lock-step section when the run has vector envs (text; a key
+    in JSON; CSV and Markdown are one table)."""
     from rlscope.analysis import lockstep as ls
 
-    if fmt == "csv" or not ls.has_vector_envs(a.processes()["metadata"]):
+    if fmt not in ("text", "json") or not ls.has_vector_envs(a.processes()["metadata"]):
         return out
     from rlscope.reporters import lockstep as render
 

@@ -66,6 +66,12 @@ def _sb3(m: ModuleType, p: Patcher) -> int:
     return sb3.install(m, p)
 
 
+def _mp(m: ModuleType, p: Patcher) -> int:
+    from rlscope.integrations import mp
+
+    return mp.install(m, p)
+
+
 # name -> (top-level module that triggers it, installer)
 LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "torch": ("torch", _torch),
@@ -77,13 +83,14 @@ LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "pybullet": ("pybullet", _sim("pybullet")),
     "gym": ("gymnasium", _gym),
     "sb3": ("stable_baselines3", _sb3),
+    "multiprocessing": ("multiprocessing", _mp),  # process roles (metadata only)
 }
 # Library groups by the kind of events they produce (calibration switches them by group).
 ANNOTATING = ("gym", "sb3")  # zero-code annotations: operation events
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
 SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")  # SIMULATOR_CALL events
 ALIASES = {"tf": "tensorflow", "gymnasium": "gym", "stable_baselines3": "sb3",
-           "stable-baselines3": "sb3", "ale_py": "ale", "Box2D": "box2d"}
+           "stable-baselines3": "sb3", "ale_py": "ale", "Box2D": "box2d", "mp": "multiprocessing"}
 
 _lock = threading.Lock()
 _patcher: Patcher | None = None

@@ -148,6 +148,7 @@ class Driver:
         self.left = 0  # parent: boundaries until the next chunk starts
         self.t_chunk = 0  # parent: CPU clock when it started running the chunk itself
         self.child: _Child | None = None
+        self.copies: set[int] = set()  # parent: forked copies not yet reaped
         self.stopped = False
         self.active: list[ChunkConfig] | None = None
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -176,21 +177,37 @@ class Driver:
     def _run_chunk(self, active: list[ChunkConfig]) -> None:
         k = self.chunk % len(active)
         kids: list[tuple[ChunkConfig, int, int]] = []  # (config, pid, read end)
-        for cfg in active[k:] + active[:k]:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            rfd, wfd = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                for _c, _p, fd in kids:
-                    os.close(fd)
-                os.close(rfd)
-                self.child = _Child(self, cfg, wfd)
-                return  # in the child: back to the workload
-            os.close(wfd)
-            kids.append((cfg, pid, rfd))
-            os.waitpid(pid, os.WUNTRACED)  # stopped, set up
-        results = self._interleave_elsewhere(kids)
+        parent = os.getpid()
+        try:
+            for cfg in active[k:] + active[:k]:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                rfd, wfd = os.pipe()
+                pid, interrupted = _fork()
+                if pid == 0:
+                    if interrupted:
+                        raise KeyboardInterrupt
+                    for _c, _p, fd in kids:
+                        os.close(fd)
+                    os.close(rfd)
+                    self.child = _Child(self, cfg, wfd)
+                    return  # in the child: back to the workload
+                self.copies.add(pid)
+                if interrupted:
+                    raise KeyboardInterrupt
+                os.close(wfd)
+                kids.append((cfg, pid, rfd))
+                _, status = os.waitpid(pid, os.WUNTRACED)  # stopped, set up
+                if not os.WIFSTOPPED(status):
+                    self.copies.discard(pid)
+                    _raise_if_interrupted(status)
+            results = self._interleave_elsewhere(kids)
+        except BaseException:
+            # Ctrl-C (or an error) in the parent: no copy may outlive it, and none may
+            # still be dying when the process has ended (rls-prof waits for that).
+            if os.getpid() == parent:
+                self._kill_copies()
+            raise
         if results is None:
             return
         with open(self.out / RESULTS, "a") as f:
@@ -236,6 +253,8 @@ class Driver:
                 _, status = os.waitpid(pid, os.WUNTRACED)
                 if os.WIFSTOPPED(status):
                     continue
+                self.copies.discard(pid)
+                _raise_if_interrupted(status)
                 alive.remove(item)
                 data = _read_all(rfd)
                 if data:
@@ -248,12 +267,23 @@ class Driver:
                 for _c, pid, rfd in alive:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
+                    self.copies.discard(pid)
                     os.close(rfd)
                 break
         if failed:
             self._stop(failed)
             return None
         return results
+
+    def _kill_copies(self) -> None:
+        """Kill the copies not yet reaped and wait until each is gone."""
+        for pid in sorted(self.copies):
+            try:
+                os.kill(pid, signal.SIGKILL)  # also ends a stopped one
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self.copies.discard(pid)
 
     def _stop(self, why: str) -> None:
         """Measure no more chunks; the process goes on uninstrumented."""
@@ -266,6 +296,33 @@ class Driver:
         self._stop(why)
         print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
         raise WorkLimitReached(0)
+
+
+def _fork() -> tuple[int, bool]:
+    """os.fork, and whether Ctrl-C came meanwhile. Python handles a SIGINT that arrives
+    during os.fork in its at-fork callbacks, where the KeyboardInterrupt is only printed:
+    the process (parent or copy) would go on with the workload. With Python's default
+    handler in place, such a SIGINT is noted instead, for the caller to raise."""
+    hit: list[int] = []
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return os.fork(), False
+    try:
+        signal.signal(signal.SIGINT, lambda signum, _frame: hit.append(signum))
+    except ValueError:  # not the main thread, which alone sets handlers
+        return os.fork(), False
+    try:
+        pid = os.fork()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return pid, bool(hit)
+
+
+def _raise_if_interrupted(status: int) -> None:
+    """A copy ended by Ctrl-C: the terminal interrupted this process too, but Python can
+    lose that KeyboardInterrupt (raised in os.fork's at-fork callbacks, it is only
+    printed), and the process would go on with the workload."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGINT:
+        raise KeyboardInterrupt
 
 
 def _pin_writer_away(cpu: int | None) -> None:

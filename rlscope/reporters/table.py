@@ -13,6 +13,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
+from rlscope.reporters import processes
 from rlscope.reporters.correction import correction_lines
 
 FORMATS = ("text", "csv", "json", "markdown")
@@ -26,9 +27,9 @@ _TRANSITIONS = [("backend_calls", "→Backend"), ("simulator_calls", "→Simulat
 _GPU_COLS = {"cuda_api_s", "gpu_s", "cpu_only_s", "gpu_only_s", "cpu_gpu_s"}
 
 
-def _process_title(proc: pd.Series) -> str:
+def _process_title(proc: pd.Series, label: str | None = None) -> str:
     state = "complete" if proc["complete"] else "incomplete: the process did not stop cleanly"
-    title = (f"Process {proc['pid']} {proc['process']}: {proc['seconds']:.3f} s recorded, "
+    title = (f"Process {proc['pid']} {label or proc['process']}: {proc['seconds']:.3f} s recorded, "
              f"{proc['recorder']} recorder, {state}")
     if proc["gpu_only_s"] or proc["cpu_gpu_s"]:
         cov = max(proc["covered_s"], 1e-12)
@@ -81,9 +82,13 @@ def render_text(a: Analysis) -> str:
                      + (f", exit status {run['exit_status']}" if "exit_status" in run else "")
                      + "]")
         lines.extend(correction_lines(run))
-    for _, proc in procs.iterrows():
+    lines.extend(processes.overview_lines(a))  # tree and run summary, before the tables
+    folded, labels = processes.folded_indices(a), processes.process_label(a)
+    for i, proc in procs.iterrows():
+        if i in folded:
+            continue
         lines.append("")
-        lines.append(_process_title(proc))
+        lines.append(_process_title(proc, labels.get(int(i)) if len(procs) > 1 else None))
         ex = extra[extra["pid"] == proc["pid"]]
         if len(ex):
             lines.append(_extrapolation_line(ex.iloc[0]))
@@ -114,6 +119,7 @@ def render_text(a: Analysis) -> str:
             per = ", ".join(f"{h.lstrip('→')} {rows[c].sum() / steps:,.1f}"
                             for c, h in transitions)
             lines.append(f"  Transitions from Python per timestep: {per}")
+    lines.extend(processes.folded_lines(a))
     lines.append("")
     lines.append("Wall: time inside the operation, nested operations included. Self: "
                  "excluding them. %: of the process's wall time.")
@@ -140,8 +146,18 @@ def render(a: Analysis, fmt: str) -> str:
         return json.dumps({"run": a.run, "processes": _records(a.processes()),
                            "operations": _records(df),
                            "extrapolation": _records(a.extrapolation()),
+                           **processes.json_sections(a),
                            "warnings": a.warnings}, indent=2)
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def render_frame(df: pd.DataFrame, fmt: str) -> str:
+    """Any one table as CSV or Markdown."""
+    if fmt == "csv":
+        return df.to_csv(index=False).rstrip("\n")
+    if fmt == "markdown":
+        return to_markdown(df)
+    raise ValueError(f"one table renders as csv or markdown, not {fmt!r}")
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:

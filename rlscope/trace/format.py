@@ -60,6 +60,7 @@ META_ROLE_DETAIL = "rlscope.role_detail"  # e.g. the vector env's class, the poo
 META_ENV_INDEX = "rlscope.env_index"  # vector-env worker: index of the env(s) it holds
 META_NUM_ENVS = "rlscope.num_envs"  # ... and the vector env's number of envs
 META_MP_NAME = "rlscope.mp_name"  # multiprocessing.current_process().name
+META_MP_TARGET = "rlscope.mp_target"  # what a multiprocessing child runs: "module:qualname"
 # Vector envs (rlscope.integrations.vecenv): the process holding them lists them, each
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"
@@ -74,6 +75,14 @@ ROLE_RESOURCE_TRACKER = "resource tracker"
 ROLE_SUBPROCESS = "subprocess"
 ROLES = (ROLE_MAIN, ROLE_VECENV_WORKER, ROLE_POOL_WORKER, ROLE_MP_PROCESS, ROLE_FORKSERVER,
          ROLE_RESOURCE_TRACKER, ROLE_SUBPROCESS)
+
+# How multiprocessing starts its helpers and spawned children: the start of the code they
+# run with ``python -c``, read from argv by recording and analysis.
+MP_HELPER_CODE = {
+    "from multiprocessing.forkserver import main": ROLE_FORKSERVER,
+    "from multiprocessing.resource_tracker import main": ROLE_RESOURCE_TRACKER,
+}
+MP_SPAWN_CODE = "from multiprocessing.spawn import spawn_main"
 
 # Number of Chunk.args entries each kind carries.
 KIND_ARGS = {PROGRESS: 2, ENV_STEP_BEGIN: 1, ENV_RESET_BEGIN: 1}

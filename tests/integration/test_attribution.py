@@ -68,10 +68,11 @@ def test_synthetic_split_matches_known_costs(recorder: str, tmp_path: Path):
     shares["python_s"] = 1 - sum(shares.values())
     for col, share in shares.items():
         assert abs(row[col] / wall - share) <= 0.05, (col, row[col] / wall, share)
-    # ... and the nominal split, with room for sleep's overshoot under load.
-    total = py_s + be_s + sim_s
+    # ... and at least the nominal time in each: sleep never returns early (a deadline on
+    # the monotonic clock, as spin's). Not the nominal split: sleep's overshoot grows with
+    # the machine's load (it moved the split by up to 0.14 with two CPU hogs running).
     for col, nominal in (("python_s", py_s), ("backend_s", be_s), ("simulator_s", sim_s)):
-        assert abs(row[col] / wall - nominal / total) <= 0.10, (col, row[col] / wall)
+        assert row[col] >= n * nominal, (col, row[col], n * nominal)
 
 
 @pytest.fixture
@@ -93,7 +94,9 @@ def test_torch_mlp_step_is_mostly_backend(intercepted: Path):
                               torch.nn.Linear(256, 1))
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     x = torch.randn(256, 64)
-    for _ in range(20):
+    # 100 steps, not 20: few enough preemptions on a busy machine and the backend share of
+    # backprop went down to 0.51 (25 tries, two CPU hogs); with 100, not below 0.75.
+    for _ in range(100):
         with rlscope.operation("inference"), torch.no_grad():
             net(x)
         with rlscope.operation("backprop"):
@@ -106,7 +109,7 @@ def test_torch_mlp_step_is_mostly_backend(intercepted: Path):
     for op in ("inference", "backprop"):
         row = ops.loc[op]
         assert row["backend_s"] > 0 and row["simulator_s"] == 0
-        assert row["backend_calls"] >= 20 * 3
+        assert row["backend_calls"] >= 100 * 3
     assert ops.loc["backprop", "backend_s"] > 0.3 * ops.loc["backprop", "wall_s"]
 
 
@@ -131,11 +134,15 @@ def test_mujoco_simulation_is_simulator(intercepted: Path, monkeypatch: pytest.M
     monkeypatch.chdir(intercepted.parent)  # MuJoCo writes MUJOCO_LOG.TXT on warnings
     env = gym.make("HalfCheetah-v5")
     env.reset(seed=0)
+    # Enough steps that the time the process spends descheduled on a busy machine (most
+    # of the wall time there) spreads over both categories: in 100 steps (~6 ms of CPU)
+    # a few preemptions decided the split (simulator share 0.17-0.89 with two CPU hogs
+    # running); in 2000 it stays near its mean.
     with rlscope.operation("simulation"):  # user annotation: not marked again inside
-        for _ in range(100):
+        for _ in range(2000):
             env.step(env.action_space.sample())
     rlscope.stop()
     row = operations(intercepted).loc["simulation"]
     assert row["calls"] == 2  # the marked env.reset, and the user's op (steps inside: not)
-    assert row["simulator_calls"] >= 200  # mj_step + mj_rnePostConstraint per step
+    assert row["simulator_calls"] >= 4000  # mj_step + mj_rnePostConstraint per step
     assert row["simulator_s"] > 0.3 * row["wall_s"]

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from rlscope.analysis.scopes import operation_intervals, phase_intervals
 from rlscope.analysis.summary import summarize
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
-from tests.conftest import run_tool
+from tests.conftest import run_tool, wait_until
 
 WORKLOAD = str(Path(__file__).parent / "workloads" / "loop.py")
 
@@ -65,15 +64,25 @@ def test_counts_nesting_threads_and_wall_time(tmp_path: Path, recorder: str):
     assert [main.name_of(int(n)) for n in ph.name] == ["training"]
 
     # Everything in the training loop is annotated: the top-level operations cover the
-    # wall time the workload measured itself.
+    # wall time of each iteration. The uncovered rest is the loop's own code plus each
+    # scope's outside part: a few µs per iteration with the Python recorder (measured up
+    # to 2.1% here), far less native. Checked per iteration, the median: on a busy
+    # machine the process is also descheduled between operations now and then, for
+    # milliseconds, which made the uncovered total of the loop up to 3.7% (Python
+    # recorder) and 1.5% (native) with two CPU hogs running.
     loop = (names_arr := np.array(names)) != "prefetch"
     top = loop & (iv.depth == 0)
-    covered = iv.duration_ns[top].sum()
-    # The uncovered rest is the loop's own code plus each scope's outside part: a few µs
-    # per iteration with the Python recorder (measured up to 2.1% here), far less native.
-    tolerance = 0.02 if recorder == "native" else 0.04
-    assert abs(covered - res["wall_ns"]) / res["wall_ns"] < tolerance
     assert (names_arr[top] != "").all()
+    order = np.argsort(iv.start_ns[top], kind="stable")
+    start, end = iv.start_ns[top][order], iv.end_ns[top][order]
+    assert (start[1:] >= end[:-1]).all()  # one after the other
+    assert end[-1] - start[0] <= res["wall_ns"]  # inside the loop the workload timed
+    first = names_arr[top][order] == "inference"  # each iteration starts with one
+    assert first.sum() == 300
+    period = np.diff(np.append(start[first], end[-1]))
+    covered = np.bincount(np.cumsum(first) - 1, weights=end - start)
+    tolerance = 0.02 if recorder == "native" else 0.04
+    assert np.median(1 - covered / period) < tolerance, np.median(1 - covered / period)
 
     # The forked child writes its own balanced trace.
     civ = operation_intervals(child.events)
@@ -118,8 +127,24 @@ def _start_hanging(out: Path, recorder: str) -> subprocess.Popen[str]:
                             start_new_session=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "HANGING"
-    time.sleep(0.6)  # several flush intervals
+    # The periodic flush (every 0.1 s) writes the 60 iterations while the workload hangs.
+    wait_until(lambda: _inferences_on_disk(out) == 60, "the hanging workload's flush")
     return proc
+
+
+def _inferences_on_disk(out: Path) -> int:
+    from rlscope.errors import TraceError
+    from rlscope.trace.reader import read_process
+
+    files = list(out.glob("*" + fmt.FILE_SUFFIX))
+    if len(files) != 1:
+        return 0
+    try:
+        p = read_process(files[0])
+    except TraceError:  # not even the header written yet
+        return 0
+    iv = operation_intervals(p.events)
+    return [p.name_of(int(n)) for n in iv.name[iv.closed]].count("inference")
 
 
 def test_sigkill_keeps_everything_flushed(tmp_path: Path, recorder: str):

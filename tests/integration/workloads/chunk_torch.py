@@ -10,6 +10,7 @@ import rlscope
 torch.set_num_threads(1)
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=400)
+ap.add_argument("--tag", default="", help="ignored: lets a test find its processes")
 args = ap.parse_args()
 x = torch.zeros(16)
 for i in range(1, args.steps + 1):

@@ -1,0 +1,183 @@
+"""One run, many processes: the process table (tree order), the run summary per role and
+the top-level operations per role, as DataFrames (docs/multiprocess.md).
+
+Per process: wall = its recorded span; busy / waiting = CPU seconds (summed over threads)
+outside / inside the waiting category; idle = wall time with no thread active and no GPU
+work; operations = time inside any operation. An *idle helper* is a process other than
+the main one that recorded no operation, no backend/simulator/CUDA call, no GPU work and
+no progress (the forkserver, the resource tracker, workers never given work): reports
+fold them into one line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from rlscope.analysis import proctree, roles
+from rlscope.analysis.overlap import ProcessResult
+from rlscope.analysis.paths import PathTable
+from rlscope.analysis.proctimes import ProcessTimes, process_times, top_operations
+from rlscope.trace import format as fmt
+from rlscope.trace.data import Header
+
+PROCESS_COLUMNS = [
+    "index", "depth", "pid", "ppid", "parent_index", "parent_in_run", "role", "role_label",
+    "role_source", "env_index", "num_envs", "mp_name", "mp_target", "name", "command", "host",
+    "start_s", "end_s", "wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s",
+    "operation_calls", "native_calls", "complete", "events", "idle_helper"]
+SUMMARY_COLUMNS = ["role", "processes", "idle_helpers", "wall_s", "busy_s", "waiting_s",
+                   "idle_s", "operations_s", "gpu_s", "busy_pct"]
+ROLE_OPERATION_COLUMNS = ["role", "operation", "processes", "calls", "wall_s"]
+ALL = "all processes"
+_TIME_COLS = ["wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s"]
+
+
+@dataclass(frozen=True)
+class ProcessEntry:
+    """What the analysis knows of one process besides its result."""
+
+    header: Header
+    metadata: dict[str, Any]
+    complete: bool
+    events: int
+    progress_records: int
+
+
+def is_idle_helper(role: str, t: ProcessTimes, progress_records: int) -> bool:
+    return (role != fmt.ROLE_MAIN and t.operation_calls == 0 and t.native_calls == 0
+            and t.gpu_activities == 0 and t.operations_ns == 0 and t.gpu_ns == 0
+            and progress_records == 0)
+
+
+@dataclass(frozen=True)
+class _RunClock:
+    """The run's clock: CLOCK_MONOTONIC of the host rls-prof ran on. Processes on other
+    hosts are brought onto it through their clock pairs (realtime)."""
+
+    host: str
+    realtime_minus_monotonic: int
+    start_ns: int | None  # rls-prof's start, when run.json has it
+
+    @staticmethod
+    def of(run: dict[str, Any], headers: Sequence[Header]) -> _RunClock:
+        start, host = run.get("start"), run.get("host")
+        if isinstance(start, dict) and isinstance(start.get("monotonic_ns"), int) \
+                and isinstance(start.get("realtime_ns"), int):
+            name = host.get("name") if isinstance(host, dict) else None
+            return _RunClock(str(name) if name else headers[0].host if headers else "",
+                             start["realtime_ns"] - start["monotonic_ns"],
+                             start["monotonic_ns"])
+        if not headers:
+            return _RunClock("", 0, None)
+        first = min(headers, key=lambda h: h.clock.realtime_ns)
+        return _RunClock(first.host, first.clock.realtime_ns - first.clock.monotonic_ns, None)
+
+    def span(self, r: ProcessResult, h: Header) -> tuple[int, int]:
+        """The process's recorded span on this clock."""
+        shift = 0 if h.host == self.host else \
+            h.clock.realtime_ns - h.clock.monotonic_ns - self.realtime_minus_monotonic
+        if r.span == (0, 0):  # no events: the header's clock reading is all there is
+            return h.clock.monotonic_ns + shift, h.clock.monotonic_ns + shift
+        return r.span[0] + shift, r.span[1] + shift
+
+
+def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEntry],
+                  run: dict[str, Any]) -> pd.DataFrame:
+    """One row per process in tree order (depth-first, by start time): identity, parent,
+    role, name, times relative to the run's start, and where its time went."""
+    clock = _RunClock.of(run, [e.header for e in entries])
+    spans = [clock.span(r, e.header) for r, e in zip(results, entries, strict=True)]
+    facts = [proctree.ProcessFacts(e.header.pid, e.header.ppid, e.header.host, s[0],
+                                   tuple(e.header.argv), e.metadata)
+             for e, s in zip(entries, spans, strict=True)]
+    tree = proctree.build_tree(facts)
+    launcher = run.get("launcher", {}).get("pid") if isinstance(run.get("launcher"), dict) \
+        else None
+    assigned = proctree.assign_roles(facts, tree, launcher if isinstance(launcher, int)
+                                     else None)
+    t0 = min([s[0] for s in spans] + ([clock.start_ns] if clock.start_ns is not None else []))
+    rows = []
+    for i in tree.order:
+        r, e, f, role = results[i], entries[i], facts[i], assigned[i]
+        t = process_times(r)
+        pa = tree.parent[i]
+        md = e.metadata
+        rows.append({
+            "index": i, "depth": tree.depth[i], "pid": f.pid, "ppid": f.ppid,
+            "parent_index": pa, "parent_in_run": pa != proctree.NO_PARENT,
+            "role": role.role, "role_label": roles.role_label(role.role, md),
+            "role_source": role.source, "env_index": md.get(fmt.META_ENV_INDEX),
+            "num_envs": md.get(fmt.META_NUM_ENVS), "mp_name": md.get(fmt.META_MP_NAME),
+            "mp_target": md.get(fmt.META_MP_TARGET),
+            "name": roles.display_name(f.argv, md, proctree.forked(facts, tree, i)),
+            "command": shlex.join(f.argv), "host": f.host,
+            "start_s": (spans[i][0] - t0) / 1e9, "end_s": (spans[i][1] - t0) / 1e9,
+            "wall_s": t.wall_ns / 1e9, "busy_s": t.busy_ns / 1e9,
+            "waiting_s": t.waiting_ns / 1e9, "idle_s": t.idle_ns / 1e9,
+            "operations_s": t.operations_ns / 1e9, "gpu_s": t.gpu_ns / 1e9,
+            "operation_calls": t.operation_calls, "native_calls": t.native_calls,
+            "complete": e.complete, "events": e.events,
+            "idle_helper": is_idle_helper(role.role, t, e.progress_records),
+        })
+    return pd.DataFrame(rows, columns=PROCESS_COLUMNS)
+
+
+def _role_order(table: pd.DataFrame) -> list[str]:
+    """Known roles in their canonical order, then others as first seen."""
+    seen = list(dict.fromkeys(table["role"]))
+    return [r for r in fmt.ROLES if r in seen] + [r for r in seen if r not in fmt.ROLES]
+
+
+def run_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per role (processes, how many are idle helpers, summed times, busy share
+    of the processes' wall time), then the whole run (``all processes``)."""
+    rows = []
+    for role in _role_order(table):
+        g = table[table["role"] == role]
+        rows.append({"role": role, "processes": len(g),
+                     "idle_helpers": int(g["idle_helper"].sum()),
+                     **{c: float(g[c].sum()) for c in _TIME_COLS}})
+    if len(table):
+        rows.append({"role": ALL, "processes": len(table),
+                     "idle_helpers": int(table["idle_helper"].sum()),
+                     **{c: float(table[c].sum()) for c in _TIME_COLS}})
+    df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS[:-1])
+    df["busy_pct"] = 100.0 * df["busy_s"] / df["wall_s"].where(df["wall_s"] > 0)
+    return df[SUMMARY_COLUMNS]
+
+
+def role_operations(results: Sequence[ProcessResult], table: pd.DataFrame,
+                    paths: PathTable) -> pd.DataFrame:
+    """Top-level operations per role: processes that ran each, calls, and inclusive time
+    summed over those processes (and their threads); largest first within a role."""
+    role_of = dict(zip(table["index"], table["role"], strict=True))
+    acc: dict[tuple[str, int], list[float]] = {}
+    for i, r in enumerate(results):
+        for path, (ns, calls) in top_operations(r, paths).items():
+            a = acc.setdefault((role_of[i], path), [0, 0, 0.0])
+            a[0] += 1
+            a[1] += calls
+            a[2] += ns / 1e9
+    order = {r: k for k, r in enumerate(_role_order(table))}
+    rows = [{"role": role, "operation": paths.path(path), "processes": int(a[0]),
+             "calls": int(a[1]), "wall_s": a[2]} for (role, path), a in acc.items()]
+    df = pd.DataFrame(rows, columns=ROLE_OPERATION_COLUMNS)
+    if len(df):
+        df = df.assign(_r=df["role"].map(order)).sort_values(
+            ["_r", "wall_s"], ascending=[True, False], kind="stable").drop(columns="_r")
+    return df.reset_index(drop=True)
+
+
+def run_wall_s(table: pd.DataFrame, run: dict[str, Any]) -> float:
+    """The run's wall time: rls-prof's measurement, else first start to last end."""
+    d = run.get("duration_s")
+    if isinstance(d, (int, float)) and d > 0:
+        return float(d)
+    if not len(table):
+        return 0.0
+    return float(max(table["end_s"].max(), 0.0) - min(table["start_s"].min(), 0.0))
