@@ -112,6 +112,8 @@ class _Recording:
         self.writer.start()
 
     def _writer_loop(self) -> None:
+        # Its own waits are not the program's: inside a wait call, wrappers record nothing.
+        _in_call.flags = [0, 0, 1]
         while not self.stop_event.wait(self.flush_interval_s):
             self.flush()
 
