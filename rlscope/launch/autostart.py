@@ -15,8 +15,28 @@ from types import FrameType
 
 from rlscope.launch import env
 
+_exiting = False  # set when the interpreter starts shutting down
+
+
+def _mark_exiting() -> None:
+    global _exiting
+    _exiting = True
+
+
+def _exit_under_way() -> bool:
+    if _exiting or sys.is_finalizing():
+        return True
+    mp_util = sys.modules.get("multiprocessing.util")  # a worker running its finalizers
+    return bool(getattr(mp_util, "_exiting", False))
+
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    if _exit_under_way():
+        # The exit hooks flush the trace; an exception now would only interrupt them
+        # and print a traceback from whichever hook it lands in (Pool.terminate()
+        # during a worker's exit). A second SIGTERM ends the process at once.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        return
     # Unwind like an exit so atexit flushes the trace; 128 + signal, as a shell reports.
     raise SystemExit(128 + signum)
 
@@ -53,7 +73,16 @@ def autostart() -> None:
         try:
             signal.signal(signal.SIGTERM, _on_sigterm)
         except ValueError:  # not the main thread
-            pass
+            return
+        import threading
+
+        # Runs first in interpreter shutdown (threading._shutdown), before atexit hooks.
+        register = getattr(threading, "_register_atexit", None)
+        if register is not None:
+            try:
+                register(_mark_exiting)
+            except RuntimeError:  # already shutting down
+                pass
 
 
 def _enable_intercept(spec: str) -> None:
