@@ -5,6 +5,8 @@
   orphan FILE S      leaves a child burning S s of CPU after this process exits; the
                      child writes the CPU time it used to FILE
   forkserver         one Process through the forkserver (which outlives this process)
+  pool_exit METHOD   ``with Pool() as p: p.map(...)``: the with-block's terminate() sends
+                     SIGTERM to workers that may already be exiting
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def started(counter, n: int, timeout: float = 120) -> None:
         if time.monotonic() > end:
             raise SystemExit("workers did not start")
         time.sleep(0.01)
+
+
+def square(x: int) -> int:
+    return x * x
 
 
 def noop() -> int:
@@ -88,6 +94,9 @@ def main() -> None:
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out["orphan"] = child.pid
         child.returncode = 0  # not waited for: Popen's __del__ would not reap it anyway
+    elif mode == "pool_exit":
+        with mp.get_context(sys.argv[2]).Pool(2) as pool:
+            out["squares"] = pool.map(square, range(4))
     elif mode == "forkserver":
         ctx = mp.get_context("forkserver")
         with ctx.Pool(1) as pool:
