@@ -32,7 +32,8 @@ _TIME = ("sleep",)
 _THREADING = (("Condition", ("wait", "wait_for")), ("Event", ("wait",)),
               ("Thread", ("join",)), ("Semaphore", ("acquire", "__enter__")),
               ("Barrier", ("wait",)))
-_SELECTORS = ("SelectSelector", "_PollLikeSelector", "KqueueSelector")
+_SELECTORS = ("SelectSelector", "_PollLikeSelector", "EpollSelector", "DevpollSelector",
+              "KqueueSelector")
 # Queue.put blocks only on a bounded queue and is mostly its own Python: not wrapped.
 _QUEUE = (("Queue", ("get", "join")),)
 _SOCKET = ("recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg", "recvmsg_into",

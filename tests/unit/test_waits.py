@@ -155,6 +155,8 @@ def test_installed_at_import_in_a_fresh_process(tmp_path: Path):
         assert is_wrapper(c.Connection.__dict__["_recv"].__defaults__[0])
         assert is_wrapper(c.wait) and is_wrapper(queue.Queue.__dict__["get"])
         assert is_wrapper(vars(selectors._PollLikeSelector)["select"])
+        if hasattr(selectors, "EpollSelector"):  # the default selector: its own select
+            assert is_wrapper(vars(selectors.EpollSelector)["select"])
         assert is_wrapper(s.Condition.__dict__["wait"])
         import multiprocessing
         lock = multiprocessing.Lock()
