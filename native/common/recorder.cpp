@@ -258,7 +258,8 @@ void fork_parent() {
 }
 
 // Only this thread exists now. No I/O, no threads: fresh locks, forget the
-// writer and the other threads, keep this thread's open scopes.
+// writer and the other threads, keep this thread's open scopes (after_fork_child
+// marks them inherited).
 void fork_child() {
   Recorder& r = R();
   new (&r.control_mu) std::mutex();
@@ -341,6 +342,7 @@ void stop(ThreadState* t) {
     // Close the scopes still open on this thread so the trace stays balanced.
     int64_t now = monotonic_ns();
     for (uint32_t j = t->depth; j-- > 0;) {
+      if (t->stack[j].kind & kInherited) continue;
       t->buf.append(now, t->stack[j].name, t->stack[j].kind + 1);
     }
     t->depth = 0;
@@ -397,19 +399,15 @@ int after_fork_child(const std::string& path, ThreadState* t) {
     s = next_session(r);
   }
   if (t) {
-    // Keep the scopes that were open at fork (if they belong to the recording
-    // that was active then) and re-open them in the new file.
+    // The scopes open at fork (if they belong to the recording active then) were
+    // opened by the parent: the child's trace starts without them, and its code may
+    // still leave them, silently.
     if (t->session != r.session_at_fork) t->depth = 0;
+    for (uint32_t i = 0; i < t->depth; ++i) t->stack[i].kind |= kInherited;
     t->session = s;
   }
   g_session.store(s, std::memory_order_release);
-  if (t) {
-    int64_t now = monotonic_ns();
-    t->buf.append(now, 0, PROCESS_START);
-    for (uint32_t i = 0; i < t->depth; ++i) {
-      t->buf.append(now, t->stack[i].name, t->stack[i].kind);
-    }
-  }
+  if (t) t->buf.append(monotonic_ns(), 0, PROCESS_START);
   start_writer(r);
   return 0;
 }
@@ -450,14 +448,19 @@ Status exit_scope_slow(ThreadState* t, uint32_t begin_kind, uint32_t name,
   uint32_t i = d;
   while (i > 0) {
     --i;
-    if (t->stack[i].kind == begin_kind && t->stack[i].name == name) {
+    if ((t->stack[i].kind & ~kInherited) == begin_kind && t->stack[i].name == name) {
       int64_t now = monotonic_ns();
+      bool inner_open = false;  // scopes of this process left open inside it
       for (uint32_t j = d; j-- > i;) {
-        if (j > i && unwound) unwound->push_back(t->stack[j]);
+        if (t->stack[j].kind & kInherited) continue;  // the parent's: nothing to record
+        if (j > i) {
+          inner_open = true;
+          if (unwound) unwound->push_back(t->stack[j]);
+        }
         t->buf.append(now, t->stack[j].name, t->stack[j].kind + 1);
       }
       t->depth = i;
-      return i + 1 == d ? OK : MISMATCH;
+      return inner_open ? MISMATCH : OK;
     }
   }
   return NOT_ON_STACK;
@@ -468,9 +471,12 @@ Status pop(ThreadState* t, uint32_t begin_kind, uint32_t name) {
   uint32_t d = t->depth;
   if (d == 0) return STACK_EMPTY;
   const StackEntry& top = t->stack[d - 1];
-  if (top.kind != begin_kind || (name != 0 && top.name != name)) return MISMATCH;
+  if ((top.kind & ~kInherited) != begin_kind || (name != 0 && top.name != name)) {
+    // Under inherited scopes only, nothing of this process is open.
+    return (top.kind & kInherited) ? STACK_EMPTY : MISMATCH;
+  }
   t->depth = d - 1;
-  t->buf.append(monotonic_ns(), top.name, begin_kind + 1);
+  if (!(top.kind & kInherited)) t->buf.append(monotonic_ns(), top.name, begin_kind + 1);
   return OK;
 }
 
@@ -507,7 +513,9 @@ std::vector<StackEntry> open_scopes(ThreadState* t) {
       t->session != g_session.load(std::memory_order_acquire)) {
     return out;
   }
-  out.assign(t->stack, t->stack + t->depth);
+  for (uint32_t i = 0; i < t->depth; ++i) {
+    if (!(t->stack[i].kind & kInherited)) out.push_back(t->stack[i]);
+  }
   return out;
 }
 

@@ -56,6 +56,12 @@ struct StackEntry {
   uint32_t name;
 };
 
+// Set on `kind` of the scopes a forked child inherited open from its parent. A child's
+// trace starts with no open scopes (fork and spawn name the same work the same); these
+// only let the child's code leave them without an error, recording nothing. Never
+// equal to a BEGIN kind, so the hot-path exit check misses them and the slow path pops.
+constexpr uint32_t kInherited = 0x80000000u;
+
 // The registry's per-thread state plus what the hot path needs.
 struct ThreadState : BufferedThread {
   explicit ThreadState(BlockPool* pool) : BufferedThread(pool) {}
@@ -115,8 +121,8 @@ Stats stats();
 int write_error();
 std::string current_path();
 // In a forked child whose parent was recording: open `path` (a new file),
-// write a header, record PROCESS_START and re-open the scopes still open on
-// `t`, start the writer. Returns 0, -1 if there is nothing to resume, or an
+// write a header, record PROCESS_START, mark the scopes still open on `t` as
+// inherited (kInherited: they close silently), start the writer. Returns 0, -1 if there is nothing to resume, or an
 // errno.
 int after_fork_child(const std::string& path, ThreadState* t);
 
@@ -175,7 +181,7 @@ inline Status exit_innermost(ThreadState* t, uint32_t begin_kind, uint32_t name)
 }
 
 // Exit of a scope (context manager __exit__):
-//  - innermost: pop, record END, OK;
+//  - innermost: pop, record END, OK (an inherited scope: pop, nothing recorded);
 //  - deeper in the stack: END for the inner scopes and this one (same
 //    timestamp), pop them, MISMATCH; `unwound` gets the inner scopes
 //    (innermost first);
@@ -199,7 +205,8 @@ Status progress(ThreadState* t, int64_t timesteps, int64_t total);
 Status env_begin(ThreadState* t, uint32_t begin_kind, uint32_t name, int64_t index);
 Status env_end(ThreadState* t, uint32_t begin_kind, uint32_t name);
 
-// Open scopes of `t`, outermost first (empty when not recording).
+// Open scopes of `t`, outermost first, without inherited ones (empty when not
+// recording).
 std::vector<StackEntry> open_scopes(ThreadState* t);
 
 }  // namespace rlscope

@@ -199,9 +199,10 @@ class Analysis:
 
         calls; wall_s (inclusive of nested operations) and self_s (exclusive), both
         summed over threads; the self time split by category (python_s, backend_s,
-        simulator_s, cuda_api_s, gpu_s) and by region (cpu_only_s, gpu_only_s,
+        simulator_s, cuda_api_s, waiting_s, gpu_s) and by region (cpu_only_s, gpu_only_s,
         cpu_gpu_s), each split summing to self_s; transitions (backend_calls,
-        simulator_calls, cuda_api_calls) made directly in the operation; shares of the
+        simulator_calls, cuda_api_calls) and intercepted waits (wait_calls) made directly
+        in the operation; shares of the
         process's covered time.
         """
         fine = self._fine()
@@ -224,7 +225,8 @@ class Analysis:
         else:
             cnt = pd.DataFrame(index=wide.index)
         cnt = cnt.rename(columns={-1: "calls", C.BACKEND: "backend_calls",
-                                  C.SIMULATOR: "simulator_calls", C.CUDA_API: "cuda_api_calls"})
+                                  C.SIMULATOR: "simulator_calls", C.CUDA_API: "cuda_api_calls",
+                                  C.WAITING: "wait_calls"})
         wide = wide.join(cnt, how="outer").fillna(0)
         for c in _COUNT_COLS:
             wide[c] = wide[c].astype(np.int64) if c in wide else 0
@@ -357,10 +359,10 @@ def _col(name: str) -> str:
 
 _CAT_COL = {"Python": "python_s", "Backend": "backend_s", "Simulator": "simulator_s",
             "CUDA API": "cuda_api_s", "GPU kernel": "gpu_s", "GPU memcpy": "gpu_s",
-            "GPU memset": "gpu_s"}
-_CAT_COLS = ("python_s", "backend_s", "simulator_s", "cuda_api_s", "gpu_s")
+            "GPU memset": "gpu_s", "Waiting": "waiting_s"}
+_CAT_COLS = ("python_s", "backend_s", "simulator_s", "cuda_api_s", "waiting_s", "gpu_s")
 _REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_only_s, cpu_gpu_s
-_COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls")
+_COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls", "wait_calls")
 OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
                      "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
                      *_COUNT_COLS[1:]]

@@ -13,10 +13,13 @@ CUDA_API = 3
 KERNEL = 4
 MEMCPY = 5
 MEMSET = 6
+# A thread blocked in an intercepted wait (sleep, pipe/socket receive, select, lock and
+# queue waits, waiting for a child): off the CPU. Numbered last so the others keep theirs.
+WAITING = 7
 
 CATEGORY_NAMES = ["Python", "Backend", "Simulator", "CUDA API", "GPU kernel", "GPU memcpy",
-                  "GPU memset"]
-CPU_CATEGORIES = (PYTHON, BACKEND, SIMULATOR, CUDA_API)
+                  "GPU memset", "Waiting"]
+CPU_CATEGORIES = (PYTHON, BACKEND, SIMULATOR, CUDA_API, WAITING)
 GPU_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 N_CATEGORIES = len(CATEGORY_NAMES)
 

@@ -8,11 +8,12 @@ Per thread (see docs/analysis.md for the full definition):
   last event at or before it (innermost operation, phase, CPU category);
 - the main thread is active from recording start to stop (time outside operations is kept
   as "(unannotated)"); other threads are active inside an operation or an intercepted
-  call;
+  backend/simulator/CUDA API call (a wait call alone does not make a thread active);
 - an active interval is CPU + GPU when GPU work launched by the thread runs at the same
-  time, CPU only otherwise; while the thread is idle or blocked in a synchronising CUDA
-  call, running GPU work makes the interval GPU only, charged to the operation that
-  launched it (by correlation id, else by time) with category kernel/memcpy/memset.
+  time, CPU only otherwise; while the thread is idle or off the CPU (a synchronising CUDA
+  call, an intercepted wait call), running GPU work makes the interval GPU only, charged
+  to the operation that launched it (by correlation id, else by time) with category
+  kernel/memcpy/memset.
 
 The process roll-up sums the threads (CPU time of parallel threads adds up), and a
 separate process-wide partition gives the wall time in each region over all threads and
@@ -141,7 +142,7 @@ class _Carry:
     last_time: int
     ops: list[int]  # open operations, path ids outermost first (innermost last)
     phases: list[int]  # open phases (phase ids)
-    calls: list[int]  # open backend/simulator call kinds, in begin order
+    calls: list[int]  # open backend/simulator/wait call kinds, in begin order
     api: int
     wait: int
 

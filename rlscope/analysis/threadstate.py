@@ -1,5 +1,6 @@
 """The state of one thread after each of its events: innermost operation (as a path id),
-phase, CPU category, and whether the thread is active or waiting for the GPU.
+phase, CPU category, and whether the thread is active or waiting (off the CPU: blocked on
+the GPU or in an intercepted wait call).
 
 A thread's state only changes at its own events, so the CPU timeline of a thread is the
 sequence of [t_i, t_{i+1}) segments, each in the state after event i. Everything is
@@ -35,7 +36,7 @@ class ThreadState:
     phase: np.ndarray  # int32 phase id after each event (0: none)
     category: np.ndarray  # uint8 CPU category after each event
     active: np.ndarray  # bool: the thread counts as running after the event
-    waiting: np.ndarray  # bool: inside a synchronising CUDA API call
+    waiting: np.ndarray  # bool: off the CPU: in a synchronising CUDA API call or a wait call
     # Per operation begin (calls) and per call begin (transitions):
     op_begin_path: np.ndarray
     op_begin_phase: np.ndarray
@@ -44,7 +45,7 @@ class ThreadState:
     phase_times: np.ndarray  # times where the thread's phase changes (for inheritance)
     phase_ids: np.ndarray
     # State after the last event, to carry into the next batch of events:
-    end_calls: list[int]  # kinds of the open backend/simulator calls, in begin order
+    end_calls: list[int]  # kinds of the open backend/simulator/wait calls, in begin order
     end_api: int  # open CUDA API calls (not waiting)
     end_wait: int  # open synchronising CUDA API calls
     end_phases: list[int]  # open phases (phase ids), outermost first
@@ -154,36 +155,39 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
                                              fmt.BACKEND_CALL_END)
     sim_on, sim_begins, sim_end = _active_flags(kind, fmt.SIMULATOR_CALL_BEGIN,
                                                 fmt.SIMULATOR_CALL_END)
+    wc_on, wc_begins, wc_end = _active_flags(kind, fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END)
     api_on, _, api_end = _active_flags(np.where(kind == WAIT_BEGIN, API_BEGIN,
                                        np.where(kind == WAIT_END, API_END, kind))
                               if len(kind) and kind.max() >= API_BEGIN else kind,
                               API_BEGIN, API_END)
     wait_on, _, wait_end = _active_flags(kind, WAIT_BEGIN, WAIT_END)
+    calls = ((C.BACKEND, bk_on, bk_begins, bk_end, fmt.BACKEND_CALL_BEGIN),
+             (C.SIMULATOR, sim_on, sim_begins, sim_end, fmt.SIMULATOR_CALL_BEGIN),
+             (C.WAITING, wc_on, wc_begins, wc_end, fmt.WAIT_CALL_BEGIN))
     category = np.zeros(n, np.uint8)
-    category[bk_on] = C.BACKEND
-    category[sim_on] = C.SIMULATOR
-    both = bk_on & sim_on
-    if both.any():  # the later-started call is the innermost one
-        lb = _ffill(bk_begins, bk_begins, n, -1)
-        ls = _ffill(sim_begins, sim_begins, n, -1)
-        category[both & (lb > ls)] = C.BACKEND
+    latest = np.full(n, -1, np.int64)  # position of the latest open call's begin
+    for cat, on, begins, _, _ in calls:  # when calls nest, the later-started is innermost
+        if not len(begins):
+            continue
+        lb = np.where(on, _ffill(begins, begins, n, -1), -1)
+        category[lb > latest] = cat
+        np.maximum(latest, lb, out=latest)
     category[api_on] = C.CUDA_API
 
     if main:
         active = (time >= span[0]) & (time < span[1])
-    else:
-        active = ((path > 0) | (category != C.PYTHON)) & (time < span[1])
+    else:  # a wait alone does not make a thread active: an idle worker adds nothing
+        active = ((path > 0) | bk_on | sim_on | api_on) & (time < span[1])
     api_begins = np.flatnonzero((kind == API_BEGIN) | (kind == WAIT_BEGIN))
     op_b = np.flatnonzero(kind == fmt.OPERATION_BEGIN)
     real = op_b >= n_synthetic
-    call_pos = {C.BACKEND: bk_begins, C.SIMULATOR: sim_begins, C.CUDA_API: api_begins}
+    call_pos = {C.BACKEND: bk_begins, C.SIMULATOR: sim_begins, C.WAITING: wc_begins,
+                C.CUDA_API: api_begins}
     call_pos = {c: p[p >= n_synthetic] for c, p in call_pos.items()}
-    bk_later = bool(len(bk_begins)) and (not len(sim_begins) or bk_begins[-1] > sim_begins[-1])
-    end_calls = ([fmt.SIMULATOR_CALL_BEGIN] * sim_end + [fmt.BACKEND_CALL_BEGIN] * bk_end
-                 if bk_later else
-                 [fmt.BACKEND_CALL_BEGIN] * bk_end + [fmt.SIMULATOR_CALL_BEGIN] * sim_end)
+    open_calls = sorted((int(b[-1]), k, e) for _, _, b, e, k in calls if e)
+    end_calls = [k for _, k, e in open_calls for _ in range(e)]
     return ThreadState(
-        index, tid, name, main, time, path, phase, category, active, wait_on,
+        index, tid, name, main, time, path, phase, category, active, wait_on | wc_on,
         op_begin_path[real], phase[op_b[real]],
         {c: path[p] for c, p in call_pos.items()}, {c: phase[p] for c, p in call_pos.items()},
         ph_times, ph_ids, end_calls, api_end - wait_end, wait_end, ph_stack)

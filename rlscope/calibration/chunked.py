@@ -14,7 +14,7 @@ from rlscope.calibration.configs import Config
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, config_recording, run_once
 from rlscope.errors import RLScopeError
-from rlscope.intercept import BACKENDS, SIMULATORS
+from rlscope.intercept import BACKENDS, SIMULATORS, WAITS
 from rlscope.launch import chunk_copies as ch
 from rlscope.launch import environment
 from rlscope.launch.environment import Recording
@@ -33,7 +33,8 @@ def chunk_configs(configs: list[Config]) -> list[ch.ChunkConfig]:
         if c.name == "base" or c.cuda:
             continue
         mask = (1 if any(n in BACKENDS for n in c.intercept) else 0) | \
-            (2 if any(n in SIMULATORS for n in c.intercept) else 0)
+            (2 if any(n in SIMULATORS for n in c.intercept) else 0) | \
+            (4 if any(n in WAITS for n in c.intercept) else 0)
         out.append(ch.ChunkConfig(c.name, c.record, mask))
     return out
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlscope.analysis.overhead.kinds import BACKEND_CALL, SIMULATOR_CALL
+from rlscope.analysis.overhead.kinds import BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL
 from rlscope.calibration.estimate import UNINSTRUMENTED
-from rlscope.intercept import ANNOTATING, BACKENDS, SIMULATORS
+from rlscope.intercept import ANNOTATING, BACKENDS, SIMULATORS, WAITS
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ def configurations(intercept: list[str], cuda: bool) -> list[Config]:
     if only(SIMULATORS):
         out.append(Config("annotations+simulator", intercept=ann + only(SIMULATORS),
                           needs=SIMULATOR_CALL))
+    if only(WAITS):
+        out.append(Config("annotations+wait", intercept=ann + only(WAITS), needs=WAIT_CALL))
     full = tuple(intercept)
     if cuda:
         out.append(Config("full-no-cuda", intercept=full))

@@ -90,6 +90,7 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
         out["backend_call"] = {"per_event_ns": rec_call - raw_call, "inside_ns": inside,
                                "idle_ns": idle_call - raw_call}
         out["simulator_call"] = dict(out["backend_call"])  # the same C wrapper
+        out["wait_call"] = dict(out["backend_call"])
     return out
 
 

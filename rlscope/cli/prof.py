@@ -90,6 +90,13 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
         click.echo(f"rls-prof: {exe} {how}; trace of {n} process{'es' if n != 1 else ''} "
                    f"in {out}\nrls-prof: analyse with: rls-analyze report {out}", err=True)
     click.echo("rls-prof: " + _gpu_summary(no_cuda, result), err=True)
+    left = result.meta.get("descendants", {}).get("still_running", [])
+    if left:
+        waited = result.meta["descendants"]["waited_s"]
+        click.echo(f"rls-prof: {len(left)} process{'es' if len(left) != 1 else ''} the "
+                   f"command started still running {waited:.0f} s after it exited, not "
+                   "waited for: " + ", ".join(f"{p['pid']} ({p['command']})" for p in left),
+                   err=True)
 
 
 def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,

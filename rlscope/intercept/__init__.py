@@ -17,15 +17,15 @@ from __future__ import annotations
 import threading
 
 from rlscope.intercept import _hook
-from rlscope.intercept.patch import BACKEND, SIMULATOR, Patcher
+from rlscope.intercept.patch import BACKEND, SIMULATOR, WAIT, Patcher
 
 TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from types import ModuleType
 
-__all__ = ["ANNOTATING", "BACKEND", "BACKENDS", "LIBRARIES", "SIMULATOR", "SIMULATORS", "disable",
-           "enable", "enabled", "parse"]
+__all__ = ["ANNOTATING", "BACKEND", "BACKENDS", "LIBRARIES", "SIMULATOR", "SIMULATORS", "WAIT",
+           "WAITS", "disable", "enable", "enabled", "parse"]
 
 
 def _torch(m: ModuleType, p: Patcher) -> int:
@@ -52,6 +52,19 @@ def _sim(name: str) -> Callable[[ModuleType, Patcher], int]:
 
         return int(getattr(simulators, f"install_{name}")(m, p))
     return install
+
+
+def _wait(m: ModuleType, p: Patcher) -> int:
+    from rlscope.intercept import waits
+
+    # os triggers it (always imported); the other modules are hooked from there.
+    return waits.install_os(m, p, _add_count("wait"))
+
+
+def _add_count(name: str) -> Callable[[int], None]:
+    def add(n: int) -> None:
+        counts[name] = counts.get(name, 0) + n
+    return add
 
 
 def _gym(m: ModuleType, p: Patcher) -> int:
@@ -81,6 +94,7 @@ LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "box2d": ("Box2D", _sim("box2d")),
     "ale": ("ale_py", _sim("ale")),
     "pybullet": ("pybullet", _sim("pybullet")),
+    "wait": ("os", _wait),
     "gym": ("gymnasium", _gym),
     "sb3": ("stable_baselines3", _sb3),
     "multiprocessing": ("multiprocessing", _mp),  # process roles (metadata only)
@@ -89,7 +103,8 @@ LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
 ANNOTATING = ("gym", "sb3")  # zero-code annotations: operation events
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
 SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")  # SIMULATOR_CALL events
-ALIASES = {"tf": "tensorflow", "gymnasium": "gym", "stable_baselines3": "sb3",
+WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
+ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "ale_py": "ale", "Box2D": "box2d", "mp": "multiprocessing"}
 
 _lock = threading.Lock()
@@ -139,7 +154,8 @@ def enable(spec: str | Iterable[str] | None = "auto") -> list[str]:
 def _make_callback(name: str, installer: Callable[[ModuleType, Patcher], int],
                    p: Patcher) -> Callable[[ModuleType], None]:
     def callback(module: ModuleType) -> None:
-        counts[name] = counts.get(name, 0) + installer(module, p)
+        n = installer(module, p)  # first: an installer may count hooks it ran itself
+        counts[name] = counts.get(name, 0) + n
     return callback
 
 

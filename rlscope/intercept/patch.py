@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 BACKEND = 0
 SIMULATOR = 1
+WAIT = 2  # blocking calls: the thread is off the CPU (intercept/waits.py)
 
 _FUNCTION_TYPES: tuple[type, ...] = (types.BuiltinFunctionType,)
 _wrappable_types: tuple[type, ...] | None = None
@@ -76,6 +77,16 @@ def is_wrapper(obj: Any) -> bool:
 
 def wrappable(obj: Any) -> bool:
     return isinstance(obj, _wrappable()) and not is_wrapper(obj)
+
+
+_PLAIN_TYPES = (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType,
+                types.WrapperDescriptorType)
+
+
+def plain_wrappable(obj: Any) -> bool:
+    """:func:`wrappable` without SWIG/pybind11 instance methods, which need ctypes to
+    recognise: for the standard library, patched at start-up (no ctypes import)."""
+    return isinstance(obj, _PLAIN_TYPES) and not is_wrapper(obj)
 
 
 class Patch:

@@ -11,12 +11,38 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from types import FrameType
+from types import FrameType, ModuleType
 
 from rlscope.launch import env
 
+_exiting = False  # set when the interpreter starts shutting down
+_starting = False  # inside autostart(): a SIGTERM now is acted on when it returns
+_pending = False  # a SIGTERM arrived while starting
+
+
+def _mark_exiting() -> None:
+    global _exiting
+    _exiting = True
+
+
+def _exit_under_way() -> bool:
+    if _exiting or sys.is_finalizing():
+        return True
+    mp_util = sys.modules.get("multiprocessing.util")  # a worker running its finalizers
+    return bool(getattr(mp_util, "_exiting", False))
+
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    global _pending
+    if _starting:  # an exception here would abort the interpreter's start-up (site)
+        _pending = True
+        return
+    if _exit_under_way():
+        # The exit hooks flush the trace; an exception now would only interrupt them
+        # and print a traceback from whichever hook it lands in (Pool.terminate()
+        # during a worker's exit). A second SIGTERM ends the process at once.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        return
     # Unwind like an exit so atexit flushes the trace; 128 + signal, as a shell reports.
     raise SystemExit(128 + signum)
 
@@ -37,6 +63,24 @@ def autostart() -> None:
         return
     import rlscope
 
+    global _starting
+    # Before the trace file exists: a worker terminated while it starts up (Pool.terminate
+    # right after a quick map) then leaves a complete trace, not a header-only one.
+    handled = _install_sigterm_handler()
+    _starting = True
+    try:
+        _start_recording(rlscope, out)
+    finally:
+        _starting = False
+    if _pending:  # terminated while starting: flushed, now end as SIGTERM would have
+        rlscope.stop()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    elif handled and not rlscope.is_active():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _start_recording(rlscope: ModuleType, out: str) -> None:
     if os.environ.get(env.ANNOTATIONS) == "0":  # calibration's base configuration
         from rlscope.launch.switches import apply_annotation_switch
 
@@ -49,11 +93,26 @@ def autostart() -> None:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
     _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+
+
+def _install_sigterm_handler() -> bool:
+    """SIGTERM -> SystemExit (so the trace is flushed), unless the program handles it."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        return False
+    import threading
+
+    # Runs first in interpreter shutdown (threading._shutdown), before atexit hooks.
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
         try:
-            signal.signal(signal.SIGTERM, _on_sigterm)
-        except ValueError:  # not the main thread
+            register(_mark_exiting)
+        except RuntimeError:  # already shutting down
             pass
+    return True
 
 
 def _enable_intercept(spec: str) -> None:

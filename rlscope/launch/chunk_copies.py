@@ -47,14 +47,14 @@ DEFAULT_MAX_CHUNKS = 40
 DEFAULT_SLICE_S = 0.002  # children take turns about this long (see _interleave)
 CHILD_TIMEOUT_S = 120.0  # a child that long past its chunk is hung (e.g. a fork-unsafe pool)
 
-ALL_CALLS = 0b11  # CALL_BACKEND | CALL_SIMULATOR (native/common/calls.h)
+ALL_CALLS = 0b111  # CALL_BACKEND | CALL_SIMULATOR | CALL_WAIT (native/common/calls.h)
 
 
 @dataclass(frozen=True)
 class ChunkConfig:
     name: str
     record: bool
-    mask: int  # call categories recorded (bit 0 backend, bit 1 simulator)
+    mask: int  # call categories recorded (bit 0 backend, bit 1 simulator, bit 2 wait)
 
 
 def encode_configs(configs: list[ChunkConfig]) -> str:
@@ -75,6 +75,8 @@ def installed_mask() -> int:
             mask |= 1
         if n and lib in intercept.SIMULATORS:
             mask |= 2
+        if n and lib in intercept.WAITS:
+            mask |= 4
     return mask
 
 

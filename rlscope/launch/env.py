@@ -30,6 +30,8 @@ CHUNK_VARIABLES = (CHUNK_DIR, CHUNK_CONFIGS, CHUNK_S, MAX_CHUNKS, CHUNK_SLICE_S)
 
 # Read by rls-prof.
 CUDA_LIBRARY = "RLSCOPE_CUDA_LIBRARY"  # use this collector library instead of the bundled one
+# Seconds to wait, after the command exits, for the processes it started (default 10).
+DESCENDANTS_WAIT = "RLSCOPE_DESCENDANTS_WAIT_S"
 
 # Read by the CUDA collector only (native/cuda/config.cpp).
 CUDA_BUFFER_BYTES = "RLSCOPE_CUDA_BUFFER_BYTES"

@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any
 
 from rlscope.errors import UsageError
-from rlscope.launch import env, environment
+from rlscope.launch import descendants, env, environment
 from rlscope.launch.environment import Recording
 from rlscope.launch.metadata import finish_run_metadata, start_run_metadata, write_run_metadata
 from rlscope.trace import format as fmt
@@ -70,7 +70,9 @@ def prepare_output(out: Path, force: bool) -> None:
 
 
 def profile(command: list[str], rec: Recording, force: bool = False) -> ProfiledRun:
-    """Run ``command`` profiled into ``rec.output_dir``; returns when it has exited.
+    """Run ``command`` profiled into ``rec.output_dir``; returns when it and every
+    process it started have exited, or a deadline after it exited has passed
+    (:mod:`rlscope.launch.descendants`; run.json's ``descendants`` says which).
 
     SIGINT is left to the command (a terminal sends it to the whole process group);
     SIGTERM and SIGHUP are forwarded to it.
@@ -88,20 +90,45 @@ def profile(command: list[str], rec: Recording, force: bool = False) -> Profiled
         if signum != signal.SIGINT:  # the terminal already sent SIGINT to the child
             proc.send_signal(signum)
 
+    before = set(descendants.children(os.getpid()))  # not the command's (in-process use)
+    cpu0 = _children_cpu_s()
+    reaper = descendants.set_subreaper(True)
     try:
         proc = subprocess.Popen(list(command), env=child_env)
     except OSError as e:
+        if reaper:
+            descendants.set_subreaper(False)
         raise UsageError(f"cannot run {command[0]}: {e.strerror}") from None
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    found = descendants.Descendants()
     try:
         returncode = proc.wait()
+        if reaper:  # orphans of the command are ours now: wait for them too
+            n = len(interrupted)
+            found = descendants.reap(_wait_s(), before, stop=lambda: len(interrupted) > n)
     finally:
+        if reaper:
+            descendants.set_subreaper(False)
         for s, h in old.items():
             signal.signal(s, h)
     finish_run_metadata(meta, returncode, interrupted)
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # rls-prof waited for no one else
-    meta["cpu_s"] = ru.ru_utime + ru.ru_stime  # CPU time of the whole process tree
+    meta["descendants"] = found.as_json()
+    # CPU time of the whole process tree: the command, and every descendant reaped by
+    # its parent or, orphaned, by rls-prof.
+    meta["cpu_s"] = _children_cpu_s() - cpu0
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
     cuda = [f for f in files if f.name.startswith("cuda.")]
     return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda)
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _wait_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(env.DESCENDANTS_WAIT, descendants.DEFAULT_WAIT_S)))
+    except ValueError:
+        return descendants.DEFAULT_WAIT_S

@@ -22,6 +22,9 @@ from rlscope.trace import format as fmt
 
 _now = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux, like the native recorder
 _MAX_DEPTH = 256
+# Or-ed into the begin kind of scopes a forked child inherited open from its parent:
+# they are not in the child's trace and close silently (native kInherited).
+_INHERITED = 1 << 31
 _CHUNK_EVENTS = 65536
 _ARG = 255  # internal: an argument of the preceding event, value in the time field
 
@@ -112,6 +115,8 @@ class _Recording:
         self.writer.start()
 
     def _writer_loop(self) -> None:
+        # Its own waits are not the program's: inside a wait call, wrappers record nothing.
+        _in_call.flags = [0, 0, 1]
         while not self.stop_event.wait(self.flush_interval_s):
             self.flush()
 
@@ -231,7 +236,8 @@ def _state() -> _ThreadState:
 def _stack_names(st: _ThreadState) -> str:
     assert _rec is not None
     names = {v: k for k, v in _rec.strings.items()}
-    return " > ".join(repr(names.get(n, "?")) for _, n in st.stack) or "(none)"
+    return " > ".join(repr(names.get(n, "?")) for b, n in st.stack
+                      if not b & _INHERITED) or "(none)"
 
 
 class Scope:
@@ -270,7 +276,8 @@ class Scope:
             stack.pop()
             rec.append(st, ts, self._begin + 1, entry[1])
             return False
-        if entry not in stack:
+        inherited = (self._begin | _INHERITED, entry[1])
+        if entry not in stack and inherited not in stack:
             if exc_type is None:
                 raise _error_type(
                     f"{self.kind} {self.name!r} exited without a matching enter on this "
@@ -280,11 +287,15 @@ class Scope:
         unclosed = []
         while stack:
             begin, sid = stack.pop()
+            if begin & _INHERITED:  # the parent's: nothing to record
+                if (begin, sid) == inherited:
+                    break
+                continue
             rec.append(st, ts, begin + 1, sid)
             if (begin, sid) == entry:
                 break
             unclosed.append(sid)
-        if exc_type is None:
+        if unclosed and exc_type is None:
             names = {v: k for k, v in rec.strings.items()}
             raise _error_type(
                 f"{self.kind} {self.name!r} exited while inner scopes were still open: "
@@ -331,6 +342,13 @@ def pop_operation(name: str | None = None) -> None:
         raise _error_type("pop_operation() without a matching push_operation() on this "
                           "thread; push and pop operations on the same thread, in pairs")
     begin, sid = st.stack[-1]
+    if begin & _INHERITED:  # the parent's scope: pop it silently if it is the one
+        if (begin & ~_INHERITED) == fmt.OPERATION_BEGIN and (
+                name is None or rec.intern(name) == sid):
+            st.stack.pop()
+            return
+        raise _error_type("pop_operation() without a matching push_operation() on this "
+                          "thread; push and pop operations on the same thread, in pairs")
     if name is not None and (begin, rec.intern(name)) != (fmt.OPERATION_BEGIN, sid):
         raise _error_type(
             f"pop_operation({name!r}) does not match the innermost open scope on this "
@@ -389,7 +407,7 @@ def thread_stack() -> list[str]:
     if rec is None:
         return []
     names = {v: k for k, v in rec.strings.items()}
-    return [names[s] for _, s in _state().stack]
+    return [names[s] for b, s in _state().stack if not b & _INHERITED]
 
 
 def start(path: str, argv: list[str], process_name: str, rlscope_version: str,
@@ -416,7 +434,8 @@ def stop() -> None:
     # Close scopes still open on this thread so the trace stays balanced.
     ts = _now()
     for begin, sid in reversed(st.stack):
-        rec.append(st, ts, begin + 1, sid)
+        if not begin & _INHERITED:
+            rec.append(st, ts, begin + 1, sid)
     st.stack.clear()
     rec.append(st, ts, fmt.PROCESS_END, 0)
     _rec = None
@@ -459,10 +478,10 @@ def after_fork_child(path: str) -> None:
     st = _state()
     ts = _now()
     rec.append(st, ts, fmt.PROCESS_START, 0)
+    # The parent's open scopes: not in the child's trace (fork and spawn name the same
+    # work the same); kept only so the child's code can leave them, silently.
     for begin, sid in stack:
-        nid = rec.intern(names[sid])
-        st.stack.append((begin, nid))
-        rec.append(st, ts, begin, nid)
+        st.stack.append((begin | _INHERITED, rec.intern(names[sid])))
     rec.start_writer()
 
 

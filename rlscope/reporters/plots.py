@@ -1,7 +1,7 @@
 """RL-Scope-style figures: stacked bars per operation and transitions per iteration.
 
 Colour = where the time went (CPU only, CPU + GPU, GPU only); shade = what the CPU was
-doing (Python, Backend, Simulator, CUDA API) or what the GPU ran (kernel, memcpy,
+doing (Python, Backend, Simulator, CUDA API, Waiting) or what the GPU ran (kernel, memcpy,
 memset). Consumes only the data API.
 """
 
@@ -22,6 +22,8 @@ SEGMENTS: list[tuple[str, str, str, str, str]] = [
     ("CPU only", "Backend", "CPU: Backend", "#3a7dbf", ""),
     ("CPU only", "Simulator", "CPU: Simulator", "#86b6e0", ""),
     ("CPU only", "CUDA API", "CPU: CUDA API", "#c6dcf0", "//"),
+    # Off the CPU, no GPU work running (a wait under running GPU work is GPU only).
+    ("CPU only", "Waiting", "Waiting (off CPU)", "#c8c8c8", ".."),
     ("CPU + GPU", "Python", "CPU+GPU: Python", "#5b2c83", ""),
     ("CPU + GPU", "Backend", "CPU+GPU: Backend", "#8e5cb8", ""),
     ("CPU + GPU", "Simulator", "CPU+GPU: Simulator", "#bb9bd8", ""),

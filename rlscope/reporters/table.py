@@ -20,8 +20,8 @@ FORMATS = ("text", "csv", "json", "markdown")
 
 # (column, heading) of the optional split columns; shown in text when not all zero.
 _SPLITS = [("python_s", "Python"), ("backend_s", "Backend"), ("simulator_s", "Simulator"),
-           ("cuda_api_s", "CUDA API"), ("gpu_s", "GPU"), ("cpu_only_s", "CPU only"),
-           ("gpu_only_s", "GPU only"), ("cpu_gpu_s", "CPU+GPU")]
+           ("cuda_api_s", "CUDA API"), ("waiting_s", "Waiting"), ("gpu_s", "GPU"),
+           ("cpu_only_s", "CPU only"), ("gpu_only_s", "GPU only"), ("cpu_gpu_s", "CPU+GPU")]
 # (column, heading) of Python -> native transition counts, shown when not all zero.
 _TRANSITIONS = [("backend_calls", "→Backend"), ("simulator_calls", "→Simulator")]
 _GPU_COLS = {"cuda_api_s", "gpu_s", "cpu_only_s", "gpu_only_s", "cpu_gpu_s"}
@@ -124,10 +124,14 @@ def render_text(a: Analysis) -> str:
     lines.append("Wall: time inside the operation, nested operations included. Self: "
                  "excluding them. %: of the process's wall time.")
     if any(ops[c].abs().sum() > 0 for c in _GPU_COLS - {"cpu_only_s"}):
-        lines.append("Python/Backend/Simulator/CUDA API/GPU and CPU only/GPU only/CPU+GPU "
-                     "split the self time (same unit).")
-    elif len(ops) and (ops["backend_s"].sum() or ops["simulator_s"].sum()):
-        lines.append("Python/Backend/Simulator split the self time (same unit).")
+        lines.append("Python/Backend/Simulator/CUDA API/Waiting/GPU and CPU only/GPU only/"
+                     "CPU+GPU split the self time (same unit).")
+    elif len(ops) and (ops["backend_s"].sum() or ops["simulator_s"].sum()
+                       or ops["waiting_s"].sum()):
+        lines.append("Python/Backend/Simulator/Waiting split the self time (same unit).")
+    if len(ops) and ops["waiting_s"].sum():
+        lines.append("Waiting: blocked in an intercepted call (sleep, pipe/socket receive, "
+                     "select, lock/queue waits, waiting for a child): off the CPU.")
     if len(ops) and any(c in ops and ops[c].sum() for c, _ in _TRANSITIONS):
         lines.append("→Backend/→Simulator: calls from Python into the ML backend / simulator "
                      "(outermost intercepted calls), in total and per call of the operation.")

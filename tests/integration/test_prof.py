@@ -238,3 +238,40 @@ def test_multiprocessing_workers_record_their_own_traces(tmp_path: Path, method:
     # 2 Process workers x 25 steps + 3 pool tasks x 10 steps, wherever they ran.
     assert steps == 80
     assert len(trace.processes) >= 3  # the parent, the two Process workers (+ pool workers)
+
+
+def test_fork_and_spawn_children_name_the_same_work_the_same(tmp_path: Path):
+    """A forked worker does not inherit the parent's open operation (``pool_map``):
+    its work is ``child_work`` under fork as under spawn."""
+    names = {}
+    for method in ("fork", "spawn"):
+        out = tmp_path / method
+        r = run_tool("rls-prof", "-o", str(out), "--", sys.executable,
+                     str(Path(__file__).parent / "workloads" / "pool_names.py"), method)
+        assert r.returncode == 0, r.stderr
+        trace = read_trace(out)
+        root = min(trace.processes, key=lambda p: p.header.clock.monotonic_ns)
+        workers: set[str] = set()
+        for p in trace.processes:
+            iv = operation_intervals(p.events)
+            assert iv.closed.all() and iv.unmatched_ends == 0
+            ops = {p.name_of(int(n)) for n in iv.name}
+            if p.pid == root.pid:
+                assert ops == {"pool_map"}
+            else:
+                workers |= {" > ".join(x) for x in _paths(p)}
+        names[method] = workers
+    assert names["fork"] == names["spawn"] == {"child_work"}
+
+
+def _paths(p) -> list[tuple[str, ...]]:
+    """Operation paths (outermost first) of a process's events."""
+    stack: list[str] = []
+    out = []
+    for k, n in zip(p.events.kind.tolist(), p.events.name.tolist(), strict=True):
+        if k == fmt.OPERATION_BEGIN:
+            stack.append(p.name_of(n))
+            out.append(tuple(stack))
+        elif k == fmt.OPERATION_END and stack:
+            stack.pop()
+    return out

@@ -49,6 +49,10 @@ def test_configurations_follow_the_intercepted_libraries():
                      "annotations+simulator", "full-no-cuda", "full"]
     assert [c.name for c in configurations([], cuda=False)] == [
         "uninstrumented", "base", "annotations", "full"]
+    waits = configurations(["gym", "wait"], cuda=False)
+    assert [c.name for c in waits] == ["uninstrumented", "base", "annotations",
+                                       "annotations+wait", "full"]
+    assert waits[3].intercept == ("gym", "wait") and waits[3].needs == "wait_call"
 
 
 def test_prune_drops_configurations_that_tell_nothing_apart():
@@ -88,3 +92,13 @@ def test_work_limit_counts_reports():
     assert parse_limit(None) is None and parse_limit("5") == 5
     with pytest.raises(ValueError):
         parse_limit("0")
+
+
+def test_chunk_configurations_switch_call_categories_by_mask():
+    from rlscope.calibration.chunked import chunk_configs
+
+    masks = {c.name: c.mask for c in chunk_configs(
+        configurations(["torch", "mujoco", "gym", "wait"], cuda=False))}
+    # bit 0 backend, bit 1 simulator, bit 2 wait (native/common/calls.h)
+    assert masks == {"uninstrumented": 0, "annotations": 0, "annotations+backend": 1,
+                     "annotations+simulator": 2, "annotations+wait": 4, "full": 7}

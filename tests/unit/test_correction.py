@@ -19,11 +19,13 @@ from rlscope.trace.data import Trace
 OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END
 SB, SE = fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END
+WB, WE = fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END
 START, END = fmt.PROCESS_START, fmt.PROCESS_END
 
 COSTS = {"annotation": KindCost(200, 80, 0, "test"),
          "backend_call": KindCost(400, 60, 0, "test"),
          "simulator_call": KindCost(300, 100, 0, "test"),
+         "wait_call": KindCost(350, 70, 0, "test"),
          "cuda_api": KindCost(120, 40, 0, "test"),
          "process": KindCost(1e6, 0, 0, "test")}
 
@@ -131,7 +133,7 @@ def test_cuda_api_calls_and_gpu_work_move_with_their_thread():
     assert breakdown(*corrected.processes) == breakdown(true)
 
 
-events_st = st.lists(st.tuples(st.sampled_from(["op", "backend", "sim"]),
+events_st = st.lists(st.tuples(st.sampled_from(["op", "backend", "sim", "wait"]),
                                st.integers(1, 5000), st.integers(1, 5000),
                                st.sampled_from(["a", "b", "c"])), min_size=1, max_size=25)
 
@@ -141,7 +143,7 @@ events_st = st.lists(st.tuples(st.sampled_from(["op", "backend", "sim"]),
 def test_random_nested_timelines_are_corrected_exactly(spec, nest_every):
     # Build a true timeline: a sequence of scopes, every third one nested in an outer op.
     t, ev = 0, [(0, 0, START, "")]
-    kinds = {"op": (OB, OE), "backend": (BB, BE), "sim": (SB, SE)}
+    kinds = {"op": (OB, OE), "backend": (BB, BE), "sim": (SB, SE), "wait": (WB, WE)}
     for i, (what, gap, dur, name) in enumerate(spec):
         outer = nest_every and i % 3 == 0
         t += gap

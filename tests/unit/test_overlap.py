@@ -165,3 +165,40 @@ def test_cuda_only_process_counts_api_and_gpu_time():
         ("(unannotated)", "CUDA API", "CPU only"): 5 + 10,
         ("(unannotated)", "CUDA API", "CPU + GPU"): 5,
         ("(unannotated)", "GPU kernel", "GPU only"): 10 + 20}
+
+
+WB, WE = fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END
+
+
+def test_waiting_is_its_own_category_innermost_wins():
+    # Main thread: op a [10, 90) with a sleep [20, 40), a backend call [50, 80) inside
+    # which the thread waits [60, 70). A worker thread blocks [5, 95) outside any
+    # operation (idle: adds nothing), then waits [30, 50) inside its own operation w.
+    a = run(process_trace([
+        (0, 0, START, ""), (10, 0, OB, "a"), (20, 0, WB, "time.sleep"),
+        (40, 0, WE, "time.sleep"), (50, 0, BB, "torch.mm"), (60, 0, WB, "os.read"),
+        (70, 0, WE, "os.read"), (80, 0, BE, "torch.mm"), (90, 0, OE, "a"),
+        (100, 0, END, ""),
+        (5, 1, WB, "queue.Queue.get"), (25, 1, WE, "queue.Queue.get"), (25, 1, OB, "w"),
+        (30, 1, WB, "os.read"), (50, 1, WE, "os.read"), (60, 1, OE, "w"),
+        (60, 1, WB, "queue.Queue.get"), (95, 1, WE, "queue.Queue.get")]))
+    assert table(a, "thread", "operation", "category") == {
+        (0, "(unannotated)", "Python"): 20, (0, "a", "Python"): 30,
+        (0, "a", "Waiting"): 30, (0, "a", "Backend"): 20,
+        (1, "w", "Python"): 15, (1, "w", "Waiting"): 20}
+    ops = a.operations().set_index("operation")
+    assert ops.loc["a", "wait_calls"] == 2 and ops.loc["w", "wait_calls"] == 1
+    assert round(ops.loc["a", "waiting_s"] * 1e9) == 30
+
+
+def test_gpu_work_under_a_wait_is_gpu_only():
+    # The kernel [30, 80) runs while the thread sleeps [40, 60): GPU only there.
+    a = run(process_trace(
+        events=[(0, 0, START, ""), (10, 0, OB, "a"), (40, 0, WB, "time.sleep"),
+                (60, 0, WE, "time.sleep"), (90, 0, OE, "a"), (100, 0, END, "")],
+        threads={0: 111}, api=[(111, 20, 25, 1, "cudaLaunchKernel")],
+        gpu=[(G.KERNEL, 7, 30, 80, 1), (G.KERNEL, 7, 92, 95, 1)]))
+    t = table(a, "operation", "category", "region")
+    assert t[("a", "GPU kernel", "GPU only")] == 20
+    assert t[("a", "Python", "CPU + GPU")] == 30
+    assert ("a", "Waiting", "CPU only") not in t

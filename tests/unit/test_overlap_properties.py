@@ -19,8 +19,9 @@ from rlscope.trace.data import Trace
 OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END
 SB, SE = fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END
+WB, WE = fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END
 TIDS = {0: 500, 1: 501}
-ACTIONS = [OB, OE, BB, BE, SB, SE]
+ACTIONS = [OB, OE, BB, BE, SB, SE, WB, WE]
 
 
 @st.composite
@@ -80,33 +81,30 @@ def oracle(events, api, gpu):
         for th in threads:
             evs = [e for e in events if e[1] == th and e[0] <= u]
             stack: list[str] = []
-            bk = sim = 0
-            last_bk = last_sim = -1
+            open_calls = {C.BACKEND: [0, -1], C.SIMULATOR: [0, -1], C.WAITING: [0, -1]}
+            begins = {BB: C.BACKEND, SB: C.SIMULATOR, WB: C.WAITING}
+            ends = {BE: C.BACKEND, SE: C.SIMULATOR, WE: C.WAITING}
             for i, (_, _, k, n) in enumerate(evs):
                 if k == OB:
                     stack.append(n)
                 elif k == OE and stack:
                     stack.pop()
-                elif k == BB:
-                    bk, last_bk = bk + 1, i
-                elif k == BE and bk:
-                    bk -= 1
-                elif k == SB:
-                    sim, last_sim = sim + 1, i
-                elif k == SE and sim:
-                    sim -= 1
+                elif k in begins:
+                    c = open_calls[begins[k]]
+                    c[0], c[1] = c[0] + 1, i
+                elif k in ends and open_calls[ends[k]][0]:
+                    open_calls[ends[k]][0] -= 1
             my_api = [a for a in api if by_tid[a[0]] == th and a[1] <= u < a[2]]
-            waiting = any(a[4] == "cudaStreamSynchronize" for a in my_api)
-            if my_api:
-                cat = C.CUDA_API
-            elif bk and sim:
-                cat = C.BACKEND if last_bk > last_sim else C.SIMULATOR
-            else:
-                cat = C.BACKEND if bk else C.SIMULATOR if sim else C.PYTHON
+            waiting = (any(a[4] == "cudaStreamSynchronize" for a in my_api)
+                       or open_calls[C.WAITING][0] > 0)
+            inner = max(((last, c) for c, (depth, last) in open_calls.items() if depth),
+                        default=(-1, C.PYTHON))
+            cat = C.CUDA_API if my_api else inner[1]
             if th == 0:
                 active = t_start <= u < t_end
-            else:
-                active = (bool(stack) or cat != C.PYTHON) and u < t_end
+            else:  # a wait call alone does not make a thread active
+                active = (bool(stack) or bool(my_api) or open_calls[C.BACKEND][0] > 0
+                          or open_calls[C.SIMULATOR][0] > 0) and u < t_end
             busy = active and not waiting
             gpu_on = any(launch[i] == th and g[2] <= u < g[3] for i, g in enumerate(gpu))
             any_active |= active
@@ -153,7 +151,8 @@ def test_engine_matches_the_brute_force_oracle(case):
     # Operations: the region split and the category split each sum to self time.
     ops = a.operations()
     region_sum = ops[["cpu_only_s", "gpu_only_s", "cpu_gpu_s"]].sum(axis=1)
-    cat_sum = ops[["python_s", "backend_s", "simulator_s", "cuda_api_s", "gpu_s"]].sum(axis=1)
+    cat_sum = ops[["python_s", "backend_s", "simulator_s", "cuda_api_s", "waiting_s",
+                   "gpu_s"]].sum(axis=1)
     assert ((region_sum - ops["self_s"]).abs() < 1e-12).all()
     assert ((cat_sum - ops["self_s"]).abs() < 1e-12).all()
 

@@ -2,7 +2,8 @@
 
 A *cost kind* is one unit of book-keeping whose overhead is estimated and removed: an
 annotation (a begin/end pair of an operation or phase), an intercepted backend or
-simulator call (a begin/end pair), a CUDA API call (two CUPTI callbacks), a GPU activity
+simulator call (a begin/end pair), an intercepted blocking call (a wait: its wrapper's
+cost, not the wait), a CUDA API call (two CUPTI callbacks), a GPU activity
 record, and the fixed per-process cost of recording at all.
 """
 
@@ -17,15 +18,17 @@ PROCESS = "process"
 ANNOTATION = "annotation"
 BACKEND_CALL = "backend_call"
 SIMULATOR_CALL = "simulator_call"
+WAIT_CALL = "wait_call"
 CUDA_API = "cuda_api"
 GPU_ACTIVITY = "gpu_activity"
-KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, CUDA_API, GPU_ACTIVITY)
+KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, CUDA_API, GPU_ACTIVITY)
 # Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
 # per-process cost is paid before recording starts and after it stops.
 PAIR_KINDS = {
     ANNOTATION: ((fmt.OPERATION_BEGIN, fmt.PHASE_BEGIN), (fmt.OPERATION_END, fmt.PHASE_END)),
     BACKEND_CALL: ((fmt.BACKEND_CALL_BEGIN,), (fmt.BACKEND_CALL_END,)),
     SIMULATOR_CALL: ((fmt.SIMULATOR_CALL_BEGIN,), (fmt.SIMULATOR_CALL_END,)),
+    WAIT_CALL: ((fmt.WAIT_CALL_BEGIN,), (fmt.WAIT_CALL_END,)),
 }
 
 

@@ -1,0 +1,155 @@
+"""Blocking standard-library calls as Waiting time (the thread is off the CPU).
+
+Installed on ``os`` (always imported, so at once) and from there on each module as it is
+imported: ``time``, ``select``, ``threading`` (usually at once), ``selectors``, ``queue``,
+``socket``, ``subprocess`` and multiprocessing's ``connection``, ``synchronize``,
+``resource_tracker`` (through the post-import hook: start-up imports none of them).
+
+Only the outermost wait per thread is recorded (the wait category's own flag), so
+``queue.Queue.get`` -> ``Condition.wait`` or ``Connection.recv`` -> ``_recv`` -> ``os.read``
+count once, and a wait inside a backend or simulator call is the innermost category.
+Not seen (docs/attribution.md): C-level blocking (``_thread.lock.acquire`` on a bare
+``threading.Lock``/``RLock``, file objects' ``read``, ``select.poll().poll()`` and
+``epoll`` objects used directly, blocking writes), and names bound before the hook ran.
+"""
+
+from __future__ import annotations
+
+from rlscope.intercept import _hook
+from rlscope.intercept.patch import WAIT, Patcher, plain_wrappable, recorder_wrap
+
+TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
+
+# os: pipe/file reads and waiting for children. multiprocessing.connection binds
+# ``_read = os.read`` as a default argument at its import, so os goes first.
+_OS = ("read", "readv", "waitpid", "wait", "wait3", "wait4", "waitid")
+_SELECT = ("select",)
+_TIME = ("sleep",)
+_THREADING = (("Condition", ("wait", "wait_for")), ("Event", ("wait",)),
+              ("Thread", ("join",)), ("Semaphore", ("acquire", "__enter__")),
+              ("Barrier", ("wait",)))
+_SELECTORS = ("SelectSelector", "_PollLikeSelector", "EpollSelector", "DevpollSelector",
+              "KqueueSelector")
+# Queue.put blocks only on a bounded queue and is mostly its own Python: not wrapped.
+_QUEUE = (("Queue", ("get", "join")),)
+_SOCKET = ("recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg", "recvmsg_into",
+           "accept")
+_SUBPROCESS = (("Popen", ("wait", "communicate")),)
+# Connection._recv is the read loop of recv/recv_bytes (unpickling is outside it); _poll
+# and wait() block in a selector.
+_CONNECTION = (("Connection", ("_recv", "_poll")),)
+_SYNCHRONIZE = (("SemLock", ("__enter__",)), ("Condition", ("wait", "wait_for")),
+                ("Event", ("wait",)), ("Barrier", ("wait",)))
+
+
+def _classes(module: ModuleType, p: Patcher, table: tuple[tuple[str, tuple[str, ...]], ...],
+             prefix: str) -> int:
+    n = 0
+    for cls_name, methods in table:
+        cls = getattr(module, cls_name, None)
+        if isinstance(cls, type):
+            n += p.patch_all(cls, methods, WAIT, f"{prefix}.{cls_name}", plain_wrappable)
+    return n
+
+
+def _make_methods_wrapper(original: Callable[[Any], None]) -> Callable[[Any], None]:
+    """multiprocessing's SemLock binds its C ``acquire`` to each instance (at creation
+    and unpickling): wrap it there, one wrapper per instance (not cached by the
+    Patcher: instances come and go). Instances made while enabled keep their wrapper
+    after ``disable()``; it is transparent and records nothing once recording stops."""
+    def _make_methods(self: Any) -> None:
+        original(self)
+        acquire = getattr(self, "acquire", None)
+        if acquire is not None:
+            self.acquire = recorder_wrap()(acquire, WAIT,
+                                           f"multiprocessing.{type(self).__name__}.acquire")
+    return _make_methods
+
+
+def install_os(os_module: ModuleType, p: Patcher, add: Callable[[int], None]) -> int:
+    n = p.patch_all(os_module, [a for a in _OS if hasattr(os_module, a)], WAIT, "os",
+                    plain_wrappable)
+    for name, fn in _LATER.items():
+        _hook.when_imported(name, _counted(fn, p, add))
+    return n
+
+
+def _counted(fn: Callable[[ModuleType, Patcher], int], p: Patcher,
+             add: Callable[[int], None]) -> Callable[[ModuleType], None]:
+    def callback(module: ModuleType) -> None:
+        add(fn(module, p))
+    return callback
+
+
+def _time(m: ModuleType, p: Patcher) -> int:
+    return p.patch_all(m, _TIME, WAIT, "time", plain_wrappable)
+
+
+def _select(m: ModuleType, p: Patcher) -> int:
+    return p.patch_all(m, _SELECT, WAIT, "select", plain_wrappable)
+
+
+def _threading(m: ModuleType, p: Patcher) -> int:
+    return _classes(m, p, _THREADING, "threading")
+
+
+def _selectors(m: ModuleType, p: Patcher) -> int:
+    n = 0
+    for cls_name in _SELECTORS:
+        cls = getattr(m, cls_name, None)
+        if isinstance(cls, type) and "select" in vars(cls):
+            n += p.patch(cls, "select", WAIT, f"selectors.{cls_name}.select",
+                         plain_wrappable)
+    return n
+
+
+def _queue(m: ModuleType, p: Patcher) -> int:
+    return _classes(m, p, _QUEUE, "queue")
+
+
+def _socket(m: ModuleType, p: Patcher) -> int:
+    cls = getattr(m, "socket", None)
+    if not isinstance(cls, type):
+        return 0
+    # recv* are C methods of _socket.socket, set on the Python subclass (undo deletes).
+    return p.patch_all(cls, [a for a in _SOCKET if hasattr(cls, a)], WAIT, "socket.socket",
+                       plain_wrappable)
+
+
+def _subprocess(m: ModuleType, p: Patcher) -> int:
+    return _classes(m, p, _SUBPROCESS, "subprocess")
+
+
+def _connection(m: ModuleType, p: Patcher) -> int:
+    n = _classes(m, p, _CONNECTION, "multiprocessing.connection")
+    return n + p.patch(m, "wait", WAIT, "multiprocessing.connection.wait", plain_wrappable)
+
+
+def _synchronize(m: ModuleType, p: Patcher) -> int:
+    n = _classes(m, p, _SYNCHRONIZE, "multiprocessing.synchronize")
+    sem = getattr(m, "SemLock", None)
+    original = vars(sem).get("_make_methods") if isinstance(sem, type) else None
+    if original is not None:
+        p.replace(sem, "_make_methods", _make_methods_wrapper(original))
+        n += 1
+    return n
+
+
+def _resource_tracker(m: ModuleType, p: Patcher) -> int:
+    # The tracker process's main loop blocks reading its pipe line by line in C
+    # (``for line in f``), which no wrapper sees; its own work is negligible, so its
+    # main function is one wait.
+    return p.patch(m, "main", WAIT, "multiprocessing.resource_tracker.main", plain_wrappable)
+
+
+_LATER: dict[str, Callable[[ModuleType, Patcher], int]] = {
+    "time": _time, "select": _select, "threading": _threading, "selectors": _selectors,
+    "queue": _queue, "socket": _socket, "subprocess": _subprocess,
+    "multiprocessing.connection": _connection,
+    "multiprocessing.synchronize": _synchronize,
+    "multiprocessing.resource_tracker": _resource_tracker,
+}

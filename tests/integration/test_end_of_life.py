@@ -1,0 +1,118 @@
+"""How profiled processes end: workers ended by SIGTERM (Pool.terminate) or SIGKILL lose
+at most one flush interval and print no traceback; rls-prof waits for every process the
+command started (orphans and the forkserver included) before writing run.json, whose
+cpu_s covers the whole tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlscope.trace import format as fmt
+from rlscope.trace.reader import read_trace
+from tests.conftest import run_tool
+
+WORKLOAD = str(Path(__file__).parent / "workloads" / "end_of_life.py")
+FLUSH_S = 0.2
+# A loaded 2-core machine may run a writer thread late; the bound is one flush interval
+# plus this much scheduling delay.
+SLACK_S = 0.8
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux")
+
+
+def _prof(out: Path, *args: str, env: dict[str, str] | None = None):
+    r = run_tool("rls-prof", "-o", str(out), "--flush-interval", str(FLUSH_S), "--",
+                 sys.executable, WORKLOAD, *args, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for bad in ("Traceback", "Exception ignored", "SystemExit"):
+        assert bad not in r.stderr, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1]), r
+
+
+def _last_step_end(p) -> int:
+    ends = p.events.time_ns[(p.events.kind == fmt.OPERATION_END)]
+    assert len(ends), "the worker recorded its steps"
+    return int(ends.max())
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_pool_terminate_loses_at_most_a_flush_interval(tmp_path: Path, method: str):
+    res, _ = _prof(tmp_path / "t", "terminate", method)
+    trace = read_trace(tmp_path / "t")
+    procs = {p.pid: p for p in trace.processes}
+    for pid in res["workers"]:
+        w = procs[pid]
+        assert w.complete, "SIGTERM unwinds and the exit hooks flush the trace"
+        lost_s = (res["end_ns"] - _last_step_end(w)) / 1e9
+        assert lost_s <= FLUSH_S + SLACK_S, lost_s
+
+
+def test_sigterm_to_an_exiting_worker_prints_no_traceback(tmp_path: Path):
+    # Pool.__exit__ terminates workers that may be running their exit hooks already
+    # (under spawn, 4 runs in 10 printed "SystemExit: 143" from the atexit flush before).
+    for i in range(5):
+        res, _ = _prof(tmp_path / str(i), "pool_exit", "spawn")
+        assert res["squares"] == [0, 1, 4, 9]
+        trace = read_trace(tmp_path / str(i))
+        assert trace.warnings == [] and all(p.complete for p in trace.processes)
+
+
+def test_sigkill_of_a_worker_loses_at_most_a_flush_interval(tmp_path: Path):
+    res, _ = _prof(tmp_path / "k", "sigkill", "fork")
+    trace = read_trace(tmp_path / "k")
+    (w,) = [p for p in trace.processes if p.pid == res["workers"][0]]
+    assert not w.complete
+    lost_s = (res["end_ns"] - _last_step_end(w)) / 1e9
+    assert lost_s <= FLUSH_S + SLACK_S, lost_s
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_rls_prof_waits_for_the_forkserver(tmp_path: Path):
+    _prof(tmp_path / "f", "forkserver")
+    meta = json.loads((tmp_path / "f" / fmt.RUN_FILE).read_text())
+    assert meta["descendants"]["still_running"] == []
+    trace = read_trace(tmp_path / "f")
+    assert len(trace.processes) >= 3  # main, forkserver, worker (+ resource tracker)
+    for p in trace.processes:
+        assert not _alive(p.pid), p.header.argv
+        assert p.complete, p.header.argv
+
+
+def test_cpu_s_covers_an_orphaned_child(tmp_path: Path):
+    cpu_file = tmp_path / "cpu.txt"
+    res, _ = _prof(tmp_path / "o", "orphan", str(cpu_file), "1.0")
+    # The command exited at once; rls-prof waited for its orphan before run.json.
+    assert cpu_file.exists() and not _alive(res["orphan"])
+    child_cpu = float(cpu_file.read_text())
+    meta = json.loads((tmp_path / "o" / fmt.RUN_FILE).read_text())
+    assert meta["descendants"]["reaped"] >= 1
+    assert meta["cpu_s"] >= child_cpu >= 1.0, (meta["cpu_s"], child_cpu)
+    (orphan,) = [p for p in read_trace(tmp_path / "o").processes if p.pid == res["orphan"]]
+    assert orphan.complete
+
+
+def test_a_descendant_that_does_not_exit_is_reported(tmp_path: Path):
+    env = dict(os.environ, RLSCOPE_DESCENDANTS_WAIT_S="0.5")
+    t0 = time.monotonic()
+    res, r = _prof(tmp_path / "s", "orphan", str(tmp_path / "cpu.txt"), "60", env=env)
+    assert time.monotonic() - t0 < 50  # did not wait the orphan out
+    try:
+        meta = json.loads((tmp_path / "s" / fmt.RUN_FILE).read_text())
+        (left,) = meta["descendants"]["still_running"]
+        assert left["pid"] == res["orphan"] and "python" in left["command"]
+        assert f"{res['orphan']} (" in r.stderr and "still running" in r.stderr
+    finally:
+        os.kill(res["orphan"], 9)

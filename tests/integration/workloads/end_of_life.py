@@ -1,0 +1,120 @@
+"""How processes end under rls-prof. Prints one JSON line.
+
+  terminate METHOD   Pool workers busy in operations, ended by Pool.terminate() (SIGTERM)
+  sigkill METHOD     a Process worker busy in operations, ended by SIGKILL
+  orphan FILE S      leaves a child burning S s of CPU after this process exits; the
+                     child writes the CPU time it used to FILE
+  forkserver         one Process through the forkserver (which outlives this process)
+  pool_exit METHOD   ``with Pool() as p: p.map(...)``: the with-block's terminate() sends
+                     SIGTERM to workers that may already be exiting
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import rlscope
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def busy(counter, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        with rlscope.operation("task_step"):
+            spin(0.002)
+        with counter.get_lock():
+            counter.value += 1
+
+
+def started(counter, n: int, timeout: float = 120) -> None:
+    """Poll until the workers have done ``n`` steps (start-up under load is slow)."""
+    end = time.monotonic() + timeout
+    while counter.value < n:
+        if time.monotonic() > end:
+            raise SystemExit("workers did not start")
+        time.sleep(0.01)
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def noop() -> int:
+    return os.getpid()
+
+
+ORPHAN = """
+import sys, time
+end = time.process_time() + float(sys.argv[2])
+while time.process_time() < end:
+    pass
+with open(sys.argv[1], "w") as f:
+    f.write(str(time.process_time()))
+"""
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    out: dict[str, object] = {}
+    if mode == "terminate":
+        ctx = mp.get_context(sys.argv[2])
+        counter = ctx.Value("i", 0)
+        pool = ctx.Pool(2, initializer=_init, initargs=(counter,))
+        results = [pool.apply_async(_pool_busy, (60,)) for _ in range(2)]
+        started(counter, 200)
+        out["workers"] = [p.pid for p in pool._pool]  # type: ignore[attr-defined]
+        out["end_ns"] = time.perf_counter_ns()
+        pool.terminate()
+        pool.join()
+        assert not any(r.ready() and r.successful() for r in results)
+    elif mode == "sigkill":
+        ctx = mp.get_context(sys.argv[2])
+        counter = ctx.Value("i", 0)
+        p = ctx.Process(target=busy, args=(counter, 60))
+        p.start()
+        started(counter, 200)
+        out["workers"] = [p.pid]
+        out["end_ns"] = time.perf_counter_ns()
+        os.kill(p.pid, signal.SIGKILL)
+        p.join()
+    elif mode == "orphan":
+        # Not holding our output pipes open: whoever reads them sees their end at our exit.
+        child = subprocess.Popen([sys.executable, "-c", ORPHAN, sys.argv[2], sys.argv[3]],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out["orphan"] = child.pid
+        child.returncode = 0  # not waited for: Popen's __del__ would not reap it anyway
+    elif mode == "pool_exit":
+        with mp.get_context(sys.argv[2]).Pool(2) as pool:
+            out["squares"] = pool.map(square, range(4))
+    elif mode == "forkserver":
+        ctx = mp.get_context("forkserver")
+        with ctx.Pool(1) as pool:
+            out["worker"] = pool.apply(noop)
+    print(json.dumps(out), flush=True)
+
+
+_counter = None
+
+
+def _init(counter) -> None:
+    global _counter
+    _counter = counter
+
+
+def _pool_busy(seconds: float) -> None:
+    busy(_counter, seconds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The ``wait`` interception: blocking standard-library calls recorded as WAIT_CALL
+events (outermost per thread), installed on import, restored exactly."""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import selectors
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rlscope import intercept
+from rlscope.intercept.patch import is_wrapper
+from rlscope.trace import format as fmt
+from rlscope.trace.reader import read_trace
+
+
+@pytest.fixture
+def waits_intercepted():
+    intercept.enable("wait")
+    try:
+        yield
+    finally:
+        intercept.disable()
+
+
+def _originals() -> tuple:
+    return (time.sleep, os.read, os.waitpid, select.select,
+            threading.Condition.__dict__["wait"], threading.Event.__dict__["wait"],
+            threading.Thread.__dict__["join"], queue.Queue.__dict__["get"],
+            vars(selectors._PollLikeSelector)["select"],  # type: ignore[attr-defined]
+            subprocess.Popen.__dict__["wait"], dict(vars(socket.socket)))
+
+
+def test_parse_includes_wait():
+    assert "wait" in intercept.parse("auto")
+    assert intercept.parse("waits") == ["wait"]
+
+
+def test_wrapped_and_restored_exactly():
+    before = _originals()
+    intercept.enable("wait")
+    try:
+        assert is_wrapper(time.sleep) and time.sleep.__wrapped__ is before[0]
+        assert is_wrapper(os.read) and is_wrapper(select.select)
+        assert is_wrapper(threading.Event.__dict__["wait"])
+        assert is_wrapper(vars(socket.socket)["recv"])
+        assert intercept.counts["wait"] > 20
+        # Still behave: results and exceptions pass through.
+        r, w = os.pipe()
+        os.write(w, b"ab")
+        assert os.read(r, 2) == b"ab"
+        os.close(r)
+        with pytest.raises(OSError):
+            os.read(r, 1)
+        os.close(w)
+        assert threading.Event().wait(0) is False
+    finally:
+        intercept.disable()
+    after = _originals()
+    assert all(a is b for a, b in zip(before[:10], after[:10], strict=True))
+    assert after[10] == before[10]
+
+
+def _waits(directory: Path) -> dict[int, list[tuple[str, int]]]:
+    """Per thread: (call name, duration ns) of each recorded wait."""
+    (p,) = read_trace(directory).processes
+    out: dict[int, list[tuple[str, int]]] = {}
+    begin: dict[int, int] = {}
+    for t, th, k, n in zip(p.events.time_ns.tolist(), p.events.thread.tolist(),
+                           p.events.kind.tolist(), p.events.name.tolist(), strict=True):
+        if k == fmt.WAIT_CALL_BEGIN:
+            assert th not in begin, "waits nest: only the outermost is recorded"
+            begin[th] = t
+        elif k == fmt.WAIT_CALL_END:
+            out.setdefault(th, []).append((p.strings[n], t - begin.pop(th)))
+    assert not begin
+    return out
+
+
+def test_blocking_calls_recorded(recording: Path, waits_intercepted):
+    import multiprocessing as mp
+
+    r, w = os.pipe()
+    threading.Timer(0.02, os.write, (w, b"x")).start()
+    time.sleep(0.01)
+    os.read(r, 1)  # blocks until the timer writes
+    q: queue.Queue[int] = queue.Queue()
+    threading.Timer(0.01, q.put, (1,)).start()
+    q.get()
+    a, b = mp.Pipe()
+    t = threading.Thread(target=lambda: (time.sleep(0.01), b.send("hi")))
+    t.start()
+    assert a.poll(5) and a.recv() == "hi"
+    t.join()
+    s1, s2 = socket.socketpair()
+    s2.sendall(b"z")
+    assert s1.recv(1) == b"z"
+    s1.close()
+    s2.close()
+    select.select([], [], [], 0.001)
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    os.close(r)
+    os.close(w)
+    from rlscope import stop
+
+    stop()
+    waits = _waits(recording)
+    main = [n for n, _ in waits[0]]
+    for name in ("time.sleep", "os.read", "queue.Queue.get", "threading.Thread.join",
+                 "multiprocessing.connection.Connection._poll",
+                 "multiprocessing.connection.Connection._recv", "socket.socket.recv",
+                 "select.select", "subprocess.Popen.wait"):
+        assert name in main, (name, main)
+    # Nested waits are not recorded: Queue.get's Condition.wait, poll's selector.
+    assert "threading.Condition.wait" not in main
+    assert "selectors._PollLikeSelector.select" not in main
+    durations = dict(reversed(waits[0]))  # the first call of each name
+    assert durations["time.sleep"] >= 9_000_000
+    assert durations["os.read"] >= 1_000_000  # waited for the timer
+
+
+def test_python_writer_thread_records_no_waits(waits_intercepted, tmp_path: Path):
+    import rlscope
+
+    rlscope.start(tmp_path / "t", recorder="python", flush_interval_s=0.01)
+    try:
+        time.sleep(0.05)  # the writer waits on its Event several times meanwhile
+    finally:
+        rlscope.stop()
+    (p,) = read_trace(tmp_path / "t").processes
+    assert set(p.events.thread.tolist()) == {0}
+    assert len(p.threads) == 1
+
+
+def test_installed_at_import_in_a_fresh_process(tmp_path: Path):
+    # multiprocessing.connection binds os.read at its import: patched before it.
+    code = textwrap.dedent("""
+        import sys
+        from rlscope import intercept
+        intercept.enable("wait")
+        for m in ("multiprocessing", "socket", "queue", "subprocess", "selectors"):
+            assert m not in sys.modules, m
+        import multiprocessing.connection as c, multiprocessing.synchronize as s
+        import queue, selectors
+        from rlscope.intercept.patch import is_wrapper
+        assert is_wrapper(c.Connection.__dict__["_recv"].__defaults__[0])
+        assert is_wrapper(c.wait) and is_wrapper(queue.Queue.__dict__["get"])
+        assert is_wrapper(vars(selectors._PollLikeSelector)["select"])
+        if hasattr(selectors, "EpollSelector"):  # the default selector: its own select
+            assert is_wrapper(vars(selectors.EpollSelector)["select"])
+        assert is_wrapper(s.Condition.__dict__["wait"])
+        import multiprocessing
+        lock = multiprocessing.Lock()
+        assert is_wrapper(lock.acquire)
+        intercept.disable()
+        assert not is_wrapper(queue.Queue.__dict__["get"])
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
