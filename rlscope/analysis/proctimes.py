@@ -26,7 +26,7 @@ class ProcessTimes:
     operations_ns: float  # inside any operation (any category), summed over threads
     gpu_ns: float  # GPU only time charged to the process's GPU work
     operation_calls: int
-    native_calls: int  # outermost backend, simulator and CUDA API calls
+    native_calls: int  # outermost backend, simulator and CUDA API calls (not waits)
     gpu_activities: int
 
 
@@ -54,7 +54,9 @@ def process_times(r: ProcessResult) -> ProcessTimes:
         operations_ns=float(r.ns[r.path != 0].sum()) if len(r.ns) else 0.0,
         gpu_ns=float(by_cat[gpu].sum()),
         operation_calls=int(r.count_n[what == -1].sum()) if len(what) else 0,
-        native_calls=int(r.count_n[what >= 0].sum()) if len(what) else 0,
+        # Blocking calls are not work: a helper that only waits stays idle.
+        native_calls=int(r.count_n[(what >= 0) & ~np.isin(what, waiting)].sum())
+        if len(what) else 0,
         gpu_activities=int(r.gpu_rows[:, 5].sum()) if len(r.gpu_rows) else 0,
     )
 
