@@ -165,13 +165,18 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
              (C.SIMULATOR, sim_on, sim_begins, sim_end, fmt.SIMULATOR_CALL_BEGIN),
              (C.WAITING, wc_on, wc_begins, wc_end, fmt.WAIT_CALL_BEGIN))
     category = np.zeros(n, np.uint8)
-    latest = np.full(n, -1, np.int64)  # position of the latest open call's begin
-    for cat, on, begins, _, _ in calls:  # when calls nest, the later-started is innermost
-        if not len(begins):
-            continue
-        lb = np.where(on, _ffill(begins, begins, n, -1), -1)
-        category[lb > latest] = cat
-        np.maximum(latest, lb, out=latest)
+    present = [(cat, on, begins) for cat, on, begins, _, _ in calls if len(begins)]
+    for cat, on, _ in present:
+        category[on] = cat
+    if len(present) > 1:  # calls of several categories open at once: the later-started wins
+        several = np.flatnonzero(np.sum([on for _, on, _ in present], axis=0, dtype=np.uint8)
+                                 > 1)
+        latest = np.full(len(several), -1, np.int64)  # latest open call's begin position
+        for cat, on, begins in present:
+            last = np.searchsorted(begins, several, side="right") - 1
+            lb = np.where(on[several] & (last >= 0), begins[np.maximum(last, 0)], -1)
+            category[several[lb > latest]] = cat
+            np.maximum(latest, lb, out=latest)
     category[api_on] = C.CUDA_API
 
     if main:

@@ -148,22 +148,29 @@ class Chunk:
 _N_ARGS = np.zeros(256, np.int64)  # arguments each event kind carries in Chunk.args
 for _kind, _n in fmt.KIND_ARGS.items():
     _N_ARGS[_kind] = _n
-_ENV_KINDS = (fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END, fmt.ENV_RESET_BEGIN, fmt.ENV_RESET_END)
+_HAS_ARGS = _N_ARGS > 0  # a bool table: one byte per event looked up, not eight
+_IS_ENV = np.zeros(256, bool)
+_IS_ENV[[fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END, fmt.ENV_RESET_BEGIN, fmt.ENV_RESET_END]] = True
 
 
 def _split_args(path: Path, c: Any, ev: Events, args: np.ndarray) -> tuple[Progress, EnvEvents]:
     """Hand each event the arguments it carries (fmt.KIND_ARGS, in event order)."""
-    per = _N_ARGS[ev.kind]
+    has = np.flatnonzero(_HAS_ARGS[ev.kind])  # only the few events with arguments
+    kind = ev.kind[has]
+    per = _N_ARGS[kind]
     if int(per.sum()) != len(args):
         raise TraceError(f"{path} is corrupt: chunk {c.sequence} has {len(args)} event "
                          f"arguments for events that carry {int(per.sum())}")
-    if not len(args):
-        return Progress.empty(), EnvEvents.empty()
-    first = np.cumsum(per) - per  # offset of each event's first argument
-    p = np.flatnonzero(ev.kind == fmt.PROGRESS)
-    progress = Progress(ev.time_ns[p], ev.thread[p], args[first[p]], args[first[p] + 1])
-    e = np.flatnonzero(np.isin(ev.kind, _ENV_KINDS))
-    index = np.where(per[e] > 0, args[np.minimum(first[e], len(args) - 1)], -1)
+    first = np.cumsum(per) - per  # offset of each such event's first argument
+    p = kind == fmt.PROGRESS
+    pi = has[p]
+    progress = Progress(ev.time_ns[pi], ev.thread[pi], args[first[p]], args[first[p] + 1])
+    e = np.flatnonzero(_IS_ENV[ev.kind])
+    index = np.full(len(e), -1, np.int64)
+    begins = np.searchsorted(has, e)  # position among the events with arguments
+    with_arg = (begins < len(has)) & (has[np.minimum(begins, len(has) - 1)] == e) \
+        if len(has) else np.zeros(len(e), bool)
+    index[with_arg] = args[first[begins[with_arg]]]
     env = EnvEvents(ev.time_ns[e], ev.thread[e], ev.kind[e], ev.name[e], index)
     return progress, env
 

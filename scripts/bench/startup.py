@@ -14,7 +14,9 @@ Each round runs, in a shuffled order, fresh processes of:
             after, the profiled child, collecting the trace files)
 
 Added time = median over rounds of (variant - plain) in the same round, so the machine's
-slow drift cancels. Last line:
+slow drift cancels. rlscope's modules are byte-compiled first, as a pip install does (with
+PYTHONDONTWRITEBYTECODE set, an editable checkout would otherwise recompile them in every
+process). Last line:
 
     RESULT startup_added_ms=<child - plain> launcher_added_ms=<launcher - plain>
 """
@@ -22,6 +24,7 @@ slow drift cancels. Last line:
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import random
 import shutil
@@ -50,6 +53,9 @@ def main() -> None:
     prof = str(Path(py).with_name("rls-prof"))
     if not os.path.exists(prof):
         sys.exit(f"{prof} not found: install rlscope into this interpreter's environment")
+    import rlscope
+
+    compileall.compile_dir(os.path.dirname(rlscope.__file__), quiet=1)
     base = {k: v for k, v in os.environ.items() if not k.startswith(E.PREFIX)}
     tmp = Path(tempfile.mkdtemp(prefix="rlscope-startup-"))
     try:
