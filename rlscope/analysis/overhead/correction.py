@@ -265,6 +265,7 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
     """Corrected total of the run beside the uninstrumented runs of the calibration."""
     info: dict = {"applied": True, "metric": cal.metric,
                   "costs_ns": {k: round(c.per_event_ns, 1) for k, c in cal.costs.items()},
+                  "cost_sources": {k: _source(c) for k, c in cal.costs.items()},
                   "removed_s": summary.run_overhead_s(), "warnings": []}
     # Compare like with like: rls-prof records the run's CPU time (cpu_s) and wall time.
     raw = run.get("cpu_s") if cal.metric == "cpu" else run.get("duration_s")
@@ -302,6 +303,17 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
         info["warnings"].append("the calibration was made for another command ("
                                 + " ".join(cal.command) + "); costs may not transfer")
     return info
+
+
+def _source(c: KindCost) -> str:
+    """Where a cost came from, in a few words (the report's costs line)."""
+    if c.source != "microbenchmark":
+        return "measured" + (", partly diffuse" if c.diffuse_ns > 0 else "")
+    if math.isfinite(c.estimate_ns) and c.estimate_ns < c.per_event_ns:
+        return "microbenchmark: the estimate was below it"
+    if math.isfinite(c.estimate_ns):
+        return "microbenchmark: not resolved on this workload"
+    return "microbenchmark"
 
 
 def _num(v: object) -> float:
