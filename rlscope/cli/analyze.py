@@ -107,9 +107,27 @@ def report(directory: Path, fmt: str, which: str | None) -> None:
         raise click.UsageError("--table selects one table for --format csv or markdown")
     a = _analysis(directory)
     if which is None or which == "operations":
-        click.echo(_with_lockstep(a, directory, fmt, table.render(a, fmt)))
+        click.echo(_with_diagnosis(a, fmt, _with_lockstep(a, directory, fmt,
+                                                          table.render(a, fmt))))
     else:
         click.echo(table.render_frame(processes.table_frame(a, which), fmt))
+
+
+def _with_diagnosis(a: Analysis, fmt: str, out: str) -> str:
+    """The report's closing diagnosis: what limits the run (text; a key in JSON)."""
+    if fmt not in ("text", "json"):
+        return out
+    from rlscope.analysis.diagnosis import diagnose
+    from rlscope.reporters import diagnosis as render
+
+    verdicts = diagnose(a.operations(), a.processes())
+    if fmt == "json":
+        import json
+
+        return json.dumps({**json.loads(out), "diagnosis": render.to_list(verdicts)},
+                          indent=2)
+    text = render.lines(verdicts)
+    return out + ("\n\n" + "\n".join(text) if text else "")
 
 
 def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
