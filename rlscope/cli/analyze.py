@@ -250,7 +250,16 @@ def timeline(directory: Path, output: Path | None) -> None:
               show_default=True, help="Compare per operation or per category.")
 @click.option("--plot", "plot_to", type=click.Path(path_type=Path), default=None,
               help="Also write grouped bars to this file (.png or .svg).")
-def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> None:
+@click.option("--map", "maps", multiple=True, metavar="OLD=NEW",
+              help="Rename an operation (a path, or one level of it) before comparing, so "
+                   "runs with different names line up; repeatable.")
+@click.option("--per-timestep", is_flag=True,
+              help="Divide each run by the timesteps it reported (runs of different "
+                   "length); microseconds per timestep.")
+@click.option("--name", "labels", multiple=True, metavar="NAME",
+              help="Names of the runs, in order (default: the directory names).")
+def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
+            maps: tuple[str, ...], per_timestep: bool, labels: tuple[str, ...]) -> None:
     """Compare runs side by side. Each RUN is a trace directory, or several separated by
     commas: repetitions of one configuration, used to tell deltas from noise."""
     from rlscope.reporters import compare as cmp
@@ -259,13 +268,23 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> N
     groups = [[Path(d) for d in r.split(",") if d] for r in runs]
     if any(not g for g in groups):
         raise click.UsageError("empty run name")
+    if labels and len(labels) != len(groups):
+        raise click.UsageError(f"--name given {len(labels)} times for {len(groups)} runs")
+    try:
+        mapping = cmp.parse_map(maps)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
     analyses = [[_analysis(d) for d in g] for g in groups]
-    names = [cmp.run_label(g) for g in groups]
-    df = cmp.compare(analyses, names, by)
-    click.echo(cmp.render(df, names, fmt))
+    names = list(labels) or [cmp.run_label(g) for g in groups]
+    if len(set(names)) != len(names):
+        raise click.UsageError("two runs have the same name; name them with --name")
+    for w in cmp.correction_warnings(analyses, names):
+        click.echo(f"rls-analyze: warning: {w}", err=True)
+    df = cmp.compare(analyses, names, by, mapping, per_timestep)
+    click.echo(cmp.render(df, names, fmt, per_timestep))
     if plot_to is not None:
         _make_dir(plot_to.parent)
-        fig = cmp.figure(df, names)
+        fig = cmp.figure(df, names, per_timestep)
         _save(fig, plot_to)
         plots.pyplot().close(fig)
         click.echo(str(plot_to), err=True)
