@@ -36,6 +36,9 @@ _lock = threading.Lock()
 # Called at every progress report, recording or not (calibration's chunk copies).
 _progress_hook: Callable[[], None] | None = None
 _annotations = True  # False: scopes are no-ops even while recording
+# The directory the rls-prof this process runs under holds (set at start-up): recording
+# into it is this run's own; into another live run's directory is refused.
+_launcher_dir: str | None = None
 
 
 class _NoopScope:
@@ -175,6 +178,8 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
         if note:
             print(f"rlscope: {note}", file=sys.stderr)
         out = os.path.abspath(os.fspath(output_dir))
+        if out != _launcher_dir and os.path.exists(os.path.join(out, fmt.LOCK_FILE)):
+            _refuse_live_run(out)
         try:
             os.makedirs(out, exist_ok=True)
         except OSError as e:
@@ -206,6 +211,18 @@ def flush() -> None:
     rec = _recorder
     if rec is not None:
         rec.flush()
+
+
+def _refuse_live_run(out: str) -> None:
+    """A live rls-prof holds ``out``: this process's trace would join its run (and a
+    --force of the next run would delete it while it is written)."""
+    from rlscope.trace import rundir
+
+    holder = rundir.live_holder(out)
+    if holder is not None:
+        who = holder.describe() if holder.pid > 0 else "rls-prof"
+        raise RLScopeError(f"{out} is in use by a running {who}; record into another "
+                           "directory")
 
 
 def _process_name() -> str:
@@ -254,6 +271,13 @@ def _use_recorder_factories() -> None:
 def active_recorder() -> Recorder | None:
     """The recorder of the active recording, or None."""
     return _recorder
+
+
+def set_launcher_directory(path: str) -> None:
+    """This process runs under the rls-prof that holds ``path`` (rlscope.launch.autostart):
+    :func:`start` may record into it."""
+    global _launcher_dir
+    _launcher_dir = os.path.abspath(path)
 
 
 def set_progress_hook(hook: Callable[[], None] | None) -> None:

@@ -13,7 +13,12 @@ from rlscope.errors import UsageError
 from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
 from rlscope.intercept import parse as parse_intercept
 from rlscope.launch.environment import Recording
-from rlscope.launch.profile import ProfiledRun, profile
+from rlscope.launch.profile import (
+    ProfiledRun,
+    check_command,
+    claim_output,
+    profile,
+)
 from rlscope.recorder import RECORDERS
 
 
@@ -68,13 +73,22 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         raise UsageError("--calibrate makes a new calibration; --calibration reuses one: "
                          "pass only one of them")
     out = output.resolve()
+    reuse = None
+    if calibration_file is not None:
+        from rlscope.calibration.calibrate import load_calibration_file
+
+        reuse = load_calibration_file(calibration_file)
     rec = Recording(str(out), recorder, flush_interval, intercept, cuda=not no_cuda)
-    result = profile(list(command), rec, force)
-    if not quiet:
-        _report(command[0], out, result, no_cuda)
-    if result.status == 0 and (calibrate or calibration_file is not None):
-        _calibrate(list(command), out, rec, result, calibration_file, calibrate_by,
-                   repetitions, chunk_s, max_chunks, quiet)
+    check_command(list(command))
+    # Held until calibration is over too: it writes into the directory.
+    with claim_output(out, list(command), force,
+                      lambda line: click.echo("rls-prof: " + line, err=True)) as lock:
+        result = profile(list(command), rec, lock=lock)
+        if not quiet:
+            _report(command[0], out, result, no_cuda)
+        if result.status == 0 and (calibrate or reuse is not None):
+            _calibrate(list(command), out, rec, result, calibration_file, reuse,
+                       calibrate_by, repetitions, chunk_s, max_chunks, quiet)
     return result.status
 
 
@@ -100,8 +114,8 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
 
 
 def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,
-               calibration_file: Path | None, mode: str, repetitions: int, chunk_s: float,
-               max_chunks: int, quiet: bool) -> None:
+               calibration_file: Path | None, reuse: bytes | None, mode: str,
+               repetitions: int, chunk_s: float, max_chunks: int, quiet: bool) -> None:
     from rlscope.analysis.overhead.model import FILE_NAME
     from rlscope.calibration.calibrate import calibrate, install_calibration
     from rlscope.calibration.runner import SUBDIR
@@ -114,8 +128,8 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
     def detail(line: str) -> None:
         echo("  " + line)
 
-    if calibration_file is not None:
-        install_calibration(calibration_file, out)
+    if reuse is not None:
+        install_calibration(reuse, out)
         echo(f"calibration {calibration_file} stored in {out / FILE_NAME}; rls-analyze "
              "corrects with it")
         return

@@ -14,6 +14,7 @@ MAGIC = b"RLSCOPE\n"
 FORMAT_VERSION = 1
 FILE_SUFFIX = ".rlscope"
 RUN_FILE = "run.json"  # run metadata rls-prof writes beside the trace files
+LOCK_FILE = "rlscope.lock"  # held by a live rls-prof (rlscope.trace.rundir)
 
 OPERATION_BEGIN = 1
 OPERATION_END = 2

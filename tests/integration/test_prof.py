@@ -206,7 +206,7 @@ def test_refuses_to_overwrite_a_trace(tmp_path: Path):
     out = tmp_path / "run"
     assert run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass").returncode == 0
     r = run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass")
-    assert r.returncode == 2 and "already holds a trace" in r.stderr
+    assert r.returncode == 2 and "already holds a previous run" in r.stderr
     assert run_tool("rls-prof", "-o", str(out), "--force", "--", sys.executable, "-c",
                     "pass").returncode == 0
 
