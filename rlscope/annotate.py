@@ -39,6 +39,7 @@ _annotations = True  # False: scopes are no-ops even while recording
 # The directory the rls-prof this process runs under holds (set at start-up): recording
 # into it is this run's own; into another live run's directory is refused.
 _launcher_dir: str | None = None
+_sessions = 0  # recordings started in this process (a forked child counts its own)
 
 
 class _NoopScope:
@@ -166,7 +167,7 @@ def output_dir() -> str | None:
 def start(output_dir: str | os.PathLike[str], recorder: str = "native",
           flush_interval_s: float = 0.5, max_buffer_bytes: int = 256 << 20) -> str:
     """Start recording this process into ``output_dir``; returns the trace file's path."""
-    global _recorder, _output_dir
+    global _recorder, _output_dir, _sessions
     with _lock:
         if _recorder is not None:
             raise RLScopeError(f"rlscope is already recording into {_output_dir}; "
@@ -188,6 +189,9 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
         path = fmt.trace_file_path(out)
         rec.start(path, list(getattr(sys, "orig_argv", sys.argv)), _process_name(),
                   __version__, float(flush_interval_s), int(max_buffer_bytes))
+        if _sessions:  # another session of this process: analysis keeps them apart
+            rec.metadata(fmt.META_SESSION, str(_sessions))
+        _sessions += 1
         _recorder, _output_dir = rec, out
         _use_recorder_factories()
         return path
@@ -313,9 +317,10 @@ def _use_native_when_idle() -> None:
 
 
 def _after_fork_child() -> None:
-    global _lock
+    global _lock, _sessions
     _lock = threading.Lock()  # another thread may have held it at fork
     rec = _recorder
+    _sessions = 1 if rec is not None else 0  # the child's own file is its first
     if rec is not None and _output_dir is not None:
         rec.after_fork_child(fmt.trace_file_path(_output_dir))
 

@@ -86,8 +86,10 @@ def _tree_prefixes(tree: pd.DataFrame) -> list[str]:
 
 def tree_lines(tree: pd.DataFrame, run_wall: float, launcher: int | None = None) -> list[str]:
     idle = int(tree["idle_helper"].sum())
-    head = f"Processes: {len(tree)}" + (f" ({idle} idle helpers)" if idle else "") + \
-        f", run wall time {run_wall:.2f} s"
+    later = int((tree["continues"] >= 0).sum())
+    head = f"Processes: {len(tree) - later}" + (f" ({idle} idle helpers)" if idle else "") \
+        + (f" in {len(tree)} recording sessions" if later else "") \
+        + f", run wall time {run_wall:.2f} s"
     waiting = bool((tree["waiting_s"] > 0).any())
     cols = ["Process", "Role", "Start s", "Wall s", "Busy s",
             *(["Waiting s"] if waiting else []), "Operations s", "Notes"]

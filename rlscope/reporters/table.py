@@ -15,8 +15,10 @@ from rlscope.analysis import Analysis
 from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
 from rlscope.reporters import processes
 from rlscope.reporters.correction import correction_lines
+from rlscope.trace.argv import shell_line
 
 FORMATS = ("text", "csv", "json", "markdown")
+_COMMAND_CHARS = 200  # of the command on the Run line (run.json has all of it)
 
 # (column, heading) of the optional split columns; shown in text when not all zero.
 _SPLITS = [("python_s", "Python"), ("backend_s", "Backend"), ("simulator_s", "Simulator"),
@@ -76,11 +78,13 @@ def render_text(a: Analysis) -> str:
     ops, procs, extra = a.operations(), a.processes(), a.extrapolation()
     lines = []
     run = a.run
-    if run:
-        cmd = " ".join(run.get("command", []))
-        lines.append(f"Run: {cmd}  [{run.get('status', '?')}"
+    command = run.get("command")
+    if isinstance(command, list) and command:  # rls-prof's run.json
+        lines.append(f"Run: {shell_line(command, _COMMAND_CHARS)}  "
+                     f"[{run.get('status', '?')}"
                      + (f", exit status {run['exit_status']}" if "exit_status" in run else "")
                      + "]")
+    if run:
         lines.extend(correction_lines(run))
     lines.extend(processes.overview_lines(a))  # tree and run summary, before the tables
     folded, labels = processes.folded_indices(a), processes.process_label(a)
@@ -89,10 +93,10 @@ def render_text(a: Analysis) -> str:
             continue
         lines.append("")
         lines.append(_process_title(proc, labels.get(int(i)) if len(procs) > 1 else None))
-        ex = extra[extra["pid"] == proc["pid"]]
+        ex = extra[(extra["pid"] == proc["pid"]) & (extra["session"] == proc["session"])]
         if len(ex):
             lines.append(_extrapolation_line(ex.iloc[0]))
-        rows = ops[ops["pid"] == proc["pid"]]
+        rows = ops[(ops["pid"] == proc["pid"]) & (ops["session"] == proc["session"])]
         splits = [(c, h) for c, h in _SPLITS if c in rows and rows[c].abs().sum() > 0
                   and not (c == "cpu_only_s" and not (rows["gpu_only_s"].sum()
                                                       or rows["cpu_gpu_s"].sum()))]

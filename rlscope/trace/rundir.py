@@ -59,12 +59,10 @@ class Holder:
 
     def describe(self) -> str:
         """``rls-prof pid 123 on host, since ..., running: python train.py``"""
-        import shlex
+        from rlscope.trace.argv import shell_line
 
         where = f" on {self.host}" if self.host and self.host != fmt.host_name() else ""
-        cmd = shlex.join(self.command)
-        if len(cmd) > 80:
-            cmd = cmd[:79] + "…"
+        cmd = shell_line(self.command, 80)
         return (f"{self.tool} pid {self.pid}{where}"
                 + (f", since {self.since}" if self.since else "")
                 + (f", running: {cmd}" if cmd else ""))
