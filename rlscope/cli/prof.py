@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from rlscope.cli.common import run
-from rlscope.errors import UsageError
+from rlscope.errors import RLScopeError, UsageError
 from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
 from rlscope.intercept import parse as parse_intercept
 from rlscope.launch.environment import Recording
@@ -20,6 +20,8 @@ from rlscope.launch.profile import (
     profile,
 )
 from rlscope.recorder import RECORDERS
+
+CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate did not
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=True)
@@ -86,9 +88,11 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         result = profile(list(command), rec, lock=lock)
         if not quiet:
             _report(command[0], out, result, no_cuda)
-        if result.status == 0 and (calibrate or reuse is not None):
-            _calibrate(list(command), out, rec, result, calibration_file, reuse,
-                       calibrate_by, repetitions, chunk_s, max_chunks, quiet)
+        wanted = result.status == 0 and (calibrate or reuse is not None)
+        if wanted and not _calibrate(list(command), out, rec, result, calibration_file,
+                                     reuse, calibrate_by, repetitions, chunk_s, max_chunks,
+                                     quiet):
+            return CALIBRATION_FAILED
     return result.status
 
 
@@ -115,7 +119,9 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
 
 def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,
                calibration_file: Path | None, reuse: bytes | None, mode: str,
-               repetitions: int, chunk_s: float, max_chunks: int, quiet: bool) -> None:
+               repetitions: int, chunk_s: float, max_chunks: int, quiet: bool) -> bool:
+    """Whether a calibration was stored; a failed one is one line, the run's trace is
+    kept."""
     from rlscope.analysis.overhead.model import FILE_NAME
     from rlscope.calibration.calibrate import calibrate, install_calibration
     from rlscope.calibration.runner import SUBDIR
@@ -132,15 +138,24 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
         install_calibration(reuse, out)
         echo(f"calibration {calibration_file} stored in {out / FILE_NAME}; rls-analyze "
              "corrects with it")
-        return
+        return True
     how = (f"up to {max_chunks} chunks of ~{chunk_s:g} s, each run in every configuration"
            if mode == "chunks" else f"{repetitions} rounds of runs")
     echo(f"calibrating: {how}, into {out / SUBDIR} (see docs/overhead-correction.md)")
-    cal = calibrate(command, out, rec, cuda=bool(result.cuda_files), repetitions=repetitions,
-                    echo=detail, mode=mode, chunk_s=chunk_s, max_chunks=max_chunks)
+    try:
+        cal = calibrate(command, out, rec, cuda=bool(result.cuda_files),
+                        repetitions=repetitions, echo=detail, mode=mode, chunk_s=chunk_s,
+                        max_chunks=max_chunks)
+    except UsageError:
+        raise
+    except RLScopeError as e:  # the calibration runs, not the profiled one
+        click.echo(f"rls-prof: calibration failed: {e}; the run's trace in {out} is kept, "
+                   f"uncorrected (rls-analyze report {out})", err=True)
+        return False
     echo(f"calibration written to {out / FILE_NAME}:")
     for line in summary_lines(cal):
         echo(line)
+    return True
 
 
 def _intercept_spec(spec: str, no_intercept: bool) -> str:
