@@ -33,6 +33,8 @@ class _ProcessMeta:
     progress: Progress
     header: Header | None = None
     session: int = 0  # see assign_sessions
+    torn_bytes: int = 0  # a torn last record: lost
+    file: str = ""  # the trace file's name
 
 
 def load(directory: str | os.PathLike[str],
@@ -68,7 +70,8 @@ def load(directory: str | os.PathLike[str],
         run = dict(run, correction={"applied": False})
     metas = [_ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
                           s.trace.header.recorder, s.complete, s.events, s.trace.metadata,
-                          s.trace.progress, s.trace.header) for s in scanned]
+                          s.trace.progress, s.trace.header, torn_bytes=s.trace.torn_bytes,
+                          file=s.trace.path.name) for s in scanned]
     warnings = [w for s in scanned for w in s.trace.warnings]
     return Analysis(str(d), run, results, metas, paths, phases, warnings)
 
@@ -101,7 +104,8 @@ def analyze(trace: Trace, progress: Callable[[int], None] | None = None,
         results.append(analyze_process(p, paths, phases, progress, batch_events))
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,
-                                  p.progress, p.header))
+                                  p.progress, p.header, torn_bytes=p.torn_bytes,
+                                  file=p.path.name))
     return Analysis(str(trace.directory), trace.run, results, metas, paths, phases,
                     trace.warnings)
 
@@ -134,7 +138,8 @@ class Analysis:
             rows.append({
                 "pid": r.pid, "session": m.session, "ppid": m.ppid, "process": r.process,
                 "recorder": m.recorder,
-                "complete": m.complete, "events": m.events, "threads": len(r.threads),
+                "complete": m.complete, "events": m.events, "file": m.file,
+                "torn_bytes": m.torn_bytes, "threads": len(r.threads),
                 "metadata": m.metadata,
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
