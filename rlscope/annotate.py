@@ -17,7 +17,7 @@ import sys
 import threading
 
 from rlscope._version import __version__
-from rlscope.errors import RLScopeError
+from rlscope.errors import RLScopeError, RLScopeWarning
 from rlscope.recorder import load_recorder
 from rlscope.trace import format as fmt
 
@@ -40,6 +40,7 @@ _annotations = True  # False: scopes are no-ops even while recording
 # into it is this run's own; into another live run's directory is refused.
 _launcher_dir: str | None = None
 _sessions = 0  # recordings started in this process (a forked child counts its own)
+_pop_warned = False  # a misplaced pop_operation was reported in this process
 
 
 class _NoopScope:
@@ -117,11 +118,29 @@ def push_operation(name: str) -> None:
 def pop_operation(name: str | None = None) -> None:
     """Close the innermost operation opened by :func:`push_operation` on this thread.
 
-    Raises :class:`RLScopeError` if nothing is open or ``name`` is not the innermost.
+    If nothing is open or ``name`` is not the innermost, nothing is recorded and nothing
+    changes, as without a recording: turning profiling on must not crash a job that
+    runs without it. The first such pop in a process warns (:class:`RLScopeWarning`,
+    with the open stack); later ones are ignored silently.
     """
     rec = _recorder
     if rec is not None:
-        rec.pop_operation(name)
+        try:
+            rec.pop_operation(name)
+        except RLScopeError as e:
+            _misplaced_pop(e)
+
+
+def _misplaced_pop(e: RLScopeError) -> None:
+    global _pop_warned
+    if _pop_warned:
+        return
+    _pop_warned = True
+    import warnings
+
+    # stacklevel 3: the caller of rlscope.pop_operation
+    warnings.warn(f"{e} (ignored, as without a recording; further misplaced pops in this "
+                  "process are ignored silently)", RLScopeWarning, stacklevel=3)
 
 
 def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
@@ -233,6 +252,14 @@ def _process_name() -> str:
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
     if argv0 in ("", "-c", "-"):  # python -c / stdin / interactive
         return os.path.basename(sys.executable) + (f" {argv0}" if argv0 else "")
+    if argv0 == "-m":  # python -m, at start-up: runpy has not found the module yet
+        orig = list(getattr(sys, "orig_argv", ()))
+        for i, a in enumerate(orig[1:], 1):
+            if a == "-m" and i + 1 < len(orig):
+                return f"-m {orig[i + 1]}"
+            if a.startswith("-m") and len(a) > 2:
+                return f"-m {a[2:]}"
+        return os.path.basename(sys.executable) + " -m"
     return os.path.basename(argv0)
 
 

@@ -373,7 +373,8 @@ class Analysis:
             rows.append({"pid": pid, "session": session, "timesteps": done,
                          "total_timesteps": total,
                          "recorded_s": elapsed, "steps_per_s": rate,
-                         "fraction_done": done / total if total > 0 else np.nan,
+                         # at most 1: loops finish their last rollout past the target
+                         "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
                          "estimated_total_s": est})
         cols = ["pid", "session", "timesteps", "total_timesteps", "recorded_s",
                 "steps_per_s", "fraction_done", "estimated_total_s"]

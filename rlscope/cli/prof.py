@@ -20,6 +20,7 @@ from rlscope.launch.profile import (
     profile,
 )
 from rlscope.recorder import RECORDERS
+from rlscope.trace.argv import shell_line
 
 CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate did not
 
@@ -182,8 +183,41 @@ def _gpu_summary(no_cuda: bool, result: ProfiledRun) -> str:
     return "GPU not traced: no process initialised CUDA (CPU-only workload, or no NVIDIA driver)"
 
 
+def check_separator(args: list[str]) -> None:
+    """Without ``--``, an option after the command's first word would be taken as
+    rls-prof's (or refused as unknown): say to put ``--`` before the command."""
+    if "--" in args:
+        return
+    start = _command_start(args)
+    if start is None:
+        return
+    opts = [a for a in args[start + 1:] if a.startswith("-") and len(a) > 1]
+    if not opts or any(a in ("-h", "--help") for a in args[:start]):
+        return
+    mine = {o for p in prof.params for o in (*p.opts, *p.secondary_opts)}
+    first = opts[0]
+    fixed = shell_line(["rls-prof", *args[:start], "--", *args[start:]], 160)
+    also = (f", or move {first} before the command to give it to rls-prof"
+            if first.split("=")[0] in mine else "")
+    raise click.UsageError(f"{first} comes after the command ({args[start]}): put -- before "
+                           f"the command to pass it on: {fixed}{also}")
+
+
+def _command_start(args: list[str]) -> int | None:
+    """Index of the first argument that is not an rls-prof option or an option's value."""
+    takes_value = {o for p in prof.params if isinstance(p, click.Option) and not p.is_flag
+                   and not p.count for o in (*p.opts, *p.secondary_opts)}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if not a.startswith("-") or a == "-":
+            return i
+        i += 2 if a in takes_value else 1  # "--opt=value" and "-oDIR" are one argument
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run(prof, "rls-prof", argv))
+    sys.exit(run(prof, "rls-prof", argv, check=check_separator))
 
 
 if __name__ == "__main__":

@@ -155,10 +155,12 @@ def folded_indices(a: Analysis) -> set[int]:
     return set(tree.loc[tree["idle_helper"], "index"].tolist()) if len(tree) > 1 else set()
 
 
-def process_label(a: Analysis) -> dict[int, str]:
-    """Per ``processes()`` row: its display name and role, for per-process titles."""
+def process_label(a: Analysis, role: bool = True) -> dict[int, str]:
+    """Per ``processes()`` row: its display name (``-m pkg.mod``, not ``-m``) and, with
+    ``role``, its role, for per-process titles."""
     tree = a.process_tree()
-    return {int(r.index): f"{r.name} ({r.role_label})" for r in tree.itertuples()}
+    return {int(r.index): f"{r.name} ({r.role_label})" if role else str(r.name)
+            for r in tree.itertuples()}
 
 
 def _secs(s: float) -> str:

@@ -45,9 +45,12 @@ def _process_title(proc: pd.Series, label: str | None = None) -> str:
 
 
 def _extrapolation_line(row: pd.Series) -> str:
-    line = f"  Progress: {int(row['timesteps']):,} timesteps"
-    if row["total_timesteps"] > 0:
-        line += f" of {int(row['total_timesteps']):,} ({100 * row['fraction_done']:.1f}%)"
+    done, total = int(row["timesteps"]), int(row["total_timesteps"])
+    line = f"  Progress: {done:,} timesteps"
+    if 0 < total < done:  # SB3 & co. finish the rollout or update under way
+        line += f", target of {total:,} reached (the last iteration ran {done - total:,} past it)"
+    elif total > 0:
+        line += f" of {total:,} ({100 * row['fraction_done']:.1f}%)"
     if not math.isnan(row["steps_per_s"]):
         line += f" at {row['steps_per_s']:,.1f} steps/s"
     if not math.isnan(row["estimated_total_s"]) and row["fraction_done"] < 1:
@@ -87,12 +90,13 @@ def render_text(a: Analysis) -> str:
     if run:
         lines.extend(correction_lines(run))
     lines.extend(processes.overview_lines(a))  # tree and run summary, before the tables
-    folded, labels = processes.folded_indices(a), processes.process_label(a)
+    folded = processes.folded_indices(a)
+    labels = processes.process_label(a, role=len(procs) > 1)
     for i, proc in procs.iterrows():
         if i in folded:
             continue
         lines.append("")
-        lines.append(_process_title(proc, labels.get(int(i)) if len(procs) > 1 else None))
+        lines.append(_process_title(proc, labels.get(int(i))))
         ex = extra[(extra["pid"] == proc["pid"]) & (extra["session"] == proc["session"])]
         if len(ex):
             lines.append(_extrapolation_line(ex.iloc[0]))

@@ -253,7 +253,8 @@ def test_text_report_opens_with_the_tree_and_summary_and_folds_helpers():
 def test_single_process_report_is_unchanged():
     out = table.render(run_of(proc(10, LAUNCHER, 0, 1, [(0.1, 0.2, "a")])), "text")
     assert "Processes:" not in out and "Run summary" not in out
-    assert "Process 10 synthetic:" in out  # the header's process name, as before
+    # Its display name (from its command line, as in the tree: "-m pkg.mod", never "-m")
+    assert "Process 10 train.py:" in out
 
 
 def test_json_and_one_table_formats_carry_the_same():
