@@ -17,8 +17,10 @@ from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
 from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
 
-BREAKDOWN_KEYS = ("pid", "session", "process", "thread", "phase", "operation", "category",
-                  "region")
+# "session" (docs/rls-analyze.md) comes last in every table: columns added later go at
+# the end, so CSV readers keep their positions.
+BREAKDOWN_KEYS = ("pid", "process", "thread", "phase", "operation", "category", "region",
+                  "session")
 
 
 @dataclass
@@ -136,28 +138,28 @@ class Analysis:
         rows = []
         for r, m in zip(self.results, self._metas, strict=True):
             rows.append({
-                "pid": r.pid, "session": m.session, "ppid": m.ppid, "process": r.process,
-                "recorder": m.recorder,
+                "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
                 "complete": m.complete, "events": m.events, "file": m.file,
                 "torn_bytes": m.torn_bytes, "threads": len(r.threads),
                 "metadata": m.metadata,
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
+                "session": m.session,
             })
         return pd.DataFrame(rows)
 
     def threads(self) -> pd.DataFrame:
-        return pd.DataFrame([{"pid": r.pid, "session": n, "thread": t.index, "tid": t.tid,
-                              "name": t.name, "main": t.main, "events": t.events}
+        return pd.DataFrame([{"pid": r.pid, "thread": t.index, "tid": t.tid, "name": t.name,
+                              "main": t.main, "events": t.events, "session": n}
                              for r, n in zip(self.results, self._session, strict=True)
                              for t in r.threads])
 
-    def breakdown(self, by: Sequence[str] = ("pid", "session", "process", "phase",
-                                             "operation", "category", "region")
+    def breakdown(self, by: Sequence[str] = ("pid", "process", "phase", "operation",
+                                             "category", "region", "session")
                   ) -> pd.DataFrame:
-        """Seconds per group of (pid, session, process, thread, phase, operation, category,
-        region).
+        """Seconds per group of (pid, process, thread, phase, operation, category, region,
+        session).
 
         Without "thread" in ``by`` this is the process roll-up: the sum over threads.
         """
@@ -172,7 +174,7 @@ class Analysis:
         frames = []
         for r, n in zip(self.results, self._session, strict=True):
             frames.append(pd.DataFrame({
-                "pid": r.pid, "session": n, "process": r.process, "thread": r.thread,
+                "pid": r.pid, "process": r.process, "thread": r.thread, "session": n,
                 "phase": self._phase_names[r.phase], "operation": self._path_names[r.path],
                 "path_id": r.path,
                 "category": np.array(C.CATEGORY_NAMES, object)[r.category],
@@ -321,12 +323,12 @@ class Analysis:
             if not len(g):
                 continue
             frames.append(pd.DataFrame({
-                "pid": r.pid, "session": n, "thread": g[:, 0], "phase": self._phase_names[g[:, 1]],
+                "pid": r.pid, "thread": g[:, 0], "phase": self._phase_names[g[:, 1]],
                 "operation": self._path_names[g[:, 2]],
                 "category": np.array(C.CATEGORY_NAMES, object)[g[:, 3]], "stream": g[:, 4],
-                "count": g[:, 5], "seconds": g[:, 6] / 1e9}))
-        cols = ["pid", "session", "thread", "phase", "operation", "category", "stream",
-                "count", "seconds"]
+                "count": g[:, 5], "seconds": g[:, 6] / 1e9, "session": n}))
+        cols = ["pid", "thread", "phase", "operation", "category", "stream", "count",
+                "seconds", "session"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
     # -- progress ----------------------------------------------------------------------
@@ -344,13 +346,13 @@ class Analysis:
             dsteps = np.diff(steps, prepend=0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 rate = np.where(dt > 0, dsteps / dt, np.nan)
-            frames.append(pd.DataFrame({"pid": r.pid, "session": m.session,
-                                        "time_s": (t - r.span[0]) / 1e9,
+            frames.append(pd.DataFrame({"pid": r.pid, "time_s": (t - r.span[0]) / 1e9,
                                         "timesteps": steps,
                                         "total_timesteps": pr.total_timesteps[o],
-                                        "interval_s": dt, "steps_per_s": rate}))
-        cols = ["pid", "session", "time_s", "timesteps", "total_timesteps", "interval_s",
-                "steps_per_s"]
+                                        "interval_s": dt, "steps_per_s": rate,
+                                        "session": m.session}))
+        cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s",
+                "session"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
     def extrapolation(self) -> pd.DataFrame:
@@ -370,14 +372,13 @@ class Analysis:
             remaining = max(total - done, 0) if total > 0 else np.nan
             est = elapsed + remaining / rate if rate == rate and remaining == remaining \
                 else np.nan
-            rows.append({"pid": pid, "session": session, "timesteps": done,
-                         "total_timesteps": total,
+            rows.append({"pid": pid, "timesteps": done, "total_timesteps": total,
                          "recorded_s": elapsed, "steps_per_s": rate,
                          # at most 1: loops finish their last rollout past the target
                          "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
-                         "estimated_total_s": est})
-        cols = ["pid", "session", "timesteps", "total_timesteps", "recorded_s",
-                "steps_per_s", "fraction_done", "estimated_total_s"]
+                         "estimated_total_s": est, "session": session})
+        cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
+                "fraction_done", "estimated_total_s", "session"]
         return pd.DataFrame(rows, columns=cols)
 
 
@@ -400,7 +401,7 @@ _CAT_COL = {"Python": "python_s", "Backend": "backend_s", "Simulator": "simulato
 _CAT_COLS = ("python_s", "backend_s", "simulator_s", "cuda_api_s", "waiting_s", "gpu_s")
 _REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_only_s, cpu_gpu_s
 _COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls", "wait_calls")
-OPERATION_COLUMNS = ["pid", "session", "process", "phase", "operation", "depth", "calls", "wall_s",
+OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
                      "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
-                     *_COUNT_COLS[1:]]
+                     *_COUNT_COLS[1:], "session"]
 UNANNOTATED_NAME = UNANNOTATED

@@ -26,11 +26,11 @@ from rlscope.trace.argv import shell_line
 from rlscope.trace.data import Header
 
 PROCESS_COLUMNS = [
-    "index", "depth", "pid", "session", "continues", "ppid", "parent_index",
-    "parent_in_run", "role", "role_label", "role_source", "env_index", "num_envs",
-    "mp_name", "mp_target", "name", "command", "host",
+    "index", "depth", "pid", "ppid", "parent_index", "parent_in_run", "role", "role_label",
+    "role_source", "env_index", "num_envs", "mp_name", "mp_target", "name", "command", "host",
     "start_s", "end_s", "wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s",
-    "operation_calls", "native_calls", "complete", "events", "idle_helper"]
+    "operation_calls", "native_calls", "complete", "events", "idle_helper", "session",
+    "continues"]
 SUMMARY_COLUMNS = ["role", "processes", "idle_helpers", "wall_s", "busy_s", "waiting_s",
                    "idle_s", "operations_s", "gpu_s", "busy_pct"]
 ROLE_OPERATION_COLUMNS = ["role", "operation", "processes", "calls", "wall_s"]
