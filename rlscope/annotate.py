@@ -185,7 +185,11 @@ def output_dir() -> str | None:
 
 def start(output_dir: str | os.PathLike[str], recorder: str = "native",
           flush_interval_s: float = 0.5, max_buffer_bytes: int = 256 << 20) -> str:
-    """Start recording this process into ``output_dir``; returns the trace file's path."""
+    """Start recording this process into ``output_dir``; returns the trace file's path.
+
+    Each start/stop is a session with its own trace file (docs/rls-analyze.md). A
+    directory a running rls-prof holds is refused, unless this process runs under it.
+    """
     global _recorder, _output_dir, _sessions
     with _lock:
         if _recorder is not None:

@@ -32,7 +32,9 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
               help="Event recorder: the native extension or the pure-Python fallback.")
 @click.option("--flush-interval", type=click.FloatRange(0.01, 60.0), default=0.5,
               show_default=True, help="Seconds between periodic writes of the trace.")
-@click.option("--force", is_flag=True, help="Replace a trace already in the output directory.")
+@click.option("--force", is_flag=True,
+              help="Replace what a previous run left in the output directory (traces, "
+                   "run.json, calibration, plots, timeline); never a running one's.")
 @click.option("--no-cuda", is_flag=True,
               help="Do not trace CUDA API calls and GPU work (leaves CUPTI to other tools).")
 @click.option("--intercept", "intercept", default="auto", show_default=True,
