@@ -17,7 +17,10 @@ from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
 from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
 
-BREAKDOWN_KEYS = ("pid", "process", "thread", "phase", "operation", "category", "region")
+# "session" (docs/rls-analyze.md) comes last in every table: columns added later go at
+# the end, so CSV readers keep their positions.
+BREAKDOWN_KEYS = ("pid", "process", "thread", "phase", "operation", "category", "region",
+                  "session")
 
 
 @dataclass
@@ -31,6 +34,9 @@ class _ProcessMeta:
     metadata: dict[str, Any]
     progress: Progress
     header: Header | None = None
+    session: int = 0  # see assign_sessions
+    torn_bytes: int = 0  # a torn last record: lost
+    file: str = ""  # the trace file's name
 
 
 def load(directory: str | os.PathLike[str],
@@ -66,9 +72,24 @@ def load(directory: str | os.PathLike[str],
         run = dict(run, correction={"applied": False})
     metas = [_ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
                           s.trace.header.recorder, s.complete, s.events, s.trace.metadata,
-                          s.trace.progress, s.trace.header) for s in scanned]
+                          s.trace.progress, s.trace.header, torn_bytes=s.trace.torn_bytes,
+                          file=s.trace.path.name) for s in scanned]
     warnings = [w for s in scanned for w in s.trace.warnings]
     return Analysis(str(d), run, results, metas, paths, phases, warnings)
+
+
+def assign_sessions(pids: Sequence[int]) -> list[int]:
+    """The ``session`` of each process, given in start order: 0 for a pid's first trace
+    file, 1, 2, ... for its later ones. (pid, session) is the key of a process in every
+    table: a process that recorded several sessions (``rlscope.start`` after
+    ``rlscope.stop``) has one file, and one row, per session; so has, rarely, a pid the
+    system reused within the run (docs/rls-analyze.md)."""
+    seen: dict[int, int] = {}
+    out = []
+    for pid in pids:
+        out.append(seen.get(pid, 0))
+        seen[pid] = out[-1] + 1
+    return out
 
 
 def total_events(trace: Trace) -> int:
@@ -85,7 +106,8 @@ def analyze(trace: Trace, progress: Callable[[int], None] | None = None,
         results.append(analyze_process(p, paths, phases, progress, batch_events))
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,
-                                  p.progress, p.header))
+                                  p.progress, p.header, torn_bytes=p.torn_bytes,
+                                  file=p.path.name))
     return Analysis(str(trace.directory), trace.run, results, metas, paths, phases,
                     trace.warnings)
 
@@ -100,6 +122,9 @@ class Analysis:
         self.run = run
         self.results = results
         self._metas = metas
+        for m, n in zip(metas, assign_sessions([m.pid for m in metas]), strict=True):
+            m.session = n
+        self._session = [m.session for m in metas]
         self.paths = paths
         self.phases = phases
         self.warnings = warnings
@@ -114,22 +139,27 @@ class Analysis:
         for r, m in zip(self.results, self._metas, strict=True):
             rows.append({
                 "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
-                "complete": m.complete, "events": m.events, "threads": len(r.threads),
+                "complete": m.complete, "events": m.events, "file": m.file,
+                "torn_bytes": m.torn_bytes, "threads": len(r.threads),
                 "metadata": m.metadata,
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
+                "session": m.session,
             })
         return pd.DataFrame(rows)
 
     def threads(self) -> pd.DataFrame:
         return pd.DataFrame([{"pid": r.pid, "thread": t.index, "tid": t.tid, "name": t.name,
-                              "main": t.main, "events": t.events}
-                             for r in self.results for t in r.threads])
+                              "main": t.main, "events": t.events, "session": n}
+                             for r, n in zip(self.results, self._session, strict=True)
+                             for t in r.threads])
 
     def breakdown(self, by: Sequence[str] = ("pid", "process", "phase", "operation",
-                                             "category", "region")) -> pd.DataFrame:
-        """Seconds per group of (pid, process, thread, phase, operation, category, region).
+                                             "category", "region", "session")
+                  ) -> pd.DataFrame:
+        """Seconds per group of (pid, process, thread, phase, operation, category, region,
+        session).
 
         Without "thread" in ``by`` this is the process roll-up: the sum over threads.
         """
@@ -142,9 +172,9 @@ class Analysis:
 
     def _fine(self) -> pd.DataFrame:
         frames = []
-        for r in self.results:
+        for r, n in zip(self.results, self._session, strict=True):
             frames.append(pd.DataFrame({
-                "pid": r.pid, "process": r.process, "thread": r.thread,
+                "pid": r.pid, "process": r.process, "thread": r.thread, "session": n,
                 "phase": self._phase_names[r.phase], "operation": self._path_names[r.path],
                 "path_id": r.path,
                 "category": np.array(C.CATEGORY_NAMES, object)[r.category],
@@ -156,13 +186,14 @@ class Analysis:
 
     def _counts(self) -> pd.DataFrame:
         frames = []
-        for r in self.results:
+        for r, n in zip(self.results, self._session, strict=True):
             c = r.count_rows
-            frames.append(pd.DataFrame({"pid": r.pid, "phase": self._phase_names[c[:, 1]],
+            frames.append(pd.DataFrame({"pid": r.pid, "session": n,
+                                        "phase": self._phase_names[c[:, 1]],
                                         "path_id": c[:, 2], "what": c[:, 3],
                                         "n": r.count_n}))
         if not frames:
-            return pd.DataFrame(columns=["pid", "phase", "path_id", "what", "n"])
+            return pd.DataFrame(columns=["pid", "session", "phase", "path_id", "what", "n"])
         return pd.concat(frames, ignore_index=True)
 
     # -- many processes (docs/multiprocess.md) ------------------------------------------
@@ -174,7 +205,8 @@ class Analysis:
         it is an idle helper (reports fold those)."""
         if self._process_table is None:
             entries = [multiprocess.ProcessEntry(_header(m), m.metadata, m.complete,
-                                                 m.events, len(m.progress.time_ns))
+                                                 m.events, len(m.progress.time_ns),
+                                                 m.session)
                        for m in self._metas]
             self._process_table = multiprocess.process_table(self.results, entries,
                                                              self.run)
@@ -206,7 +238,7 @@ class Analysis:
         process's covered time.
         """
         fine = self._fine()
-        cols = ["pid", "phase", "path_id"]
+        cols = ["pid", "session", "phase", "path_id"]
         # No fill_value= in pivot_table: pandas < 2 then downcasts floats within 1e-8 of
         # an integer, turning times under 10 ns into 0; the fillna below fills instead.
         cat = fine.assign(key=fine["category"].map(_CAT_COL)).pivot_table(
@@ -233,15 +265,16 @@ class Analysis:
         wide = wide.reset_index()
         wide = self._add_ancestors(wide)
         wide["wall_s"] = self._inclusive(wide)
-        meta = {r.pid: r for r in self.results}
-        wide["process"] = wide["pid"].map(lambda p: meta[p].process)
-        covered = wide["pid"].map(lambda p: max(meta[p].covered_ns, 1) / 1e9)
+        meta = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
+        keys = list(zip(wide["pid"], wide["session"], strict=True))
+        wide["process"] = [meta[k].process for k in keys]
+        covered = np.array([max(meta[k].covered_ns, 1) / 1e9 for k in keys], np.float64)
         wide["wall_pct"] = 100.0 * wide["wall_s"] / covered
         wide["self_pct"] = 100.0 * wide["self_s"] / covered
         wide["operation"] = self._path_names[wide["path_id"].to_numpy(np.int64)]
         wide["depth"] = [max(self.paths.depth[i], 0) for i in wide["path_id"]]
-        order = {pid: i for i, pid in enumerate(meta)}
-        wide["_p"] = wide["pid"].map(order)
+        order = {k: i for i, k in enumerate(meta)}
+        wide["_p"] = [order[k] for k in keys]
         wide["_tree"] = [self._tree_key(i) for i in wide["path_id"]]
         phase_order = {n: (i == 0, i) for i, n in enumerate(self.phases.names)}
         wide["_ph"] = wide["phase"].map(phase_order)  # first seen first, no phase last
@@ -256,13 +289,14 @@ class Analysis:
 
     def _add_ancestors(self, wide: pd.DataFrame) -> pd.DataFrame:
         """Rows for enclosing operations that have no time of their own in a phase."""
-        have = set(zip(wide["pid"], wide["phase"], wide["path_id"], strict=True))
+        have = set(zip(wide["pid"], wide["session"], wide["phase"], wide["path_id"],
+                       strict=True))
         extra = []
-        for pid, ph, path in list(have):
+        for pid, n, ph, path in list(have):
             for a in self.paths.ancestors(int(path))[1:]:
-                if (pid, ph, a) not in have:
-                    have.add((pid, ph, a))
-                    extra.append({"pid": pid, "phase": ph, "path_id": a})
+                if (pid, n, ph, a) not in have:
+                    have.add((pid, n, ph, a))
+                    extra.append({"pid": pid, "session": n, "phase": ph, "path_id": a})
         if extra:
             wide = pd.concat([wide, pd.DataFrame(extra)], ignore_index=True).fillna(0)
             for c in _COUNT_COLS:
@@ -270,21 +304,21 @@ class Analysis:
         return wide
 
     def _inclusive(self, wide: pd.DataFrame) -> np.ndarray:
-        self_by = {(p, ph, pa): s for p, ph, pa, s in zip(
-            wide["pid"], wide["phase"], wide["path_id"], wide["self_s"], strict=True)}
+        keys = list(zip(wide["pid"], wide["session"], wide["phase"], wide["path_id"],
+                        strict=True))
+        self_by = dict(zip(keys, wide["self_s"], strict=True))
         total = dict.fromkeys(self_by, 0.0)
-        for (p, ph, pa), s in self_by.items():
+        for (p, n, ph, pa), s in self_by.items():
             for a in self.paths.ancestors(int(pa)) or [0]:
-                if (p, ph, a) in total:
-                    total[(p, ph, a)] += s
-        return np.array([total[(p, ph, pa)] for p, ph, pa in zip(
-            wide["pid"], wide["phase"], wide["path_id"], strict=True)])
+                if (p, n, ph, a) in total:
+                    total[(p, n, ph, a)] += s
+        return np.array([total[k] for k in keys])
 
     def gpu(self) -> pd.DataFrame:
         """GPU activity per launching operation: count and busy seconds per kind/stream
         (overlapping activities each count their own time)."""
         frames = []
-        for r in self.results:
+        for r, n in zip(self.results, self._session, strict=True):
             g = r.gpu_rows
             if not len(g):
                 continue
@@ -292,9 +326,9 @@ class Analysis:
                 "pid": r.pid, "thread": g[:, 0], "phase": self._phase_names[g[:, 1]],
                 "operation": self._path_names[g[:, 2]],
                 "category": np.array(C.CATEGORY_NAMES, object)[g[:, 3]], "stream": g[:, 4],
-                "count": g[:, 5], "seconds": g[:, 6] / 1e9}))
+                "count": g[:, 5], "seconds": g[:, 6] / 1e9, "session": n}))
         cols = ["pid", "thread", "phase", "operation", "category", "stream", "count",
-                "seconds"]
+                "seconds", "session"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
     # -- progress ----------------------------------------------------------------------
@@ -315,8 +349,10 @@ class Analysis:
             frames.append(pd.DataFrame({"pid": r.pid, "time_s": (t - r.span[0]) / 1e9,
                                         "timesteps": steps,
                                         "total_timesteps": pr.total_timesteps[o],
-                                        "interval_s": dt, "steps_per_s": rate}))
-        cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s"]
+                                        "interval_s": dt, "steps_per_s": rate,
+                                        "session": m.session}))
+        cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s",
+                "session"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
     def extrapolation(self) -> pd.DataFrame:
@@ -324,8 +360,9 @@ class Analysis:
         the rate between the first and last record, applied to the remaining timesteps."""
         rows = []
         it = self.iterations()
-        for pid, g in it.groupby("pid", sort=False):
-            r = next(x for x in self.results if x.pid == pid)
+        results = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
+        for (pid, session), g in it.groupby(["pid", "session"], sort=False):
+            r = results[(pid, session)]
             done = int(g["timesteps"].iloc[-1])
             total = int(g["total_timesteps"].max())
             elapsed = (r.span[1] - r.span[0]) / 1e9
@@ -337,10 +374,11 @@ class Analysis:
                 else np.nan
             rows.append({"pid": pid, "timesteps": done, "total_timesteps": total,
                          "recorded_s": elapsed, "steps_per_s": rate,
-                         "fraction_done": done / total if total > 0 else np.nan,
-                         "estimated_total_s": est})
+                         # at most 1: loops finish their last rollout past the target
+                         "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
+                         "estimated_total_s": est, "session": session})
         cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
-                "fraction_done", "estimated_total_s"]
+                "fraction_done", "estimated_total_s", "session"]
         return pd.DataFrame(rows, columns=cols)
 
 
@@ -365,5 +403,5 @@ _REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_
 _COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls", "wait_calls")
 OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
                      "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
-                     *_COUNT_COLS[1:]]
+                     *_COUNT_COLS[1:], "session"]
 UNANNOTATED_NAME = UNANNOTATED

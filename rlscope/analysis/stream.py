@@ -57,7 +57,8 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     start = end = None
     start_thread = first_thread = None
     max_name = 0
-    for c in iter_chunks(path, warnings):
+    torn: list[int] = []
+    for c in iter_chunks(path, warnings, torn):
         expected = c.sequence + 1
         strings.update(c.strings)
         threads.update((t.index, t) for t in c.threads)
@@ -109,7 +110,7 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()))
     pt = ProcessTrace(path, header, Events.empty(), string_list, threads,
                       Progress.concat(progress), metadata, dropped, expected, warnings,
-                      env=EnvEvents.concat(env))
+                      env=EnvEvents.concat(env), torn_bytes=sum(torn))
     return ScannedProcess(pt, info, n_events, end is not None)
 
 

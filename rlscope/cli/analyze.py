@@ -64,13 +64,27 @@ def _analysis(directory: Path) -> Analysis:
             bar.__exit__(None, None, None)
     for w in a.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
-    if not len(a.processes()) or not (a.processes()["covered_s"] > 0).any():
-        raise RLScopeError(_EMPTY.format(directory))
+    procs = a.processes()
+    if not len(procs) or not (procs["covered_s"] > 0).any():
+        raise RLScopeError(empty_message(directory, dict(zip(procs.get("file", []),
+                                                             procs.get("torn_bytes", []),
+                                                             strict=True))))
     return a
 
 
-_EMPTY = ("{} holds no recorded time: every process stopped before recording any event; "
-          "record a run that does some work")
+def empty_message(directory: Path, torn: dict[str, int]) -> str:
+    """A directory without recorded time, saying so honestly: events that were recorded
+    but lost in a torn last chunk (a process killed while writing it) are not "none"."""
+    lost = {f: n for f, n in torn.items() if n > 0}
+    if not lost:
+        return (f"{directory} holds no recorded time: every process stopped before "
+                "recording any event; record a run that does some work")
+    first = next(iter(lost))
+    which = first if len(lost) == 1 else f"{first} and {len(lost) - 1} more"
+    return (f"{directory} holds no recorded time: the events recorded "
+            f"({sum(lost.values()):,} bytes) were in a last chunk torn when the process was "
+            f"killed while writing it ({which}), and are lost; record the run again and let "
+            "it exit (or flush more often: rls-prof --flush-interval)")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -230,7 +244,8 @@ def timeline(directory: Path, output: Path | None) -> None:
 
     trace = _load(directory, correct=True)
     if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
-        raise RLScopeError(_EMPTY.format(directory))
+        raise RLScopeError(empty_message(directory, {p.path.name: p.torn_bytes
+                                                     for p in trace.processes}))
     out = output or directory / "trace.json"
     _make_dir(out.parent)
     try:

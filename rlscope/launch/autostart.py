@@ -85,6 +85,9 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
         from rlscope.launch.switches import apply_annotation_switch
 
         apply_annotation_switch()
+    from rlscope import annotate
+
+    annotate.set_launcher_directory(out)
     try:
         rlscope.start(out, recorder=os.environ.get(env.RECORDER, "native"),
                       flush_interval_s=float(os.environ.get(env.FLUSH_INTERVAL, "0.5")),

@@ -49,11 +49,11 @@ def pyplot() -> Any:
     return plt
 
 
-def operation_segments(a: Analysis, pid: int) -> pd.DataFrame:
+def operation_segments(a: Analysis, pid: int, session: int = 0) -> pd.DataFrame:
     """Seconds per operation (rows, largest first, unannotated last) and segment label
     (columns, stacking order), summed over phases and threads; exclusive time."""
-    df = a.breakdown(by=("pid", "operation", "region", "category"))
-    df = df[df["pid"] == pid]
+    df = a.breakdown(by=("pid", "session", "operation", "region", "category"))
+    df = df[(df["pid"] == pid) & (df["session"] == session)]
     labels = {(r, c): lab for r, c, lab, _, _ in SEGMENTS}
     df = df.assign(segment=[labels.get((r, c), f"{r}: {c}")
                             for r, c in zip(df["region"], df["category"], strict=True)])
@@ -86,9 +86,9 @@ def _short(label: str, width: int = 18) -> str:
     return last if len(last) <= width else last[: width - 1] + "…"
 
 
-def breakdown_figure(a: Analysis, pid: int, title: str):
+def breakdown_figure(a: Analysis, pid: int, title: str, session: int = 0):
     plt = pyplot()
-    wide = operation_segments(a, pid)
+    wide = operation_segments(a, pid, session)
     colours = {lab: (col, hatch) for _, _, lab, col, hatch in SEGMENTS}
     n = len(wide)
     fig, axes = plt.subplots(1, 2, figsize=(max(6.5, 1.1 * n + 3.5), 3.6),
@@ -124,16 +124,18 @@ def breakdown_figure(a: Analysis, pid: int, title: str):
     return fig
 
 
-def transitions_per_iteration(a: Analysis, pid: int) -> tuple[pd.DataFrame, str]:
+def transitions_per_iteration(a: Analysis, pid: int, session: int = 0
+                              ) -> tuple[pd.DataFrame, str]:
     """Intercepted calls (Python -> Backend / Simulator / CUDA API transitions) per
     iteration for each operation: per timestep when progress records exist, else per
     call of the operation."""
     ops = a.operations()
-    ops = ops[(ops["pid"] == pid) & (ops["operation"] != UNANNOTATED)]
+    ops = ops[(ops["pid"] == pid) & (ops["session"] == session)
+              & (ops["operation"] != UNANNOTATED)]
     g = ops.groupby("operation", sort=False)[["calls", "backend_calls", "simulator_calls",
                                               "cuda_api_calls"]].sum()
     ex = a.extrapolation()
-    ex = ex[ex["pid"] == pid]
+    ex = ex[(ex["pid"] == pid) & (ex["session"] == session)]
     steps = float(ex["timesteps"].iloc[0]) if len(ex) else 0.0
     if steps > 0:
         denom, unit = steps, "per timestep"
@@ -145,9 +147,9 @@ def transitions_per_iteration(a: Analysis, pid: int) -> tuple[pd.DataFrame, str]
     return out, unit
 
 
-def transitions_figure(a: Analysis, pid: int, title: str):
+def transitions_figure(a: Analysis, pid: int, title: str, session: int = 0):
     plt = pyplot()
-    df, unit = transitions_per_iteration(a, pid)
+    df, unit = transitions_per_iteration(a, pid, session)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(df) + 2.5), 3.2),
                            constrained_layout=True)
     x = np.arange(len(df))
@@ -176,8 +178,11 @@ def figures(a: Analysis) -> Iterator[tuple[str, Any]]:
     """(file stem, figure): breakdown and transitions figures for every process. The
     caller saves and closes each figure (``pyplot().close(fig)``)."""
     procs = a.processes()
-    for _, p in procs.iterrows():
-        suffix = "" if len(procs) == 1 else f".{p['pid']}"
-        name = f"{p['process']} (pid {p['pid']})"
-        yield f"breakdown{suffix}", breakdown_figure(a, p["pid"], name)
-        yield f"transitions{suffix}", transitions_figure(a, p["pid"], name)
+    names = a.process_tree().set_index("index")["name"]
+    for i, p in procs.iterrows():
+        n = int(p["session"])
+        # A process's later recording sessions: .<pid>.<session> (docs/rls-analyze.md).
+        suffix = "" if len(procs) == 1 else f".{p['pid']}" + (f".{n}" if n else "")
+        name = f"{names.get(i, p['process'])} (pid {p['pid']})"
+        yield f"breakdown{suffix}", breakdown_figure(a, p["pid"], name, n)
+        yield f"transitions{suffix}", transitions_figure(a, p["pid"], name, n)

@@ -15,8 +15,10 @@ from rlscope.analysis import Analysis
 from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
 from rlscope.reporters import processes
 from rlscope.reporters.correction import correction_lines
+from rlscope.trace.argv import shell_line
 
 FORMATS = ("text", "csv", "json", "markdown")
+_COMMAND_CHARS = 200  # of the command on the Run line (run.json has all of it)
 
 # (column, heading) of the optional split columns; shown in text when not all zero.
 _SPLITS = [("python_s", "Python"), ("backend_s", "Backend"), ("simulator_s", "Simulator"),
@@ -43,9 +45,12 @@ def _process_title(proc: pd.Series, label: str | None = None) -> str:
 
 
 def _extrapolation_line(row: pd.Series) -> str:
-    line = f"  Progress: {int(row['timesteps']):,} timesteps"
-    if row["total_timesteps"] > 0:
-        line += f" of {int(row['total_timesteps']):,} ({100 * row['fraction_done']:.1f}%)"
+    done, total = int(row["timesteps"]), int(row["total_timesteps"])
+    line = f"  Progress: {done:,} timesteps"
+    if 0 < total < done:  # SB3 & co. finish the rollout or update under way
+        line += f", target of {total:,} reached (the last iteration ran {done - total:,} past it)"
+    elif total > 0:
+        line += f" of {total:,} ({100 * row['fraction_done']:.1f}%)"
     if not math.isnan(row["steps_per_s"]):
         line += f" at {row['steps_per_s']:,.1f} steps/s"
     if not math.isnan(row["estimated_total_s"]) and row["fraction_done"] < 1:
@@ -76,23 +81,26 @@ def render_text(a: Analysis) -> str:
     ops, procs, extra = a.operations(), a.processes(), a.extrapolation()
     lines = []
     run = a.run
-    if run:
-        cmd = " ".join(run.get("command", []))
-        lines.append(f"Run: {cmd}  [{run.get('status', '?')}"
+    command = run.get("command")
+    if isinstance(command, list) and command:  # rls-prof's run.json
+        lines.append(f"Run: {shell_line(command, _COMMAND_CHARS)}  "
+                     f"[{run.get('status', '?')}"
                      + (f", exit status {run['exit_status']}" if "exit_status" in run else "")
                      + "]")
+    if run:
         lines.extend(correction_lines(run))
     lines.extend(processes.overview_lines(a))  # tree and run summary, before the tables
-    folded, labels = processes.folded_indices(a), processes.process_label(a)
+    folded = processes.folded_indices(a)
+    labels = processes.process_label(a, role=len(procs) > 1)
     for i, proc in procs.iterrows():
         if i in folded:
             continue
         lines.append("")
-        lines.append(_process_title(proc, labels.get(int(i)) if len(procs) > 1 else None))
-        ex = extra[extra["pid"] == proc["pid"]]
+        lines.append(_process_title(proc, labels.get(int(i))))
+        ex = extra[(extra["pid"] == proc["pid"]) & (extra["session"] == proc["session"])]
         if len(ex):
             lines.append(_extrapolation_line(ex.iloc[0]))
-        rows = ops[ops["pid"] == proc["pid"]]
+        rows = ops[(ops["pid"] == proc["pid"]) & (ops["session"] == proc["session"])]
         splits = [(c, h) for c, h in _SPLITS if c in rows and rows[c].abs().sum() > 0
                   and not (c == "cpu_only_s" and not (rows["gpu_only_s"].sum()
                                                       or rows["cpu_gpu_s"].sum()))]

@@ -9,8 +9,18 @@ from __future__ import annotations
 import json
 from typing import IO
 
+from rlscope.analysis.roles import display_name
 from rlscope.analysis.slices import process_tracks
-from rlscope.trace.data import Trace
+from rlscope.trace import format as fmt
+from rlscope.trace.data import ProcessTrace, Trace
+
+_SORT_STRIDE = 10_000_000  # above any track's sort index (slices.process_tracks)
+
+
+def _session(p: ProcessTrace) -> str:
+    """What a later trace of a pid is: a recording session, or another process."""
+    n = p.metadata.get(fmt.META_SESSION)
+    return f"session {n + 1}" if isinstance(n, int) and n > 0 else "pid reused"
 
 
 def write_chrome_trace(trace: Trace, out: IO[str]) -> int:
@@ -33,15 +43,23 @@ def write_chrome_trace(trace: Trace, out: IO[str]) -> int:
         first = False
         n += 1
 
+    # A pid's later traces (recording sessions, docs/rls-analyze.md) are the same process:
+    # their tracks follow its first trace's, named and sorted after them.
+    seen: dict[int, tuple[int, int]] = {}  # pid -> (traces, tracks) so far
     for p in procs:
         pid = p.pid
-        emit({"ph": "M", "name": "process_name", "pid": pid,
-              "args": {"name": f"{p.header.process_name} ({pid})"}})
-        for tid, tr in enumerate(process_tracks(p), start=1):
+        traces, tid0 = seen.get(pid, (0, 0))
+        if not traces:
+            emit({"ph": "M", "name": "process_name", "pid": pid,
+                  "args": {"name": f"{display_name(p.header.argv, p.metadata)} ({pid})"}})
+        tracks = list(process_tracks(p))
+        seen[pid] = (traces + 1, tid0 + len(tracks))
+        later = f" [{_session(p)}]" if traces else ""
+        for tid, tr in enumerate(tracks, start=tid0 + 1):
             emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                  "args": {"name": tr.name}})
+                  "args": {"name": tr.name + later}})
             emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                  "args": {"sort_index": tr.sort}})
+                  "args": {"sort_index": traces * _SORT_STRIDE + tr.sort}})
             starts = ((tr.start_ns - t0) / 1e3).tolist()
             ends = ((tr.end_ns - t0) / 1e3).tolist()
             for s, e, name in zip(starts, ends, tr.names, strict=True):

@@ -173,6 +173,7 @@ class ProcessTrace:
     # The CUDA file's own details (clock offset, external correlations, CUPTI overhead
     # records, drop counts); None when the process has no CUDA file.
     cuda: CudaInfo | None = None
+    torn_bytes: int = 0  # size of a torn last record (the process was killed): lost
 
     @property
     def pid(self) -> int:

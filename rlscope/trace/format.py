@@ -14,6 +14,7 @@ MAGIC = b"RLSCOPE\n"
 FORMAT_VERSION = 1
 FILE_SUFFIX = ".rlscope"
 RUN_FILE = "run.json"  # run metadata rls-prof writes beside the trace files
+LOCK_FILE = "rlscope.lock"  # held by a live rls-prof (rlscope.trace.rundir)
 
 OPERATION_BEGIN = 1
 OPERATION_END = 2
@@ -61,6 +62,9 @@ META_ENV_INDEX = "rlscope.env_index"  # vector-env worker: index of the env(s) i
 META_NUM_ENVS = "rlscope.num_envs"  # ... and the vector env's number of envs
 META_MP_NAME = "rlscope.mp_name"  # multiprocessing.current_process().name
 META_MP_TARGET = "rlscope.mp_target"  # what a multiprocessing child runs: "module:qualname"
+# A process's n-th recording session (rlscope.start after rlscope.stop): 1, 2, ... in its
+# second, third, ... trace file; absent in the first.
+META_SESSION = "rlscope.session"
 # Vector envs (rlscope.integrations.vecenv): the process holding them lists them, each
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"

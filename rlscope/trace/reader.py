@@ -81,7 +81,8 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
     progress: list[Progress] = []
     env: list[EnvEvents] = []
     dropped = chunks = 0
-    for c in iter_chunks(path, warnings):
+    torn: list[int] = []
+    for c in iter_chunks(path, warnings, torn):
         strings.update(c.strings)
         threads.update((t.index, t) for t in c.threads)
         metadata.update(c.metadata)
@@ -98,4 +99,5 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
     if len(events) and int(events.name.max()) >= len(string_list):
         raise TraceError(f"{path} is corrupt: an event names an undefined string")
     return ProcessTrace(path, header, events, string_list, threads, Progress.concat(progress),
-                        metadata, dropped, chunks, warnings, env=EnvEvents.concat(env))
+                        metadata, dropped, chunks, warnings, env=EnvEvents.concat(env),
+                        torn_bytes=sum(torn))

@@ -46,6 +46,7 @@ def test_csv_json_markdown():
     a = _analysis(**GPU_CASE)
     csv = table.render(a, "csv").splitlines()
     assert csv[0].startswith("pid,process,phase,operation,depth,calls,wall_s,self_s")
+    assert csv[0].endswith(",session")
     for col in ("python_s", "gpu_s", "cpu_only_s", "gpu_only_s", "cpu_gpu_s"):
         assert col in csv[0]
     doc = json.loads(table.render(a, "json"))

@@ -30,6 +30,7 @@ from rlscope.analysis.overhead.kinds import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, 
 from rlscope.analysis.overhead.model import Calibration, KindCost
 from rlscope.analysis.summary import process_span
 from rlscope.trace import format as fmt
+from rlscope.trace.argv import shell_line
 from rlscope.trace.data import Events, ProcessTrace, Progress, Trace
 
 
@@ -301,7 +302,7 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
             "machine with more --repetitions")
     if cal.command and run.get("command") and list(run["command"]) != list(cal.command):
         info["warnings"].append("the calibration was made for another command ("
-                                + " ".join(cal.command) + "); costs may not transfer")
+                                + shell_line(cal.command, 120) + "); costs may not transfer")
     return info
 
 
