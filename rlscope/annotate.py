@@ -347,10 +347,27 @@ def _use_native_when_idle() -> None:
     _use_recorder_factories()
 
 
+def _about_to_exec() -> bool:
+    """Whether this forked child is subprocess's, about to exec (Popen with a preexec_fn
+    runs the at-fork hooks; Ray starts its helpers so): the frame that forked is
+    ``subprocess.Popen._execute_child``."""
+    try:
+        f = sys._getframe(2)  # the hook's caller: the frame that forked
+    except ValueError:
+        return False
+    return f.f_code.co_name == "_execute_child" and f.f_globals.get("__name__") == "subprocess"
+
+
 def _after_fork_child() -> None:
-    global _lock, _sessions
+    global _lock, _sessions, _recorder, _output_dir
     _lock = threading.Lock()  # another thread may have held it at fork
     rec = _recorder
+    if rec is not None and _about_to_exec():
+        # No trace file: the program it execs records itself (a file here would be a
+        # header-only stub named after the parent).
+        _recorder, _output_dir = None, None
+        _use_recorder_factories()
+        return
     _sessions = 1 if rec is not None else 0  # the child's own file is its first
     if rec is not None and _output_dir is not None:
         rec.after_fork_child(fmt.trace_file_path(_output_dir))

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common/calls.h"
+#include "../common/exit_hook.h"
 #include "../common/pause.h"
 #include "../common/recorder.h"
 #include "../common/trace_writer.h"
@@ -610,6 +611,20 @@ PyObject* py_flush(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// Runs on whichever thread ends the process, without the GIL: the core alone.
+void stop_at_library_exit() { rlscope::stop(rlscope::current_thread()); }
+
+PyObject* py_hook_exit_calls(PyObject*, PyObject* arg) {
+  const char* sub = PyUnicode_AsUTF8(arg);
+  if (!sub) return nullptr;
+  int n = rlscope::hook_exit_calls(sub, stop_at_library_exit);
+  if (n < 0) {
+    PyErr_SetString(PyExc_ValueError, "hook_exit_calls: empty library name");
+    return nullptr;
+  }
+  return PyLong_FromLong(n);
+}
+
 PyObject* py_operation(PyObject*, PyObject* name) {
   return get_scope(rlscope::OPERATION_BEGIN, name);
 }
@@ -774,6 +789,9 @@ PyMethodDef module_methods[] = {
     {"set_call_mask", py_set_call_mask, METH_O,
      "set_call_mask(mask) -> previous: bit c set records wrapped calls of category c."},
     {"flush", py_flush, METH_NOARGS, "Write every buffered event now."},
+    {"hook_exit_calls", py_hook_exit_calls, METH_O,
+     "hook_exit_calls(library_substring) -> n: the loaded library's calls to _Exit/_exit/"
+     "exit stop the recording first (its trace is complete); n entries patched."},
     {"operation", py_operation, METH_O, "operation(name) -> cached Scope"},
     {"phase", py_phase, METH_O, "phase(name) -> cached Scope"},
     {"push_operation", py_push_operation, METH_O, "Open an operation on this thread."},

@@ -79,6 +79,18 @@ def _sb3(m: ModuleType, p: Patcher) -> int:
     return sb3.install(m, p)
 
 
+def _ray(m: ModuleType, p: Patcher) -> int:
+    from rlscope.integrations import ray_workers
+
+    return ray_workers.install(m, p)
+
+
+def _rllib(m: ModuleType, p: Patcher) -> int:
+    from rlscope.integrations import rllib
+
+    return rllib.install(m, p)
+
+
 def _mp(m: ModuleType, p: Patcher) -> int:
     from rlscope.integrations import mp
 
@@ -98,9 +110,11 @@ LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "gym": ("gymnasium", _gym),
     "sb3": ("stable_baselines3", _sb3),
     "multiprocessing": ("multiprocessing", _mp),  # process roles (metadata only)
+    "ray": ("ray", _ray),  # process roles, complete worker traces (metadata only)
+    "rllib": ("ray.rllib", _rllib),
 }
 # Library groups by the kind of events they produce (calibration switches them by group).
-ANNOTATING = ("gym", "sb3")  # zero-code annotations: operation events
+ANNOTATING = ("gym", "sb3", "rllib")  # zero-code annotations: operation events
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
 SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")  # SIMULATOR_CALL events
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)

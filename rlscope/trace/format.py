@@ -69,6 +69,10 @@ META_SESSION = "rlscope.session"
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"
 META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env it serves
+# Ray (rlscope.integrations.ray_workers): {"kind": "driver" | "actor" | "task", "job_id",
+# and "actor_class", "module", "actor_id" (an actor) or "tasks" (names of the remote
+# functions a task worker ran)}.
+META_RAY = "rlscope.ray"
 VECTOR_ENV_INDEX = -1  # env index of a vector-level ENV event (all envs of a vector env)
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"
@@ -77,8 +81,13 @@ ROLE_MP_PROCESS = "multiprocessing process"
 ROLE_FORKSERVER = "forkserver"
 ROLE_RESOURCE_TRACKER = "resource tracker"
 ROLE_SUBPROCESS = "subprocess"
-ROLES = (ROLE_MAIN, ROLE_VECENV_WORKER, ROLE_POOL_WORKER, ROLE_MP_PROCESS, ROLE_FORKSERVER,
-         ROLE_RESOURCE_TRACKER, ROLE_SUBPROCESS)
+ROLE_RAY_ACTOR = "ray actor"  # a Ray worker holding an actor (role detail: its class)
+ROLE_RAY_TASK = "ray task worker"  # a Ray worker that ran remote functions
+ROLE_RAY_WORKER = "ray worker"  # a Ray worker that ran nothing (pre-started, spare)
+ROLE_RAY_HELPER = "ray helper"  # Ray's own Python services: dashboard, agents, monitors
+ROLES = (ROLE_MAIN, ROLE_VECENV_WORKER, ROLE_RAY_ACTOR, ROLE_RAY_TASK, ROLE_POOL_WORKER,
+         ROLE_MP_PROCESS, ROLE_FORKSERVER, ROLE_RESOURCE_TRACKER, ROLE_RAY_WORKER,
+         ROLE_RAY_HELPER, ROLE_SUBPROCESS)
 
 # How multiprocessing starts its helpers and spawned children: the start of the code they
 # run with ``python -c``, read from argv by recording and analysis.

@@ -44,6 +44,10 @@ def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]
             raise TraceError(f"{run_path} is not valid JSON ({e}); the run metadata is "
                              "corrupt") from None
     files = sorted(d.glob("*" + fmt.FILE_SUFFIX))
+    if len(files) > 1:
+        from rlscope.trace.stubs import without_exec_stubs
+
+        files = without_exec_stubs(files)
     if not files:
         raise TraceError(f"no rlscope trace files (*{fmt.FILE_SUFFIX}) in {d}; record one "
                          f"with: rls-prof -o {d} -- python your_script.py")

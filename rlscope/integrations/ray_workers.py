@@ -1,0 +1,138 @@
+"""Ray: what each process of a Ray job is, and complete traces from its workers
+(docs/ray.md). Installed when ``ray`` is imported; records metadata only, nothing per
+call but a dict lookup per task.
+
+- **Identity.** The driver (the process that calls ``ray.init``) records
+  ``rlscope.ray`` = ``{"kind": "driver", "job_id"}``. A worker records, when it loads an
+  actor class, its role (format.ROLE_RAY_ACTOR) with the class and actor id; when it first
+  runs a remote function, its role (format.ROLE_RAY_TASK) and the names of the functions
+  it has run. A worker that ran nothing keeps the role its command line gives.
+- **Exit.** Ray's core worker ends its process with ``_Exit`` on its shutdown paths (the
+  job finished, the actor's owner exited, the raylet died), from a C++ thread: atexit and
+  signal handlers never run, and the trace's last flush interval would be lost. The
+  native recorder's hook on the ``_raylet`` library's exit calls stops the recording
+  first, so the trace is complete (rlscope._native.hook_exit_calls). A SIGKILL still
+  loses at most the last flush interval.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+from rlscope import annotate
+from rlscope.intercept.patch import Patcher, raw_lookup
+from rlscope.trace import format as fmt
+
+_state: dict[str, Any] = {}  # this process's rlscope.ray metadata, as last recorded
+_seen: set[int] = set()  # ids of the execution infos already looked at
+
+
+def install(ray: Any, p: Patcher) -> int:
+    n = _hook_exit()
+    worker = sys.modules.get("ray._private.worker")
+    if worker is not None and callable(getattr(worker, "connect", None)) \
+            and not getattr(worker.connect, "_rlscope_wrapped", False):
+        p.replace(worker, "connect", _wrap(worker.connect, _after_connect))
+        n += 1
+    fm = sys.modules.get("ray._private.function_manager")
+    manager = getattr(fm, "FunctionActorManager", None)
+    if isinstance(manager, type):
+        n += _replace(p, manager, "load_actor_class", _after_actor_class)
+        n += _replace(p, manager, "get_execution_info", _after_execution_info)
+    return n
+
+
+def _hook_exit() -> int:
+    rec = annotate.active_recorder()
+    hook = getattr(rec, "hook_exit_calls", None)  # the native recorder only
+    if hook is None:
+        return 0
+    try:
+        return int(hook("_raylet"))
+    except Exception:  # never break the worker over its trace
+        return 0
+
+
+def _replace(p: Patcher, cls: type, attr: str, after: Any) -> int:
+    try:
+        raw, _own = raw_lookup(cls, attr)
+    except AttributeError:
+        return 0
+    if getattr(raw, "_rlscope_wrapped", False):
+        return 0
+    p.replace(cls, attr, _wrap(raw, after))
+    return 1
+
+
+def _wrap(func: Any, after: Any) -> Any:
+    """``func`` that then calls ``after(result, *args)``; ``after`` never raises."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        out = func(*args, **kwargs)
+        if annotate.is_active():
+            try:
+                after(out, *args, **kwargs)
+            except Exception:  # metadata must never break a Ray task
+                pass
+        return out
+
+    wrapper._rlscope_wrapped = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _set(**fields: Any) -> None:
+    _state.update(fields)
+    annotate.set_metadata(**{fmt.META_RAY: dict(_state)})
+
+
+def _job_id(worker: Any) -> str | None:
+    try:
+        job = worker.current_job_id
+        return None if job.is_nil() else str(job.hex())
+    except Exception:
+        return None
+
+
+def _after_connect(_out: Any, *args: Any, **kwargs: Any) -> None:
+    mod = sys.modules["ray._private.worker"]
+    worker = mod.global_worker
+    _hook_exit()  # in case _raylet was loaded after ray (it is imported with it)
+    if getattr(worker, "mode", None) == getattr(mod, "SCRIPT_MODE", 0):
+        _set(kind="driver", job_id=_job_id(worker))
+
+
+def _after_actor_class(cls: Any, manager: Any, job_id: Any, descriptor: Any,
+                       *rest: Any, **kwargs: Any) -> None:
+    name = str(getattr(descriptor, "class_name", "") or getattr(cls, "__name__", "?"))
+    worker = getattr(manager, "_worker", None)
+    actor_id = None
+    try:
+        aid = worker.actor_id if worker is not None else None
+        actor_id = None if aid is None or aid.is_nil() else str(aid.hex())
+    except Exception:
+        pass
+    module = str(getattr(descriptor, "module_name", "") or "")
+    _set(kind="actor", actor_class=name, module=module, actor_id=actor_id,
+         job_id=_job_id(worker) if worker is not None else None)
+    annotate.set_metadata(**{fmt.META_ROLE: fmt.ROLE_RAY_ACTOR, fmt.META_ROLE_DETAIL: name})
+
+
+def _after_execution_info(info: Any, manager: Any, job_id: Any, descriptor: Any,
+                          *rest: Any, **kwargs: Any) -> None:
+    key = id(info)
+    if key in _seen:
+        return
+    _seen.add(key)
+    if getattr(descriptor, "class_name", "") or _state.get("kind") == "actor":
+        return  # an actor's method: the actor's identity says it
+    name = str(getattr(info, "function_name", "") or getattr(descriptor, "function_name", "?"))
+    tasks = list(_state.get("tasks", []))
+    if name in tasks:
+        return
+    tasks.append(name)
+    worker = getattr(manager, "_worker", None)
+    _set(kind="task", tasks=tasks, job_id=_job_id(worker) if worker is not None else None)
+    annotate.set_metadata(**{fmt.META_ROLE: fmt.ROLE_RAY_TASK,
+                             fmt.META_ROLE_DETAIL: ", ".join(tasks)})
