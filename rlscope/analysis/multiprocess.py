@@ -30,7 +30,7 @@ PROCESS_COLUMNS = [
     "role_source", "env_index", "num_envs", "mp_name", "mp_target", "name", "command", "host",
     "start_s", "end_s", "wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s",
     "operation_calls", "native_calls", "complete", "events", "idle_helper", "session",
-    "continues"]
+    "continues", "ray_actor_class", "ray_actor_id", "ray_tasks"]
 SUMMARY_COLUMNS = ["role", "processes", "idle_helpers", "wall_s", "busy_s", "waiting_s",
                    "idle_s", "operations_s", "gpu_s", "busy_pct"]
 ROLE_OPERATION_COLUMNS = ["role", "operation", "processes", "calls", "wall_s"]
@@ -50,8 +50,13 @@ class ProcessEntry:
     session: int = 0  # (pid, session) is the process's key (api.assign_sessions)
 
 
+# Roles whose processes are shown even when they recorded nothing: the program, and Ray
+# workers that ran tasks (their work is the user's code, annotated or not).
+NEVER_IDLE = (fmt.ROLE_MAIN, fmt.ROLE_RAY_ACTOR, fmt.ROLE_RAY_TASK)
+
+
 def is_idle_helper(role: str, t: ProcessTimes, progress_records: int) -> bool:
-    return (role != fmt.ROLE_MAIN and t.operation_calls == 0 and t.native_calls == 0
+    return (role not in NEVER_IDLE and t.operation_calls == 0 and t.native_calls == 0
             and t.gpu_activities == 0 and t.operations_ns == 0 and t.gpu_ns == 0
             and progress_records == 0)
 
@@ -130,8 +135,15 @@ def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEnt
             "operation_calls": t.operation_calls, "native_calls": t.native_calls,
             "complete": e.complete, "events": e.events,
             "idle_helper": is_idle_helper(role.role, t, e.progress_records),
+            **_ray_columns(roles.ray_info(md)),
         })
     return pd.DataFrame(rows, columns=PROCESS_COLUMNS)
+
+
+def _ray_columns(ray: dict[str, Any]) -> dict[str, Any]:
+    tasks = ray.get("tasks")
+    return {"ray_actor_class": ray.get("actor_class"), "ray_actor_id": ray.get("actor_id"),
+            "ray_tasks": ", ".join(map(str, tasks)) if isinstance(tasks, list) else None}
 
 
 def _role_order(table: pd.DataFrame) -> list[str]:

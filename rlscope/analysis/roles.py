@@ -16,6 +16,17 @@ _OPTIONS_WITH_VALUE = frozenset("WXQ")
 _LONG_WITH_VALUE = frozenset({"--check-hash-based-pycs"})
 _PYTHON = re.compile(r"python[\d.]*[dmu]?(\.exe)?$")
 MAX_NAME = 60  # characters of a display name
+# Ray's Python programs, by the end of their script's path: its workers, and its services
+# (started by ``ray.init``/``ray start``; any other script of the ray package is a helper).
+RAY_WORKER_SCRIPT = "ray/_private/workers/default_worker.py"
+RAY_HELPERS = {
+    "ray/dashboard/dashboard.py": "ray dashboard",
+    "ray/dashboard/agent.py": "ray dashboard agent",
+    "ray/_private/runtime_env/agent/main.py": "ray runtime env agent",
+    "ray/_private/log_monitor.py": "ray log monitor",
+    "ray/autoscaler/_private/monitor.py": "ray autoscaler monitor",
+}
+_RAY_PACKAGE = re.compile(r"(^|/)ray/(_private|dashboard|autoscaler|util|serve|_raylet)/")
 
 
 @dataclass(frozen=True)
@@ -59,7 +70,12 @@ def parse_command(argv: tuple[str, ...] | list[str]) -> Command:
 
 
 def role_from_command(cmd: Command) -> str | None:
-    """The roles a command line shows: multiprocessing's helpers and spawned children."""
+    """The roles a command line shows: multiprocessing's helpers and spawned children,
+    Ray's workers and services."""
+    if cmd.kind == "script":
+        ray = ray_program(cmd.target)
+        if ray is not None:
+            return fmt.ROLE_RAY_WORKER if ray == "ray worker" else fmt.ROLE_RAY_HELPER
     if cmd.kind == "code":
         for start, role in fmt.MP_HELPER_CODE.items():
             if cmd.target.startswith(start):
@@ -71,8 +87,33 @@ def role_from_command(cmd: Command) -> str | None:
     return None
 
 
+def ray_program(script: str) -> str | None:
+    """"ray worker", the name of a Ray service, or None: not one of Ray's programs."""
+    path = script
+    if path.endswith(RAY_WORKER_SCRIPT):
+        return "ray worker"
+    for end, name in RAY_HELPERS.items():
+        if path.endswith(end):
+            return name
+    if _RAY_PACKAGE.search(path):
+        return f"ray {os.path.basename(path).removesuffix('.py')}"
+    return None
+
+
+def ray_info(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The process's Ray identity (format.META_RAY), or {}."""
+    info = metadata.get(fmt.META_RAY)
+    return info if isinstance(info, dict) else {}
+
+
 def role_label(role: str, metadata: dict[str, Any]) -> str:
-    """The role as shown: a vector-env worker with its env index and the number of envs."""
+    """The role as shown: a vector-env worker with its env index and the number of envs;
+    a Ray actor with its class; the main process that drives a Ray job."""
+    ray = ray_info(metadata)
+    if role == fmt.ROLE_RAY_ACTOR and ray.get("actor_class"):
+        return f"{role} ({ray['actor_class']})"
+    if role == fmt.ROLE_MAIN and ray.get("kind") == "driver":
+        return f"{role} (ray driver)"
     if role != fmt.ROLE_VECENV_WORKER:
         return role
     index, n = metadata.get(fmt.META_ENV_INDEX), metadata.get(fmt.META_NUM_ENVS)
@@ -91,6 +132,9 @@ def display_name(argv: tuple[str, ...] | list[str], metadata: dict[str, Any],
     multiprocessing child runs (and its multiprocessing name), the helper's name; never
     a bare ``python -c``. ``forked``: the process shares its parent's command line (a
     fork without exec), which then says nothing about it."""
+    ray = _ray_name(ray_info(metadata))
+    if ray:
+        return _clip(ray)
     target = metadata.get(fmt.META_MP_TARGET)
     mp_name = metadata.get(fmt.META_MP_NAME)
     if isinstance(target, str) and target:
@@ -100,6 +144,10 @@ def display_name(argv: tuple[str, ...] | list[str], metadata: dict[str, Any],
     role = role_from_command(cmd)
     if role in (fmt.ROLE_FORKSERVER, fmt.ROLE_RESOURCE_TRACKER):
         return f"multiprocessing {role}"
+    if role == fmt.ROLE_RAY_WORKER:
+        return "ray worker (ran no task)"
+    if role == fmt.ROLE_RAY_HELPER:
+        return ray_program(cmd.target) or "ray helper"
     if role == fmt.ROLE_MP_PROCESS:
         base = "multiprocessing spawn child"
     elif cmd.kind == "script":
@@ -116,6 +164,20 @@ def display_name(argv: tuple[str, ...] | list[str], metadata: dict[str, Any],
     if isinstance(mp_name, str):
         base = f"{base} [{mp_name}]"
     return _clip(base + (" (forked)" if forked else ""))
+
+
+def _ray_name(ray: dict[str, Any]) -> str:
+    """An actor by its class and id (``Worker actor 3f2a9c1e``), a task worker by the
+    remote functions it ran."""
+    if ray.get("kind") == "actor":
+        aid = ray.get("actor_id")
+        return f"{ray.get('actor_class', '?')} actor" + (f" {aid[:8]}" if isinstance(aid, str)
+                                                          and aid else "")
+    if ray.get("kind") == "task":
+        tasks = ray.get("tasks")
+        if isinstance(tasks, list) and tasks:
+            return "ray tasks: " + ", ".join(str(t) for t in tasks)
+    return ""
 
 
 def _short_target(target: str) -> str:

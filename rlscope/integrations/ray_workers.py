@@ -127,7 +127,8 @@ def _after_execution_info(info: Any, manager: Any, job_id: Any, descriptor: Any,
     _seen.add(key)
     if getattr(descriptor, "class_name", "") or _state.get("kind") == "actor":
         return  # an actor's method: the actor's identity says it
-    name = str(getattr(info, "function_name", "") or getattr(descriptor, "function_name", "?"))
+    name = str(getattr(info, "function_name", "") or getattr(descriptor, "function_name", "?")
+               ).removeprefix("__main__.")
     tasks = list(_state.get("tasks", []))
     if name in tasks:
         return
