@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlscope.analysis import roles
 from rlscope.trace import format as fmt
-from rlscope.trace.data import EnvEvents, Trace
+from rlscope.trace.data import EnvEvents, Header, Trace
 
 OPTIMIZING_OPS = ("backprop",)  # the SB3 integration's train(); rlscope's usual name
 INFERENCE_OPS = ("inference",)
@@ -134,6 +135,13 @@ def _process(pid: int, process: str, strings: list[str], metadata: dict[str, Any
     return ProcessEvents(pid, process, strings, metadata, env, ops, waits)
 
 
+def _label(header: Header, metadata: dict[str, Any]) -> str:
+    """The process's name: a Ray worker's by what it runs, else its program's."""
+    if fmt.META_RAY in metadata:
+        return roles.display_name(header.argv, metadata)
+    return header.process_name
+
+
 def from_trace(trace: Trace) -> list[ProcessEvents]:
     """The processes of a trace already read (rlscope.trace.reader.read_trace)."""
     out = []
@@ -143,7 +151,7 @@ def from_trace(trace: Trace) -> list[ProcessEvents]:
         keep = np.isin(ev.name, op_ids) & np.isin(
             ev.kind, (fmt.OPERATION_BEGIN, fmt.OPERATION_END, fmt.WAIT_CALL_BEGIN,
                       fmt.WAIT_CALL_END))
-        out.append(_process(p.pid, p.header.process_name, p.strings, p.metadata, p.env,
+        out.append(_process(p.pid, _label(p.header, p.metadata), p.strings, p.metadata, p.env,
                             ev.time_ns[keep], ev.thread[keep], ev.kind[keep],
                             ev.name[keep]))
     return out
@@ -183,7 +191,7 @@ def read(directory: str | os.PathLike[str], warnings: list[str] | None = None
                     kept.append((ev.time_ns[m], ev.thread[m], ev.kind[m], ev.name[m]))
         cols = [np.concatenate([k[i] for k in kept]) if kept else np.zeros(0, np.int64)
                 for i in range(4)]
-        out.append(_process(header.pid, header.process_name, string_table(strings),
+        out.append(_process(header.pid, _label(header, metadata), string_table(strings),
                             metadata, EnvEvents.concat(env), *cols))
     return out
 
@@ -327,8 +335,10 @@ def analyze(procs: list[ProcessEvents]) -> Lockstep:
         for a in announced:
             if not isinstance(a, dict) or "name" not in a:
                 continue
-            workers = [w for w in procs if w.metadata.get(fmt.META_VECENV) ==
-                       {"pid": p.pid, "name": a["name"]}]
+            key = a.get("key")  # what its workers record (a Ray job's EnvRunnerGroup)
+            if not isinstance(key, dict):
+                key = {"pid": p.pid, "name": a["name"]}
+            workers = [w for w in procs if w.metadata.get(fmt.META_VECENV) == key]
             v = _vector_env(p, a, workers, warnings)
             if v is not None:
                 mine.append(v)
@@ -350,15 +360,29 @@ def _vector_intervals(p: ProcessEvents, name: str, reset: bool) -> Intervals:
     return Intervals(iv.begin[m][o], iv.end[m][o], iv.thread[m][o], iv.name[m][o])
 
 
-def _env_intervals(sources: list[ProcessEvents]) -> tuple[np.ndarray, ...]:
-    """(env index, begin, end, is reset, pid, name) of every env step and reset."""
+def group_event(p: ProcessEvents) -> str | None:
+    """The name of the env events with which ``p`` serves a barrier of Ray workers
+    (RLlib's EnvRunnerGroup: each ``sample()`` call), else None."""
+    served = p.metadata.get(fmt.META_VECENV)
+    if isinstance(served, dict) and "ray_job" in served and isinstance(served.get("name"), str):
+        return str(served["name"])
+    return None
+
+
+def _env_intervals(sources: list[ProcessEvents], only: str | None = None
+                   ) -> tuple[np.ndarray, ...]:
+    """(env index, begin, end, is reset, pid, name) of every env step and reset; with
+    ``only``, of the events of that name (a Ray barrier's), else of the others."""
     rows = []
     for w in sources:
+        name = only if only is not None else group_event(w)
+        sid = w.strings.index(name) if name is not None and name in w.strings else -1
         for is_reset in (False, True):
             iv, idx = _env_pairs(w.env, is_reset)
-            m = idx >= 0
+            m = (idx >= 0) & ((iv.name == sid) if only is not None else (iv.name != sid))
             k = int(m.sum())
-            names = np.array([w.strings[i] for i in iv.name[m].tolist()], object)
+            names = np.array([w.process if only is not None else w.strings[i]
+                              for i in iv.name[m].tolist()], object)  # a runner by its name
             rows.append((idx[m], iv.begin[m], iv.end[m], np.full(k, is_reset),
                          np.full(k, w.pid), names))
     if not rows:
@@ -379,7 +403,8 @@ def _vector_env(p: ProcessEvents, a: dict[str, Any], workers: list[ProcessEvents
     if in_workers and len(workers) < n:
         warnings.append(f"{name} (pid {p.pid}): the traces of {n - len(workers)} of its {n} "
                         "workers are missing; vector steps lack their envs")
-    env_idx, eb, ee, is_reset, epid, ename = _env_intervals(workers if in_workers else [p])
+    env_idx, eb, ee, is_reset, epid, ename = _env_intervals(
+        workers if in_workers else [p], name if isinstance(a.get("key"), dict) else None)
     bad = (env_idx >= n)
     if bad.any():
         warnings.append(f"{name} (pid {p.pid}): {int(bad.sum())} env events with an index "
@@ -505,17 +530,27 @@ def _sampling_table(p: ProcessEvents, vecs: list[VectorEnv]
                     np.concatenate([iv.end for iv in resets]))
     w0 = min(int(x.min()) for x in (sb, rb) if len(x))
     w1 = max(int(x.max()) for x in (se, re) if len(x))
-    window = (np.array([w0]), np.array([w1]))
+    window = _serving(p, thread) or (np.array([w0]), np.array([w1]))
     ob, oe = _thread_ops(p, OPTIMIZING_OPS, thread)
     ib, ie = _thread_ops(p, INFERENCE_OPS, thread)
-    ib, ie = _union(np.clip(ib, w0, w1), np.clip(ie, w0, w1))
-    sampling = (w1 - w0) - _overlap(ob, oe, *window)
-    inference = _length(ib, ie) - _overlap(ib, ie, ob, oe)
+    sampling = _length(*window) - _overlap(ob, oe, *window)
+    inference = _overlap(ib, ie, *window) - _overlap(ib, ie, ob, oe)
     step, reset = _length(sb, se), _length(rb, re)
     other = max(sampling - step - reset - inference, 0)
     return SamplingTable(p.pid, p.process, sampling / 1e9, reset / 1e9, inference / 1e9,
                          step / 1e9, other / 1e9, _length(ob, oe) / 1e9,
                          sum(v.vector_steps for v in vecs)), (ob, oe)
+
+
+def _serving(p: ProcessEvents, thread: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """A Ray worker's sampling windows (its ``sample()`` calls) on ``thread``: between
+    them it waits for the driver, which is not sampling."""
+    name = group_event(p)
+    if name is None or name not in p.strings:
+        return None
+    iv, idx = _env_pairs(p.env, False)
+    m = (iv.name == p.strings.index(name)) & (idx >= 0) & (iv.thread == thread)
+    return _union(iv.begin[m], iv.end[m]) if m.any() else None
 
 
 def _projections(v: VectorEnv, optimizing: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:

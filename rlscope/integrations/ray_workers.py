@@ -7,6 +7,7 @@ call but a dict lookup per task.
   actor class, its role (format.ROLE_RAY_ACTOR) with the class and actor id; when it first
   runs a remote function, its role (format.ROLE_RAY_TASK) and the names of the functions
   it has run. A worker that ran nothing keeps the role its command line gives.
+- **Waits.** ``ray.get`` and ``ray.wait`` are blocking calls (Waiting).
 - **Exit.** Ray's core worker ends its process with ``_Exit`` on its shutdown paths (the
   job finished, the actor's owner exited, the raylet died), from a C++ thread: atexit and
   signal handlers never run, and the trace's last flush interval would be lost. The
@@ -22,7 +23,7 @@ import sys
 from typing import Any
 
 from rlscope import annotate
-from rlscope.intercept.patch import Patcher, raw_lookup
+from rlscope.intercept.patch import WAIT, Patcher, raw_lookup
 from rlscope.trace import format as fmt
 
 _state: dict[str, Any] = {}  # this process's rlscope.ray metadata, as last recorded
@@ -31,6 +32,8 @@ _seen: set[int] = set()  # ids of the execution infos already looked at
 
 def install(ray: Any, p: Patcher) -> int:
     n = _hook_exit()
+    # Waiting for results: the driver on its workers, a task on others' objects.
+    n += p.patch_all(ray, ("get", "wait"), WAIT, "ray")
     worker = sys.modules.get("ray._private.worker")
     if worker is not None and callable(getattr(worker, "connect", None)) \
             and not getattr(worker.connect, "_rlscope_wrapped", False):

@@ -143,6 +143,17 @@ def _announce_worker(rec: Any, f: EnvFactory) -> None:
 
 # -- the vector env classes, in the process that makes them ---------------------------
 
+def announce(rec: Any, entry: dict[str, Any]) -> None:
+    """Add a vector env (or another barrier over workers: rlscope.integrations.rllib) to
+    this process's format.META_VECENVS. ``entry``: name, class, num_envs, workers, and
+    optionally key, the format.META_VECENV its workers record (default: this pid and
+    the name)."""
+    import json
+
+    _announced.append(entry)
+    rec.metadata(fmt.META_VECENVS, json.dumps(_announced))
+
+
 def _vec_name(self: Any) -> str | None:
     name: str | None = self.__dict__.get("_rlscope_vecenv")
     return name
@@ -167,11 +178,8 @@ def _init(orig: Callable[..., Any], in_process: bool) -> Callable[..., Any]:
             args = (wrapped, *args[1:])
         self.__dict__["_rlscope_vecenv"] = name
         result = orig(self, *args, **kwargs)
-        import json
-
-        _announced.append({"name": name, "class": cls, "num_envs": len(fns),
-                           "workers": not in_process})
-        rec.metadata(fmt.META_VECENVS, json.dumps(_announced))
+        announce(rec, {"name": name, "class": cls, "num_envs": len(fns),
+                       "workers": not in_process})
         return result
 
     return __init__

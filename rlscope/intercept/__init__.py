@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 __all__ = ["ANNOTATING", "BACKEND", "BACKENDS", "LIBRARIES", "SIMULATOR", "SIMULATORS", "WAIT",
-           "WAITS", "disable", "enable", "enabled", "parse"]
+           "WAITS", "disable", "enable", "enabled", "parse", "when_imported"]
 
 
 def _torch(m: ModuleType, p: Patcher) -> int:
@@ -187,3 +187,9 @@ def disable() -> None:
 
 def enabled() -> list[str]:
     return list(_enabled)
+
+
+def when_imported(module: str, callback: Callable[[ModuleType], None]) -> None:
+    """Call ``callback(module)`` now if ``module`` (dotted names too) is imported, else
+    right after its import (integrations whose library imports its parts lazily)."""
+    _hook.when_imported(module, callback)

@@ -22,13 +22,9 @@ def _pid_of(path: Path) -> int | None:
 
 def _header(path: Path) -> tuple[Header, bool]:
     """The file's header, and whether nothing follows it."""
-    records = iter_records(path)
-    try:
-        _, rec = next(records)
-        header = header_of(path, rec)
-        return header, next(records, None) is None
-    finally:
-        records.close()
+    records = iter_records(path)  # a generator: closed (the file too) when dropped here
+    _, rec = next(records)
+    return header_of(path, rec), next(records, None) is None
 
 
 def without_exec_stubs(files: list[Path]) -> list[Path]:
