@@ -26,6 +26,7 @@ from rlscope import annotate
 from rlscope.intercept.patch import WAIT, Patcher, raw_lookup
 from rlscope.trace import format as fmt
 
+WORKER_SCRIPT = "default_worker.py"  # what Ray's worker processes run
 _state: dict[str, Any] = {}  # this process's rlscope.ray metadata, as last recorded
 _seen: set[int] = set()  # ids of the execution infos already looked at
 
@@ -39,6 +40,9 @@ def install(ray: Any, p: Patcher) -> int:
             and not getattr(worker.connect, "_rlscope_wrapped", False):
         p.replace(worker, "connect", _wrap(worker.connect, _after_connect))
         n += 1
+    node = sys.modules.get("ray._private.node")
+    if node is not None and isinstance(getattr(node, "Node", None), type):
+        n += _replace_with(p, node.Node, "kill_all_processes", _let_workers_exit)
     fm = sys.modules.get("ray._private.function_manager")
     manager = getattr(fm, "FunctionActorManager", None)
     if isinstance(manager, type):
@@ -59,14 +63,69 @@ def _hook_exit() -> int:
 
 
 def _replace(p: Patcher, cls: type, attr: str, after: Any) -> int:
+    return _replace_with(p, cls, attr, lambda raw: _wrap(raw, after))
+
+
+def _replace_with(p: Patcher, cls: type, attr: str, make: Any) -> int:
     try:
         raw, _own = raw_lookup(cls, attr)
     except AttributeError:
         return 0
     if getattr(raw, "_rlscope_wrapped", False):
         return 0
-    p.replace(cls, attr, _wrap(raw, after))
+    w = make(raw)
+    w._rlscope_wrapped = True
+    p.replace(cls, attr, w)
     return 1
+
+
+WORKER_EXIT_WAIT_S = 3.0  # the most ray.shutdown() waits for workers (_let_workers_exit)
+
+
+def _let_workers_exit(kill_all: Any) -> Any:
+    """The driver's ``ray.shutdown()`` stops the raylet right after disconnecting, and a
+    stopping raylet sends SIGTERM and at once SIGKILL to its workers still alive: a worker
+    ending on its own at that moment (flushing its trace) is killed half-way. So the
+    driver first waits, a bounded time, for the workers below it to end by themselves,
+    which they do once the driver has disconnected (the job is over)."""
+    @functools.wraps(kill_all)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if annotate.is_active():
+            try:
+                _wait_for_workers(WORKER_EXIT_WAIT_S)
+            except Exception:  # never hold up a shutdown over a trace
+                pass
+        return kill_all(self, *args, **kwargs)
+    return wrapper
+
+
+def _is_worker(cmdline: list[str]) -> bool:
+    """A Ray worker by its command line: Ray retitles it ``ray::<actor class>``,
+    ``ray::IDLE``, ... (its agents are ``ray::...Agent``, services that do not end with
+    the job), else it runs default_worker.py."""
+    if cmdline and cmdline[0].startswith("ray::"):
+        return not cmdline[0].split()[0].endswith("Agent")
+    return any(a.endswith(WORKER_SCRIPT) for a in cmdline[:4])
+
+
+def _wait_for_workers(timeout_s: float) -> None:
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    me = psutil.Process()
+    while time.monotonic() < deadline:
+        alive = []
+        for c in me.children(recursive=True):
+            try:
+                if _is_worker(c.cmdline()):
+                    alive.append(c)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        if not alive:
+            return
+        psutil.wait_procs(alive, timeout=min(0.05, max(deadline - time.monotonic(), 0)))
 
 
 def _wrap(func: Any, after: Any) -> Any:

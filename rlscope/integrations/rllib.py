@@ -20,7 +20,7 @@ around ``Learner.update``. In the driver: phase ``sampling`` around
 step of the EnvRunnerGroup), phase ``training`` around ``LearnerGroup.update``,
 ``sync_weights`` around ``EnvRunnerGroup.sync_weights``, phase ``evaluation`` around
 ``Algorithm.evaluate``; progress = env steps sampled (RLlib's own lifetime counter) after
-every training step; the algorithm's name as metadata.
+every training iteration (``Algorithm.step``); the algorithm's name as metadata.
 
 Operations are skipped when one of that name is already open (user annotations win).
 """
@@ -219,7 +219,8 @@ def _algorithm(m: Any, p: Patcher) -> int:
     cls = getattr(m, "Algorithm", None)
     if not isinstance(cls, type):
         return 0
-    return (_wrap(p, cls, "training_step", _after_training_step)
+    # step() runs one training iteration (training_step() is each algorithm's own).
+    return (_wrap(p, cls, "step", _after_training_step)
             + _wrap(p, cls, "evaluate", _phase("evaluation")))
 
 

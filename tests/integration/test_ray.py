@@ -1,0 +1,130 @@
+"""Ray and RLlib under rls-prof (docs/ray.md): a job with two actors, one twice as slow,
+and an RLlib PPO iteration with no rlscope code. Skipped without the ``ray`` extra; each
+run starts a small local Ray instance (num_cpus=2, no dashboard)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import rlscope.analysis
+from rlscope.analysis import lockstep
+from rlscope.trace import format as fmt
+from tests.conftest import run_tool, wait_until
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+WORKLOADS = Path(__file__).parent / "workloads"
+STEPS = 20  # workloads/ray_actors.py
+
+
+def record(out: Path, script: str, *args: str) -> None:
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--", sys.executable,
+                 str(WORKLOADS / script), *args, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def settled(out: Path, roles: tuple[str, ...]) -> rlscope.analysis.Analysis:
+    """The analysis once the driver and every worker of these roles has stopped
+    recording (Ray ends its workers as the driver leaves, a moment after it)."""
+    def complete() -> rlscope.analysis.Analysis | None:
+        a = rlscope.analysis.load(out)
+        t = a.process_tree()
+        ours = t[(t["role"] == fmt.ROLE_MAIN) | t["role"].isin(roles)]
+        return a if len(ours) > 1 and ours["complete"].all() else None
+
+    return wait_until(complete, "the driver and the Ray workers to stop recording")
+
+
+def test_ray_actors_complete_roles_and_slow_actor(tmp_path: Path):
+    out = tmp_path / "run"
+    ids = tmp_path / "actors.json"
+    record(out, "ray_actors.py", str(ids))
+    a = settled(out, (fmt.ROLE_RAY_ACTOR, fmt.ROLE_RAY_TASK))
+    scale = json.loads(ids.read_text())
+    t = a.process_tree()
+
+    # No header-only stubs: every trace file is one process, each pid shown once.
+    files = sorted(p.name for p in out.glob("*" + fmt.FILE_SUFFIX))
+    assert len(files) == len(t), (files, t[["pid", "name"]])
+    assert not t["pid"].duplicated().any(), t[["pid", "name"]]
+    assert not t["name"].str.contains("(forked)", regex=False).any(), t[["pid", "name"]]
+
+    driver = t[t["role"] == fmt.ROLE_MAIN]
+    assert len(driver) == 1 and driver.iloc[0]["role_label"] == "main (ray driver)"
+    actors = t[t["role"] == fmt.ROLE_RAY_ACTOR]
+    assert set(actors["ray_actor_id"]) == set(scale), actors
+    assert (actors["role_label"] == "ray actor (Worker)").all()
+    assert actors["name"].str.startswith("Worker actor ").all()
+    tasks = t[t["role"] == fmt.ROLE_RAY_TASK]
+    assert len(tasks) >= 1 and (tasks["ray_tasks"] == "double").all(), tasks
+    # Ray's services are helpers, folded; nothing is left a plain "subprocess".
+    assert set(t["role"]) <= {fmt.ROLE_MAIN, fmt.ROLE_RAY_ACTOR, fmt.ROLE_RAY_TASK,
+                              fmt.ROLE_RAY_WORKER, fmt.ROLE_RAY_HELPER}, set(t["role"])
+    helpers = t[t["role"] == fmt.ROLE_RAY_HELPER]
+    assert len(helpers) and helpers["idle_helper"].all()
+
+    # Complete traces: every actor_step call survived Ray's shutdown (_Exit).
+    ops = a.operations()
+    per_actor = {}
+    for _, row in actors.iterrows():
+        assert row["complete"], row
+        mine = ops[(ops["pid"] == row["pid"]) & (ops["operation"] == "actor_step")]
+        assert int(mine["calls"].sum()) == STEPS, mine
+        per_actor[row["ray_actor_id"]] = float(row["operations_s"])
+    assert int(ops[ops["operation"] == "task_op"]["calls"].sum()) == 4
+    # The slow actor is the one with twice the scale, by its recorded time.
+    slow = max(scale, key=lambda k: scale[k])
+    fast = min(scale, key=lambda k: scale[k])
+    assert per_actor[slow] > 1.5 * per_actor[fast], per_actor
+
+    report = run_tool("rls-analyze", "report", str(out))
+    assert report.returncode == 0, report.stderr
+    assert f"Worker actor {slow[:8]}" in report.stdout
+    assert "ray helper" in report.stdout and "(forked)" not in report.stdout
+
+
+def test_rllib_ppo_operations_in_the_right_processes(tmp_path: Path):
+    out = tmp_path / "run"
+    record(out, "rllib_ppo.py", "1")
+    a = settled(out, (fmt.ROLE_RAY_ACTOR,))
+    t = a.process_tree()
+    runners = t[t["ray_actor_class"] == "SingleAgentEnvRunner"]
+    assert len(runners) == 2, t[["pid", "role", "name"]]
+    driver = t[t["role"] == fmt.ROLE_MAIN].iloc[0]
+    ops = a.operations()
+
+    def ops_of(pid: int) -> set[str]:
+        names = ops[(ops["pid"] == pid) & (ops["calls"] > 0)]["operation"]
+        return {str(n).rsplit(" > ", 1)[-1] for n in names}
+
+    for pid in runners["pid"]:
+        mine = ops_of(int(pid))
+        assert {"inference", "simulation", "connectors"} <= mine, mine
+        assert "backprop" not in mine
+    mine = ops_of(int(driver["pid"]))
+    assert "backprop" in mine and "inference" not in mine, mine
+    phases = set(ops[ops["pid"] == driver["pid"]]["phase"])
+    assert {"sampling", "training"} <= phases, phases
+    progress = a.iterations()
+    progress = progress[progress["pid"] == driver["pid"]]
+    assert len(progress) == 1 and progress["timesteps"].iloc[0] >= 256, progress
+
+    # The runners are the envs of one barrier the driver waits on.
+    ls = lockstep.load(out)
+    groups = [v for v in ls.vector_envs if v.name == "EnvRunnerGroup"]
+    assert len(groups) == 1, [v.name for v in ls.vector_envs]
+    g = groups[0]
+    assert g.pid == driver["pid"] and g.num_envs == 2 and g.complete_steps >= 1
+    assert set(g.envs["pid"]) == set(runners["pid"])
+    assert (g.envs["steps"] >= 1).all()
+    # Inside each runner, its gymnasium vector env (2 envs, one after another).
+    inner = [v for v in ls.vector_envs if v.pid in set(runners["pid"])]
+    assert len(inner) == 2 and all(v.num_envs == 2 and not v.workers for v in inner)
+    table = pd.DataFrame([vars(s) for s in ls.tables]).set_index("pid")
+    assert table.loc[driver["pid"], "optimizing_s"] > 0

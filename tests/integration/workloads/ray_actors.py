@@ -1,0 +1,42 @@
+"""Two Ray actors stepped together by the driver, one twice as slow (busy loops), and a
+few remote tasks. Writes the actors' ids and scales to argv[1] (JSON)."""
+
+import json
+import sys
+import time
+
+import ray
+
+import rlscope
+
+STEPS = 20
+
+
+@ray.remote
+class Worker:
+    def __init__(self, scale: float):
+        self.scale = scale
+
+    def step(self, i: int) -> int:
+        with rlscope.operation("actor_step"):
+            end = time.perf_counter() + 0.01 * self.scale
+            while time.perf_counter() < end:
+                pass
+        return i
+
+
+@ray.remote
+def double(x: int) -> int:
+    with rlscope.operation("task_op"):
+        return 2 * x
+
+
+if __name__ == "__main__":
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    workers = [Worker.remote(1.0), Worker.remote(2.0)]
+    for i in range(STEPS):
+        ray.get([w.step.remote(i) for w in workers])
+    assert ray.get([double.remote(i) for i in range(4)]) == [0, 2, 4, 6]
+    with open(sys.argv[1], "w") as f:
+        json.dump({w._actor_id.hex(): s for w, s in zip(workers, (1.0, 2.0), strict=True)}, f)
+    ray.shutdown()
