@@ -29,8 +29,8 @@ PROCESS_COLUMNS = [
     "index", "depth", "pid", "ppid", "parent_index", "parent_in_run", "role", "role_label",
     "role_source", "env_index", "num_envs", "mp_name", "mp_target", "name", "command", "host",
     "start_s", "end_s", "wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s",
-    "operation_calls", "native_calls", "complete", "events", "idle_helper", "session",
-    "continues", "ray_actor_class", "ray_actor_id", "ray_tasks"]
+    "operation_calls", "native_calls", "complete", "events", "idle_helper",
+    "ray_actor_class", "ray_actor_id", "ray_tasks", "session", "continues"]
 SUMMARY_COLUMNS = ["role", "processes", "idle_helpers", "wall_s", "busy_s", "waiting_s",
                    "idle_s", "operations_s", "gpu_s", "busy_pct"]
 ROLE_OPERATION_COLUMNS = ["role", "operation", "processes", "calls", "wall_s"]
