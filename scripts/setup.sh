@@ -26,7 +26,7 @@ pip install -q --upgrade pip
 pip install -q "scikit-build-core>=0.10" "grpcio-tools==1.85.1" ninja "cmake>=3.20"
 # torch first and pinned: a range alone could fetch a multi-GB CUDA build.
 case ",$extras," in
-  *,demo,*|*,test,*|*,torch,*|*,sb3,*) pip install -q "torch==2.13.0" ;;
+  *,demo,*|*,test,*|*,torch,*|*,sb3,*|*,ray,*) pip install -q "torch==2.13.0" ;;
 esac
 log "installing rlscope[$extras] (builds the native extension)"
 pip install -q --no-build-isolation -e ".[$extras]"

@@ -4,9 +4,10 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k prof -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The TensorFlow and JAX tests skip when those extras are absent; the default installs
-# them (~2 min the first time). RLSCOPE_TEST_EXTRAS=test for a quicker, lighter setup.
-scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test,tensorflow,jax}"
+# The TensorFlow, JAX and Ray/RLlib tests skip when those extras are absent; the default
+# installs them (~2 min, and ~2.5 min for Ray, the first time). RLSCOPE_TEST_EXTRAS=test
+# for a quicker, lighter setup.
+scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test,tensorflow,jax,ray}"
 VENV="${RLSCOPE_VENV:-.venv}"
 export OMP_NUM_THREADS=1 RLSCOPE_REQUIRE_NATIVE=1
 "$VENV/bin/ruff" check rlscope tests scripts examples

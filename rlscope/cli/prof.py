@@ -40,7 +40,7 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
 @click.option("--intercept", "intercept", default="auto", show_default=True,
               metavar="LIBS",
               help="Libraries whose native calls (Backend / Simulator time) and loops "
-                   "(gym, sb3 operations) are instrumented: auto (all, as each is "
+                   "(gym, sb3, rllib operations) are instrumented: auto (all, as each is "
                    "imported) or a comma list of " + ",".join(INTERCEPT_LIBRARIES) + ".")
 @click.option("--no-intercept", is_flag=True,
               help="Record annotations only: no backend/simulator call wrappers.")

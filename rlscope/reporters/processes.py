@@ -10,11 +10,15 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.multiprocess import ALL
+from rlscope.trace import format as fmt
 
 # Tables a one-table format (CSV, Markdown) can select; "operations" is table.py's.
 TABLES = ("operations", "processes", "summary", "role-operations")
 _TOP_OPERATIONS = 3  # per role in the text summary
 _PIDS = 8  # pids listed per role on the idle helpers' line
+
+# Ray's workers are children of its raylet, a C++ program: never traced.
+RAYLET_CHILDREN = (fmt.ROLE_RAY_ACTOR, fmt.ROLE_RAY_TASK, fmt.ROLE_RAY_WORKER)
 
 
 def table_frame(a: Analysis, name: str) -> pd.DataFrame:
@@ -101,8 +105,10 @@ def tree_lines(tree: pd.DataFrame, run_wall: float, launcher: int | None = None)
         if not r.complete:
             notes.append("incomplete")
         if not r.parent_in_run:
-            notes.append(f"parent {r.ppid} " + ("is rls-prof" if r.ppid == launcher
-                                                  else "not traced"))
+            notes.append(f"parent {r.ppid} " + (
+                "is rls-prof" if r.ppid == launcher
+                else "not traced (Ray's raylet)" if r.role in RAYLET_CHILDREN
+                else "not traced"))
         body.append([f"{pre}{r.pid} {r.name}", r.role_label, f"{r.start_s:.2f}",
                      f"{r.wall_s:.2f}", f"{r.busy_s:.2f}",
                      *([f"{r.waiting_s:.2f}"] if waiting else []),
