@@ -11,7 +11,10 @@ event belongs to the vector step whose interval contains its start: every proces
 host reads the same CLOCK_MONOTONIC, and a worker can only start an env step after the
 actions were sent and must end it before the result is received. A step command that
 also resets (SB3 auto-reset, gymnasium's next-step autoreset) counts both toward that
-vector step. Pure data: no rendering here (rlscope.reporters.lockstep).
+vector step. A barrier over Ray workers (RLlib's EnvRunnerGroup: rlscope.integrations.rllib)
+is announced with a ``key`` its workers record instead of the holder's pid, and its
+events are told from the workers' own vector envs' by name. Pure data: no rendering here
+(rlscope.reporters.lockstep).
 """
 
 from __future__ import annotations
