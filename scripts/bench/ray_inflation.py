@@ -5,7 +5,8 @@ runners' barrier, the workers' exit hook, vs uninstrumented.
     python scripts/bench/ray_inflation.py [--rounds 3] [--steps 200] [--iterations 2]
 
 Every run is a fresh local Ray instance (num_cpus=2, no dashboard), timing only the work
-(Ray start-up, actor creation and ``algo.build()`` excluded):
+(Ray start-up, actor creation, ``algo.build()`` and 8 s of the same work as warm-up
+excluded: Ray's services finish starting in the background meanwhile):
 
   actors   the driver steps two actors together (``ray.get`` on both) ``--steps`` times;
            each step is 2 ms of busy loop inside ``rlscope.operation("actor_step")``
@@ -33,6 +34,11 @@ import json, sys, time
 import ray
 import rlscope
 
+# Ray's services (dashboard agent, runtime env agent) finish starting in the background
+# after ray.init() returns, taking the CPU from whatever runs then: work for this long
+# before timing.
+WARMUP_S = 8.0
+
 @ray.remote
 class Worker:
     def step(self, i):
@@ -44,7 +50,9 @@ class Worker:
 
 def actors(steps):
     ws = [Worker.remote() for _ in range(2)]
-    ray.get([w.step.remote(-1) for w in ws])  # both up
+    settle = time.perf_counter() + WARMUP_S
+    while time.perf_counter() < settle:
+        ray.get([w.step.remote(-1) for w in ws])
     t0 = time.perf_counter()
     for i in range(steps):
         ray.get([w.step.remote(i) for w in ws])
@@ -58,7 +66,9 @@ def ppo(iterations):
               .training(train_batch_size=1024, minibatch_size=128, num_epochs=2)
               .learners(num_learners=0))
     algo = config.build()
-    algo.train()  # warm-up iteration, not timed
+    settle = time.perf_counter() + WARMUP_S
+    while time.perf_counter() < settle:
+        algo.train()  # warm-up iterations, not timed
     t0 = time.perf_counter()
     for _ in range(iterations):
         algo.train()
