@@ -56,8 +56,8 @@ class CorrectionSummary:
         return 0.0 if r is None else (r.main_removed_ns + r.fixed_ns) / 1e9
 
 
-def _pre_post(kind: np.ndarray, costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
-    """Pre-stamp and post-stamp cost (ns) of each Python event."""
+def _pre_post(costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
+    """Pre-stamp and post-stamp cost (ns) of a Python event, by kind (lookup tables)."""
     pre_lut = np.zeros(256, np.float64)
     post_lut = np.zeros(256, np.float64)
     for k, (begins, ends) in PAIR_KINDS.items():
@@ -68,11 +68,11 @@ def _pre_post(kind: np.ndarray, costs: dict[str, KindCost]) -> tuple[np.ndarray,
             pre_lut[b], post_lut[b] = c.outside_ns / 2, c.inside_ns / 2
         for e in ends:
             pre_lut[e], post_lut[e] = c.inside_ns / 2, c.outside_ns / 2
-    return pre_lut[kind], post_lut[kind]
+    return pre_lut, post_lut
 
 
-def _diffuse(kind: np.ndarray, costs: dict[str, KindCost]) -> np.ndarray:
-    """Spread-over-time part (ns) of each Python event's cost."""
+def _diffuse(costs: dict[str, KindCost]) -> np.ndarray:
+    """Spread-over-time part (ns) of a Python event's cost, by kind (a lookup table)."""
     lut = np.zeros(256, np.float64)
     for k, (begins, ends) in PAIR_KINDS.items():
         c = costs.get(k)
@@ -81,23 +81,32 @@ def _diffuse(kind: np.ndarray, costs: dict[str, KindCost]) -> np.ndarray:
                 lut[b] = c.diffuse_ns / 2
             for e in ends:
                 lut[e] = c.diffuse_ns / 2
-    return lut[kind]
+    return lut
 
 
 def _shift(times: np.ndarray, pre: np.ndarray, post: np.ndarray, base: float,
            diffuse: float = 0.0) -> tuple[np.ndarray, float]:
     """Corrected times of one thread's anchors (sorted stably by time) and its total.
-    ``diffuse`` ns are removed evenly over the thread's span (a uniform stretch)."""
-    cum = np.cumsum(pre + post)
-    shift = base + cum - post  # earlier events' costs + own pre-stamp part
+    ``diffuse`` ns are removed evenly over the thread's span (a uniform stretch).
+    Computed in place where it can (a thread can hold tens of millions of events)."""
+    shift = np.add(pre, post)
+    np.cumsum(shift, out=shift)
+    total = float(shift[-1]) if len(shift) else 0.0
+    shift += base
+    shift -= post  # earlier events' costs + own pre-stamp part
     if diffuse and len(times) > 1 and times[-1] > times[0]:
-        shift = shift + diffuse * (times - times[0]) / float(times[-1] - times[0])
+        stretch = diffuse * (times - times[0])
+        stretch /= float(times[-1] - times[0])
+        shift += stretch
+        del stretch
     else:
         diffuse = 0.0
-    new = times - np.rint(shift).astype(np.int64)
+    new = np.rint(shift, out=shift).astype(np.int64)
+    del shift
+    np.subtract(times, new, out=new)
     if len(new):
-        new = np.maximum.accumulate(new)  # over-estimated costs must not reorder events
-    return new, (float(cum[-1]) if len(cum) else 0.0) + diffuse
+        np.maximum.accumulate(new, out=new)  # over-estimated costs must not reorder events
+    return new, total + diffuse
 
 
 def _shift_at(times: np.ndarray, shifts: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -124,8 +133,8 @@ def _launch_rows(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray]:
 def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
                     ) -> tuple[ProcessTrace, ProcessCorrection]:
     ev = p.events
-    pre, post = _pre_post(ev.kind, costs)
-    spread = _diffuse(ev.kind, costs)
+    pre_lut, post_lut = _pre_post(costs)
+    spread_lut = _diffuse(costs)
     api, gpu = p.api_calls, p.gpu
     tid_to_index = {t.tid: t.index for t in p.threads.values()}
     api_thread = np.array([tid_to_index.get(int(t), -1 - int(t)) for t in api.tid], np.int64)
@@ -147,27 +156,46 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     removed: dict[int, int] = {}
     main_times = main_shifts = np.zeros(0)
     for t in threads:
-        ei = np.flatnonzero(ev.thread == t)
+        mask = ev.thread == t
+        # Every event on one thread (the usual case): views, not copies.
+        ei: slice | np.ndarray = slice(None) if mask.all() else np.flatnonzero(mask)
+        del mask
+        kind = ev.kind[ei]
+        ne = len(kind)
         ai = np.flatnonzero(api_thread == t)
         na = len(ai)
-        times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai]]
-        tpre = np.r_[pre[ei], np.full(na, a_out), a_in + g_in[ai]]
-        tpost = np.r_[post[ei], np.full(na, a_in), a_out + g_out[ai]]
-        o = np.argsort(times, kind="stable")  # the order the overlap sweep uses
+        if na:
+            times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai]]
+            tpre = np.r_[pre_lut[kind], np.full(na, a_out), a_in + g_in[ai]]
+            tpost = np.r_[post_lut[kind], np.full(na, a_in), a_out + g_out[ai]]
+        else:
+            times, tpre, tpost = ev.time_ns[ei], pre_lut[kind], post_lut[kind]
+        spread = float(spread_lut[kind].sum())
+        del kind
+        # The order the overlap sweep uses: by time, stably (usually the order already).
+        o = None if len(times) < 2 or bool(np.all(times[1:] >= times[:-1])) \
+            else np.argsort(times, kind="stable")
         base = 0.0
+        if o is not None:
+            times, tpre, tpost = times[o], tpre[o], tpost[o]
         if t != main and len(times):
-            base = float(_shift_at(main_times, main_shifts, times[o][:1])[0])
-        new_sorted, total = _shift(times[o], tpre[o], tpost[o], base,
-                                   float(spread[ei].sum()))
-        new = np.empty_like(new_sorted)
-        new[o] = new_sorted
-        new_ev_time[ei] = new[:len(ei)]
-        new_api_start[ai] = new[len(ei):len(ei) + na]
-        new_api_end[ai] = new[len(ei) + na:]
+            base = float(_shift_at(main_times, main_shifts, times[:1])[0])
+        new_sorted, total = _shift(times, tpre, tpost, base, spread)
+        del tpre, tpost
+        if o is None:
+            new = new_sorted
+        else:
+            new = np.empty_like(new_sorted)
+            new[o] = new_sorted
+        new_ev_time[ei] = new[:ne]
+        new_api_start[ai] = new[ne:ne + na]
+        new_api_end[ai] = new[ne + na:]
+        del new
         removed[t] = round(total)
         if t == main:
-            main_times = times[o]
-            main_shifts = main_times - new_sorted
+            main_times = times
+            main_shifts = times - new_sorted
+        del times, new_sorted
     new_gpu = gpu
     if len(gpu):
         # Each activity moves with its launching call (by correlation id), else with the
