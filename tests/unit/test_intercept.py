@@ -29,7 +29,7 @@ def torch_intercepted():
 def test_parse():
     assert intercept.parse("none") == [] and intercept.parse("") == []
     assert intercept.parse("auto") == list(intercept.LIBRARIES)
-    assert intercept.parse("tf, gymnasium,torch,tf") == ["tensorflow", "gym", "torch"]
+    assert intercept.parse("tf, gymnasium,torch,tf") == ["tensorflow", "gym", "gym-legacy", "torch"]
     with pytest.raises(ValueError, match="unknown library 'tourch'"):
         intercept.parse("tourch")
 

@@ -38,6 +38,8 @@ else:
         return _null
 
 gym = importlib.import_module(args.gym)
+# gym 0.26's env checker calls np.bool8, gone in NumPy 2.
+make_kwargs = {"disable_env_checker": True} if args.gym == "gym" else {}
 torch.set_num_threads(1)
 random.seed(0)
 np.random.seed(0)
@@ -55,7 +57,7 @@ class QNetwork(nn.Module):
         return self.net(x)
 
 
-env = gym.make("CartPole-v1")
+env = gym.make("CartPole-v1", **make_kwargs)
 n_obs = env.observation_space.shape[0]
 n_actions = int(env.action_space.n)
 env.action_space.seed(0)

@@ -39,6 +39,8 @@ else:
         return _null
 
 gym = importlib.import_module(args.gym)
+# gym 0.26's env checker calls np.bool8, gone in NumPy 2.
+make_kwargs = {"disable_env_checker": True} if args.gym == "gym" else {}
 torch.set_num_threads(1)
 random.seed(0)
 np.random.seed(0)
@@ -51,7 +53,7 @@ mb_size = batch // minibatches
 
 
 def make_env() -> object:
-    return gym.make("CartPole-v1")
+    return gym.make("CartPole-v1", **make_kwargs)
 
 
 def layer(n_in: int, n_out: int, std: float = np.sqrt(2)) -> nn.Linear:
