@@ -15,14 +15,19 @@ user's). Per thread, the simulations cut the timeline into *segments*; in each s
   from the first one's start to the start of the env step that ends the segment (an
   actor and a critic called in turn, sampling from the distribution, turning the output
   into an action: one inference), or to the last one's end when no env step follows.
+  Forwards before the thread's first env step or reset are not inference (a model
+  being built, as Keras does, or warmed up).
 
 A thread with no simulation at all (an env rlscope does not see) is cut at each optimizer
-step's end instead, and each forward outside an update is its own inference.
+step's end instead (each backward's, when there is no optimizer step), and each forward
+outside an update is its own inference.
 
 User annotations win: an inferred operation is left out where it would overlap a
 recorded operation named ``inference``, ``backprop`` or ``simulation`` (the user's or an
-integration's), or cross the boundary of any other recorded operation; inside another
-recorded operation (a user's ``evaluation``) it nests.
+integration's), cross the boundary of any other recorded operation, or lie inside a
+recorded operation that holds no env step (the user's own breakdown of an iteration:
+``learn``, ``act``). Inside a loop-level operation (one holding env steps: ``training``,
+``evaluation``) it nests.
 
 Everything is computed from a small subset of a process's events (operations, markers,
 backward calls: :class:`Collector`), then merged into the event stream by time
@@ -138,9 +143,9 @@ def thread_intervals(m_start: np.ndarray, m_end: np.ndarray, role: np.ndarray,
         inside = (j >= 0) & (m_start < anchor_end[np.maximum(j, 0)])
         keep = ~inside  # a forward inside an env step is the env's (simulation)
         m_start, m_end, role, seg = m_start[keep], m_end[keep], role[keep], j[keep] + 1
-    else:  # no simulation seen: cut at each optimizer step's end
-        step_end = np.sort(m_end[role == STEP])
-        seg = np.searchsorted(step_end, m_start, side="left")
+    else:  # no simulation seen: cut at each optimizer step's end (or backward's)
+        cut = role == (STEP if (role == STEP).any() else BACKWARD)
+        seg = np.searchsorted(np.sort(m_end[cut]), m_start, side="left")
     if not len(m_start):
         return empty
     n = int(seg.max()) + 1
@@ -159,6 +164,7 @@ def thread_intervals(m_start: np.ndarray, m_end: np.ndarray, role: np.ndarray,
     bp_e = bp_end[bp_segs]
     inf = (role == FORWARD) & ~within
     if bounded:  # the forwards of a segment after its update: one inference
+        inf &= seg > 0  # before the first env step or reset: building, warming up
         segs, idx = np.unique(seg[inf], return_index=True)
         s_inf = m_start[inf][idx]
         e_inf = np.full(n, np.iinfo(np.int64).min, np.int64)
@@ -210,6 +216,24 @@ def _overlaps(start: np.ndarray, end: np.ndarray, u_start: np.ndarray, u_end: np
     return (j >= 0) & (u_end[np.maximum(j, 0)] > start)
 
 
+def _contains_any(s: np.ndarray, e: np.ndarray, a_s: np.ndarray, a_e: np.ndarray
+                  ) -> np.ndarray:
+    """Whether each interval contains one of the (disjoint, sorted) intervals a."""
+    if not len(a_s):
+        return np.zeros(len(s), bool)
+    j = np.searchsorted(a_s, s, side="left")
+    return (j < len(a_s)) & (a_e[np.minimum(j, len(a_s) - 1)] <= e)
+
+
+def _inside(s: np.ndarray, e: np.ndarray, u_s: np.ndarray, u_e: np.ndarray) -> np.ndarray:
+    """Whether each interval lies inside one of the (disjoint, sorted) intervals u."""
+    if not len(u_s):
+        return np.zeros(len(s), bool)
+    j = np.searchsorted(u_s, s, side="right") - 1
+    k = np.maximum(j, 0)
+    return (j >= 0) & (u_e[k] >= e)
+
+
 def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
     """The inferred operations of a process from its collected events (any order)."""
     z = np.zeros(0, np.int64)
@@ -245,7 +269,10 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
             continue
         blocked = np.isin(r_n, blocking)
         u_s, u_e = _union(r_s[blocked], r_e[blocked])
-        ok = ~_overlaps(i_s, i_e, u_s, u_e) & _nests(i_s, i_e, r_s[~blocked], r_e[~blocked])
+        o_s, o_e = r_s[~blocked], r_e[~blocked]
+        ok = ~_overlaps(i_s, i_e, u_s, u_e) & _nests(i_s, i_e, o_s, o_e)
+        leaf = ~_contains_any(o_s, o_e, a_s, a_e)  # the user's own part of an iteration
+        ok &= ~_inside(i_s, i_e, *_union(o_s[leaf], o_e[leaf]))
         ok &= i_e > i_s
         out.append((np.full(int(ok.sum()), t, np.int64), i_s[ok], i_e[ok], i_op[ok]))
     if not out:

@@ -40,6 +40,12 @@ def _tf(m: ModuleType, p: Patcher) -> int:
     return tf_backend.install(m, p)
 
 
+def _keras(m: ModuleType, p: Patcher) -> int:
+    from rlscope.intercept import tf_backend
+
+    return tf_backend.install_keras(m, p)
+
+
 def _jax(m: ModuleType, p: Patcher) -> int:
     from rlscope.intercept import jax_backend
 
@@ -95,6 +101,7 @@ def _mp(m: ModuleType, p: Patcher) -> int:
 LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "torch": ("torch", _torch),
     "tensorflow": ("tensorflow", _tf),
+    "keras": ("keras", _keras),  # phase markers only (inferred operations)
     "jax": ("jax", _jax),
     "mujoco": ("mujoco", _sim("mujoco")),
     "box2d": ("Box2D", _sim("box2d")),

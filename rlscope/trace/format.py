@@ -94,10 +94,10 @@ MP_SPAWN_CODE = "from multiprocessing.spawn import spawn_main"
 MARK_FORWARD = ("torch.nn.Module", "keras.Layer")  # a model's forward (outermost)
 # Starts an update if it comes before the forwards of the loss: zero_grad, a tape opened.
 MARK_UPDATE_START = ("torch.optim.Optimizer.zero_grad", "tensorflow.GradientTape")
-MARK_BACKWARD = ("tensorflow.GradientTape.gradient", "jax.grad")  # forward + backward
-MARK_STEP = ("torch.optim.Optimizer.step", "keras.Optimizer.apply_gradients",
-             "optax.apply_updates")  # applying the gradients
-BACKWARD_CALLS = ("torch.autograd.backward",)  # BACKEND_CALL names of a backward pass
+MARK_BACKWARD: tuple[str, ...] = ()  # a backward pass recorded as a marker (none yet)
+MARK_STEP = ("torch.optim.Optimizer.step", "keras.Optimizer.apply")  # applying gradients
+# BACKEND_CALL names of a backward pass: torch's autograd engine, TensorFlow's tape.
+BACKWARD_CALLS = ("torch.autograd.backward", "tensorflow.TFE_Py_TapeGradient")
 # The operations analysis infers, and the recorded names that block inferring any of
 # them where they are (a user's annotation or an integration's operation wins).
 INFERRED_OPS = ("inference", "backprop")

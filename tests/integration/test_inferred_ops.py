@@ -25,7 +25,7 @@ pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
 WORKLOADS = Path(__file__).parent / "workloads"
 OPS = ("inference", "simulation", "backprop")
-ARGS = {"dqn": ("--steps", "2000"), "ppo": ("--updates", "4")}
+ARGS = {"dqn": ("--steps", "2000"), "ppo": ("--updates", "4"), "tf": ("--steps", "400")}
 
 
 def profile(out: Path, algo: str, *args: str) -> Path:
@@ -40,8 +40,11 @@ def table(out: Path, infer: str):
     return ops.set_index("operation")
 
 
-@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+@pytest.mark.parametrize("algo", ["dqn", "ppo", "tf"])
 def test_inferred_rows_match_the_annotations(tmp_path: Path, algo: str):
+    """PyTorch DQN and PPO; a Keras model with a GradientTape update (tf)."""
+    if algo == "tf":
+        pytest.importorskip("tensorflow")
     annotated = profile(tmp_path / "annotated", algo, "--annotate")
     user = table(annotated, "off")
     inferred = table(annotated, "only")

@@ -61,7 +61,7 @@ def inferred_only(events: list[tuple[int, int, int, str]], mode: str = "auto"
 
 
 def test_dqn_loop():
-    ev = rows(fwd(100, 120), sim(130, 150),  # act, step
+    ev = rows(sim(50, 60), fwd(100, 120), sim(130, 150),  # reset, act, step
               *update(200), fwd(250, 260), fwd(262, 270),  # update (2 fwds), act
               sim(300, 320), fwd(400, 420))  # step, act (no env step follows)
     assert inferred_only(ev) == [("backprop", 200, 240), ("inference", 100, 130),
@@ -78,6 +78,11 @@ def test_zero_grad_after_the_step_and_before_the_forward():
     ev = rows(sim(0, 10), ("mark", Z, 20, 22), fwd(30, 40), ("call", B, 50, 60),
               ("mark", S, 70, 80), ("mark", Z, 85, 90), fwd(100, 110), sim(120, 130))
     assert inferred_only(ev) == [("backprop", 20, 90), ("inference", 100, 120)]
+
+
+def test_no_inference_before_the_first_env_step():
+    ev = rows(fwd(0, 5), sim(10, 20), fwd(30, 40), sim(50, 60))
+    assert inferred_only(ev) == [("inference", 30, 50)]
 
 
 def test_a_forward_inside_an_env_step_is_simulation():
@@ -100,12 +105,23 @@ def test_recorded_operations_win():
     assert inferred_only(ev) == [("inference", 20, 40), ("update", 110, 145)]
 
 
+def test_the_users_own_breakdown_is_left_alone():
+    base = [sim(0, 10), fwd(20, 30), sim(40, 50), *update(100), sim(200, 210)]
+    # "learn" around the update (no env step inside): no backprop inferred in it.
+    assert inferred_only(rows(*base, ("op", "learn", 95, 145))) == [
+        ("inference", 20, 40), ("learn", 95, 145)]
+    # "loss" inside the update: the update is still backprop, "loss" nests inside it.
+    assert ops(rows(*base, ("op", "loss", 101, 109)))[:2] == [
+        ("backprop", 100, 140, 0), ("inference", 20, 40, 0)]
+    assert ("loss", 101, 109, 1) in ops(rows(*base, ("op", "loss", 101, 109)))
+
+
 def test_inferred_operations_nest_inside_other_recorded_ones():
-    ev = rows(("op", "evaluate", 0, 100), fwd(10, 20), sim(30, 40), fwd(50, 60),
-              sim(70, 80))
-    assert ops(ev) == [("evaluate", 0, 100, 0), ("inference", 10, 30, 1),
-                       ("inference", 50, 70, 1), ("simulation", 30, 40, 1),
-                       ("simulation", 70, 80, 1)]
+    ev = rows(sim(0, 5), ("op", "evaluate", 6, 100), fwd(10, 20), sim(30, 40),
+              fwd(50, 60), sim(70, 80))
+    assert ops(ev) == [("evaluate", 6, 100, 0), ("inference", 10, 30, 1),
+                       ("inference", 50, 70, 1), ("simulation", 0, 5, 0),
+                       ("simulation", 30, 40, 1), ("simulation", 70, 80, 1)]
 
 
 def test_without_env_steps_updates_split_at_each_optimizer_step():
@@ -115,7 +131,8 @@ def test_without_env_steps_updates_split_at_each_optimizer_step():
 
 
 def test_threads_are_inferred_separately():
-    ev = rows(sim(0, 10), *update(20), thread=0) + rows(fwd(5, 15), sim(30, 40), thread=1)
+    ev = rows(sim(0, 10), *update(20), thread=0) + rows(sim(1, 2), fwd(5, 15), sim(30, 40),
+                                                        thread=1)
     p = inferred.apply(process_trace(sorted(ev)))
     iv = operation_intervals(p.events)
     got = sorted((int(t), p.strings[n], int(s), int(e)) for t, n, s, e in

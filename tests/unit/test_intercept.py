@@ -99,6 +99,8 @@ def test_torch_phase_markers(recorder: str, tmp_path: Path):
     try:
         assert is_wrapper(type(opt).__dict__["step"])
         assert getattr(type(opt).step, "hooked", False)  # torch's own wrapping kept
+        with rlscope.operation("simulation"):  # reset
+            pass
         with torch.no_grad():
             net(torch.ones(1, 3))  # inference
         with rlscope.operation("simulation"):
@@ -123,7 +125,7 @@ def test_torch_phase_markers(recorder: str, tmp_path: Path):
     q = inferred.apply(p)
     names = [q.strings[int(n)] for k, n in zip(q.events.kind, q.events.name, strict=True)
              if int(k) == fmt.OPERATION_BEGIN]
-    assert names == ["inference", "simulation", "backprop"]
+    assert names == ["simulation", "inference", "simulation", "backprop"]
 
 
 def test_import_hook_wraps_on_import(tmp_path: Path):
