@@ -38,12 +38,11 @@ def install(tf: ModuleType, p: Patcher) -> int:
 def install_keras(keras: ModuleType, p: Patcher) -> int:
     """Keras 3 (``tf.keras`` with TensorFlow 2.16+, or standalone): phase markers."""
     n = 0
-    try:
-        from keras.src.layers.layer import Layer
-        from keras.src.optimizers.base_optimizer import BaseOptimizer
-    except ImportError:
-        return 0
-    n += p.patch(Layer, "__call__", MARK, "keras.Layer")
+    layer = getattr(sys.modules.get("keras.src.layers.layer"), "Layer", None)
+    opt = getattr(sys.modules.get("keras.src.optimizers.base_optimizer"), "BaseOptimizer", None)
+    if not isinstance(layer, type) or not isinstance(opt, type):
+        return 0  # Keras 2 (tf-keras): not marked
+    n += p.patch(layer, "__call__", MARK, "keras.Layer")
     for attr in ("apply_gradients", "apply"):  # apply_gradients calls apply: counted once
-        n += p.patch(BaseOptimizer, attr, MARK, "keras.Optimizer.apply")
+        n += p.patch(opt, attr, MARK, "keras.Optimizer.apply")
     return n
