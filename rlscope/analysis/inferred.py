@@ -239,7 +239,9 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
     z = np.zeros(0, np.int64)
     if mode == "off" or not len(ev):
         return Inferred(z, z, z, z)
-    roles = _roles(enumerate(strings))
+    role_of = np.full(len(strings) + 1, -1, np.int64)  # string id -> marker role
+    for sid, r in _roles(enumerate(strings)).items():
+        role_of[sid] = r
     blocking = [i for i, s in enumerate(strings)
                 if s in (fmt.LOOP_OPS if mode == "auto" else ("simulation",))]
     ignored = [i for i, s in enumerate(strings) if mode == "only" and s in fmt.INFERRED_OPS]
@@ -254,7 +256,7 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
         ms, me, mn = _calls(time, kind, name, fmt.MARK_CALL_BEGIN)
         bs, be, bn = _calls(time, kind, name, fmt.BACKEND_CALL_BEGIN)
         s, e, n = np.r_[ms, bs], np.r_[me, be], np.r_[mn, bn]
-        role = np.array([roles.get(int(x), -1) for x in n], np.int64) if len(n) else z
+        role = role_of[np.minimum(n.astype(np.int64), len(strings))]
         known = role >= 0
         s, e, role = s[known], e[known], role[known]
         if not len(s):
