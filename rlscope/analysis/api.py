@@ -42,9 +42,13 @@ class _ProcessMeta:
 def load(directory: str | os.PathLike[str],
          progress: Callable[[int], None] | None = None, correct: bool = True,
          batch_events: int | None = None,
-         on_total: Callable[[int], None] | None = None) -> Analysis:
+         on_total: Callable[[int], None] | None = None, infer: str = "auto") -> Analysis:
     """Read and analyse a trace directory. ``progress(n)`` is called as events are done,
     ``on_total(n)`` once with their number.
+
+    ``infer``: ``inference`` / ``backprop`` operations inferred from the training loop's
+    calls where none is recorded ("auto"), never ("off"), or in place of the recorded ones
+    ("only": to compare them with an annotated run); docs/attribution.md.
 
     With ``correct`` and a calibration.json in the directory, rlscope's own overhead is
     removed first (docs/overhead-correction.md); that reads the whole trace. Otherwise the
@@ -64,10 +68,11 @@ def load(directory: str | os.PathLike[str],
             trace = apply_correction(read_trace(d))
             if on_total:
                 on_total(total_events(trace))
-            return analyze(trace, progress, batch_events)
+            return analyze(trace, progress, batch_events, infer)
     paths, phases = PathTable(), NameTable()
     d, run, results, scanned = stream_directory(d, paths, phases, progress,
-                                                batch_events or DEFAULT_BATCH, on_total)
+                                                batch_events or DEFAULT_BATCH, on_total,
+                                                infer)
     if correct:
         run = dict(run, correction={"applied": False})
     metas = [_ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
@@ -97,13 +102,17 @@ def total_events(trace: Trace) -> int:
 
 
 def analyze(trace: Trace, progress: Callable[[int], None] | None = None,
-            batch_events: int | None = None) -> Analysis:
+            batch_events: int | None = None, infer: str = "auto") -> Analysis:
     """Analyse a trace already read; ``batch_events`` feeds each process's events to the
-    engine in batches of that many (as streaming does)."""
+    engine in batches of that many (as streaming does); ``infer`` as in :func:`load`."""
+    from rlscope.analysis import inferred
+
+    inferred.check_mode(infer)
     paths, phases = PathTable(), NameTable()
     results, metas = [], []
     for p in trace.processes:  # CUDA files are merged into their Python process already
-        results.append(analyze_process(p, paths, phases, progress, batch_events))
+        results.append(analyze_process(inferred.apply(p, infer), paths, phases, progress,
+                                       batch_events))
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,
                                   p.progress, p.header, torn_bytes=p.torn_bytes,

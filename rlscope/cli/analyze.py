@@ -19,7 +19,7 @@ from rlscope.trace.reader import read_trace
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
 
-def _load(directory: Path, correct: bool = False) -> Trace:
+def _load(directory: Path, correct: bool = False, infer: bool = False) -> Trace:
     trace = read_trace(directory)
     for w in trace.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
@@ -27,7 +27,27 @@ def _load(directory: Path, correct: bool = False) -> Trace:
         from rlscope.analysis.overhead.correction import apply_correction
 
         trace = apply_correction(trace)  # with DIR/calibration.json, if there is one
+    if infer:
+        from rlscope.analysis import inferred
+
+        trace.processes = [inferred.apply(p, _infer_mode()) for p in trace.processes]
     return trace
+
+
+def _infer_option(f):
+    """--infer: operations inferred from the training loop's calls (attribution.md)."""
+    def store(ctx: click.Context, _param: click.Parameter, value: str) -> None:
+        ctx.meta["rlscope.infer"] = value
+
+    return click.option("--infer", type=click.Choice(["auto", "off", "only"]), default="auto",
+                        show_default=True, expose_value=False, callback=store,
+                        help="inference/backprop inferred from the loop's calls where none "
+                             "is recorded (auto), never (off), or instead of the recorded "
+                             "ones (only: to check them against your annotations).")(f)
+
+
+def _infer_mode() -> str:
+    return str(click.get_current_context().meta.get("rlscope.infer", "auto"))
 
 
 def _no_correct_option(f):
@@ -58,7 +78,7 @@ def _analysis(directory: Path) -> Analysis:
 
     correct = not click.get_current_context().meta.get("rlscope.no_correct")
     try:
-        a = load(directory, step, correct=correct, on_total=on_total)
+        a = load(directory, step, correct=correct, on_total=on_total, infer=_infer_mode())
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -106,6 +126,7 @@ def dump(directory: Path, limit: int | None) -> None:
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
@@ -153,7 +174,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
         return out
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     if not result.vector_envs:
         return out
     if fmt == "json":
@@ -164,6 +185,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -194,11 +216,12 @@ def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
         return []
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     return [("lockstep", render.figure(result))] if result.vector_envs else []
 
 
 @analyze.command()
+@_infer_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format (CSV: the per-env table).")
@@ -215,7 +238,7 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None
     from rlscope.reporters import lockstep as render
     from rlscope.reporters import plots
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     for w in result.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
     if not result.vector_envs:
@@ -234,6 +257,7 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -242,7 +266,7 @@ def timeline(directory: Path, output: Path | None) -> None:
     """Chrome/Perfetto trace JSON (open in ui.perfetto.dev or chrome://tracing)."""
     from rlscope.reporters import timeline as tl
 
-    trace = _load(directory, correct=True)
+    trace = _load(directory, correct=True, infer=True)
     if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
         raise RLScopeError(empty_message(directory, {p.path.name: p.torn_bytes
                                                      for p in trace.processes}))
@@ -257,6 +281,7 @@ def timeline(directory: Path, output: Path | None) -> None:
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",

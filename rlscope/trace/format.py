@@ -33,6 +33,8 @@ SIMULATOR_CALL_BEGIN = 18
 SIMULATOR_CALL_END = 19
 WAIT_CALL_BEGIN = 20
 WAIT_CALL_END = 21
+MARK_CALL_BEGIN = 22  # loop-phase markers (module forward, optimizer step): analysis infers
+MARK_CALL_END = 23  # operations from them (rlscope.analysis.inferred)
 
 KIND_NAMES = {
     OPERATION_BEGIN: "OPERATION_BEGIN",
@@ -52,6 +54,8 @@ KIND_NAMES = {
     SIMULATOR_CALL_END: "SIMULATOR_CALL_END",
     WAIT_CALL_BEGIN: "WAIT_CALL_BEGIN",
     WAIT_CALL_END: "WAIT_CALL_END",
+    MARK_CALL_BEGIN: "MARK_CALL_BEGIN",
+    MARK_CALL_END: "MARK_CALL_END",
 }
 
 # Process metadata keys rlscope itself sets (rlscope.set_metadata is the user's): what
@@ -87,6 +91,21 @@ MP_HELPER_CODE = {
     "from multiprocessing.resource_tracker import main": ROLE_RESOURCE_TRACKER,
 }
 MP_SPAWN_CODE = "from multiprocessing.spawn import spawn_main"
+
+# Phase markers (MARK_CALL names) by their role in a training loop, and the backend calls
+# that are a backward pass: analysis infers ``inference`` / ``backprop`` from them
+# (rlscope.analysis.inferred, docs/attribution.md#inferred-operations).
+MARK_FORWARD = ("torch.nn.Module", "keras.Layer")  # a model's forward (outermost)
+# Starts an update if it comes before the forwards of the loss: zero_grad, a tape opened.
+MARK_UPDATE_START = ("torch.optim.Optimizer.zero_grad", "tensorflow.GradientTape")
+MARK_BACKWARD: tuple[str, ...] = ()  # a backward pass recorded as a marker (none yet)
+MARK_STEP = ("torch.optim.Optimizer.step", "keras.Optimizer.apply")  # applying gradients
+# BACKEND_CALL names of a backward pass: torch's autograd engine, TensorFlow's tape.
+BACKWARD_CALLS = ("torch.autograd.backward", "tensorflow.TFE_Py_TapeGradient")
+# The operations analysis infers, and the recorded names that block inferring any of
+# them where they are (a user's annotation or an integration's operation wins).
+INFERRED_OPS = ("inference", "backprop")
+LOOP_OPS = ("inference", "backprop", "simulation")
 
 # Number of Chunk.args entries each kind carries.
 KIND_ARGS = {PROGRESS: 2, ENV_STEP_BEGIN: 1, ENV_RESET_BEGIN: 1}
