@@ -30,6 +30,7 @@ class ProfiledRun:
     meta: dict[str, Any]  # run.json
     files: list[Path] = field(default_factory=list)  # Python processes' trace files
     cuda_files: list[Path] = field(default_factory=list)  # the CUDA collector's files
+    sampler: Any = None  # rlscope.launch.sampler.Summary; None with --no-sample
 
     @property
     def status(self) -> int:
@@ -55,7 +56,8 @@ def check_command(command: list[str]) -> None:
 def prepare_output(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"output {out} exists and is not a directory; choose another -o")
-    existing = [*out.glob("*" + fmt.FILE_SUFFIX), *out.glob(fmt.RUN_FILE)] \
+    existing = [*out.glob("*" + fmt.FILE_SUFFIX), *out.glob(fmt.RUN_FILE),
+                *out.glob("*" + fmt.SAMPLES_SUFFIX)] \
         if out.is_dir() else []
     if existing:
         if not force:
@@ -69,13 +71,15 @@ def prepare_output(out: Path, force: bool) -> None:
         raise UsageError(f"cannot create output directory {out}: {e.strerror}") from None
 
 
-def profile(command: list[str], rec: Recording, force: bool = False) -> ProfiledRun:
+def profile(command: list[str], rec: Recording, force: bool = False,
+            sample_hz: float | None = None) -> ProfiledRun:
     """Run ``command`` profiled into ``rec.output_dir``; returns when it and every
     process it started have exited, or a deadline after it exited has passed
     (:mod:`rlscope.launch.descendants`; run.json's ``descendants`` says which).
 
     SIGINT is left to the command (a terminal sends it to the whole process group);
-    SIGTERM and SIGHUP are forwarded to it.
+    SIGTERM and SIGHUP are forwarded to it. ``sample_hz``: run the utilisation sampler
+    (:mod:`rlscope.launch.sampler`) at that rate while the command runs.
     """
     check_command(command)
     out = Path(rec.output_dir)
@@ -101,17 +105,21 @@ def profile(command: list[str], rec: Recording, force: bool = False) -> Profiled
         raise UsageError(f"cannot run {command[0]}: {e.strerror}") from None
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     found = descendants.Descendants()
+    sampler = _start_sampler(rec.output_dir, sample_hz, before)
     try:
         returncode = proc.wait()
         if reaper:  # orphans of the command are ours now: wait for them too
             n = len(interrupted)
             found = descendants.reap(_wait_s(), before, stop=lambda: len(interrupted) > n)
     finally:
+        summary = sampler.stop() if sampler is not None else None
         if reaper:
             descendants.set_subreaper(False)
         for s, h in old.items():
             signal.signal(s, h)
     finish_run_metadata(meta, returncode, interrupted)
+    if summary is not None:
+        meta["sampler"] = summary.as_json()
     meta["descendants"] = found.as_json()
     # CPU time of the whole process tree: the command, and every descendant reaped by
     # its parent or, orphaned, by rls-prof.
@@ -119,7 +127,23 @@ def profile(command: list[str], rec: Recording, force: bool = False) -> Profiled
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
     cuda = [f for f in files if f.name.startswith("cuda.")]
-    return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda)
+    return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda,
+                       summary)
+
+
+def _start_sampler(output_dir: str, hz: float | None, before: set[int]) -> Any:
+    """The utilisation sampler, started (None when off or when it cannot open its file:
+    sampling never stops a run)."""
+    if not hz:
+        return None
+    from rlscope.launch.sampler import Sampler
+
+    sampler = Sampler(output_dir, hz, before)
+    try:
+        sampler.start()
+    except OSError:
+        return None
+    return sampler
 
 
 def _children_cpu_s() -> float:
