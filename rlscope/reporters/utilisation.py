@@ -67,3 +67,53 @@ def to_dict(a: Analysis) -> dict[str, Any] | None:
     return {"interval_s": s.interval_ns / 1e9, "gpu_status": s.gpu_status,
             "gpus": s.gpus, "sampler_cpu_s": s.sampler_cpu_ns / 1e9,
             "rows": json.loads(df.to_json(orient="records"))}
+
+
+def figure(a: Analysis) -> Any:
+    """CPU and GPU over time: sampled (solid) against rlscope's measurements (dashed).
+    Top: each process's CPU % (of one core) by /proc and in rlscope's CPU categories;
+    bottom (when the run used or sampled a GPU): NVML's utilisation per device and each
+    process's GPU time in kernels/copies per 0.1 s. None when the run was not sampled."""
+    from rlscope.analysis import utilisation as U
+    from rlscope.reporters.plots import pyplot
+
+    if a.samples is None:
+        return None
+    ts = a.utilisation_over_time()
+    gpu = ts[ts["series"].isin([U.GPU_UTIL, U.GPU_BUSY])]
+    plt = pyplot()
+    rows = 2 if len(gpu) else 1
+    fig, axes = plt.subplots(rows, 1, figsize=(9, 2.6 * rows + 0.6), sharex=True,
+                             squeeze=False)
+    names = {r.pid: f"{r.process} ({r.pid})" for r in a.processes().itertuples()}
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ax = axes[0][0]
+    for i, pid in enumerate(sorted(names)):
+        c = colours[i % len(colours)]
+        for series, style in ((U.PROC_CPU, "-"), (U.RLSCOPE_CPU, "--")):
+            d = ts[(ts["series"] == series) & (ts["pid"] == pid)]
+            if len(d):
+                how = "sampled" if series == U.PROC_CPU else "rlscope categories"
+                ax.plot(d["time_s"], d["value"], style, color=c, lw=1,
+                        label=f"{names[pid]}: {how}")
+    ax.set_ylabel("CPU % of one core")
+    ax.set_title("CPU and GPU utilisation: sampled (solid) vs measured by rlscope (dashed)")
+    ax.legend(loc="upper right", fontsize=7, frameon=False)
+    if rows == 2:
+        ax = axes[1][0]
+        for i, d in enumerate(sorted(set(gpu["key"]))):
+            c = colours[i % len(colours)]
+            u = gpu[(gpu["series"] == U.GPU_UTIL) & (gpu["key"] == d)]
+            if len(u):
+                ax.plot(u["time_s"], u["value"], "-", color=c, lw=1,
+                        label=f"GPU {d}: NVML utilisation")
+            b = gpu[(gpu["series"] == U.GPU_BUSY) & (gpu["key"] == d)]
+            for pid, g in b.groupby("pid"):
+                ax.plot(g["time_s"], g["value"], "--", color=c, lw=1,
+                        label=f"GPU {d}: kernels+copies of {names.get(int(pid), pid)}")
+        ax.set_ylabel("GPU %")
+        ax.set_ylim(0, 105)
+        ax.legend(loc="upper right", fontsize=7, frameon=False)
+    axes[-1][0].set_xlabel("time (s)")
+    fig.tight_layout()
+    return fig

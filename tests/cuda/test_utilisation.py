@@ -97,3 +97,12 @@ def test_timeline_counters_and_flows(run_dir, tmp_path: Path):
     ends = [e for e in events if e.get("ph") == "f"]
     assert len(starts) == len(ends) == info["kernels"]
     assert {e["id"] for e in starts} == {e["id"] for e in ends}
+
+
+def test_plot_draws_utilisation_over_time(run_dir, tmp_path: Path):
+    pytest.importorskip("matplotlib")
+    out, _, _ = run_dir
+    r = run_tool("rls-analyze", "plot", str(out), "-o", str(tmp_path), "--format", "svg")
+    assert r.returncode == 0, r.stderr
+    svg = (tmp_path / "utilisation.svg").read_text()
+    assert "GPU 0: NVML utilisation" in svg and "rlscope categories" in svg
