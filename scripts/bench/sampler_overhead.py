@@ -1,11 +1,13 @@
 """What rls-prof's utilisation sampler costs.
 
     python scripts/bench/sampler_overhead.py [--rounds 10] [--seconds 3] [--hz 10]
+                                             [--nvml fake|real|none]
 
 1. Its own CPU time, as a share of one core: the sampler (rlscope.launch.sampler, the
    thread rls-prof runs) samples a run of 1 and of 8 processes (children that sleep) for
-   ``--seconds`` at ``--hz``, with the fake libnvidia-ml of tests/cuda (one GPU) when a
-   C compiler is there; its thread CPU time over wall time, median over rounds.
+   ``--seconds`` at ``--hz``, reading GPUs through the fake libnvidia-ml of tests/cuda
+   (one GPU; the default, when a C compiler is there), the driver's (``--nvml real``, on
+   a GPU machine) or none; its thread CPU time over wall time, median over rounds.
 2. Inflation: a fixed CPU-bound Python loop (timed inside the workload) under
    ``rls-prof --no-sample`` and under ``rls-prof`` (sampling at ``--hz``), interleaved
    (order alternating per round); the median of per-round ratios sampled / not sampled.
@@ -84,10 +86,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--hz", type=float, default=10.0)
     ap.add_argument("--iters", type=int, default=20_000_000)
+    ap.add_argument("--nvml", choices=["fake", "real", "none"], default="fake")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        nvml = fake_nvml(tmp)
-        print(f"GPU readings: {'fake libnvidia-ml (1 GPU)' if nvml else 'none (no compiler)'}")
+        if a.nvml == "real":
+            from rlscope.launch.nvml import LIBRARY as nvml
+        else:
+            nvml = fake_nvml(tmp) if a.nvml == "fake" else os.path.join(tmp, "none.so")
+        print(f"GPU readings: {a.nvml} ({nvml})")
         cost: dict[int, list[float]] = {1: [], 8: []}
         ratios: list[float] = []
         for r in range(a.rounds):
