@@ -131,12 +131,21 @@ class Summary:
     gpu_status: str = ""  # why GPUs were not sampled; "" when they were
     cpu_s: float = 0.0  # the sampler thread's own CPU time
     wall_s: float = 0.0
+    # Of which the start: loading NVML and the first tick (which reads every process's
+    # stat once); the rest is the steady per-tick cost.
+    start_cpu_s: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {"file": os.path.basename(self.path), "hz": self.hz, "ticks": self.ticks,
                 "processes": self.processes, "cores": self.cores, "gpus": self.gpus,
                 "gpu_status": self.gpu_status, "cpu_s": round(self.cpu_s, 6),
-                "wall_s": round(self.wall_s, 3)}
+                "start_cpu_s": round(self.start_cpu_s, 6), "wall_s": round(self.wall_s, 3)}
+
+    @property
+    def steady_core_pct(self) -> float:
+        """CPU share of one core after the start, per wall time (the sampler's rate)."""
+        ticks = max(self.ticks - 1, 1)
+        return 100 * (self.cpu_s - self.start_cpu_s) / max(ticks / self.hz, 1e-9)
 
 
 @dataclass
@@ -220,6 +229,8 @@ class Sampler:
             while True:
                 self._tick()
                 self._cpu_ns = time.thread_time_ns() - c0
+                if self.summary.ticks == 1:
+                    self.summary.start_cpu_s = self._cpu_ns / 1e9
                 now = time.monotonic_ns()
                 if now - last_flush >= FLUSH_S * 1e9:
                     self._flush()

@@ -3,8 +3,10 @@
     python scripts/bench/sampler_overhead.py [--rounds 10] [--seconds 3] [--hz 10]
                                              [--nvml fake|real|none]
 
-1. Its own CPU time, as a share of one core: the sampler (rlscope.launch.sampler, the
-   thread rls-prof runs) samples a run of 1 and of 8 processes (children that sleep) for
+1. Its own CPU time, as a share of one core at the steady rate (after its start: loading
+   NVML and a first tick that reads every process once, reported apart, in ms): the
+   sampler (rlscope.launch.sampler, the thread rls-prof runs) samples a run of 1 and of
+   8 processes (children that sleep) for
    ``--seconds`` at ``--hz``, reading GPUs through the fake libnvidia-ml of tests/cuda
    (one GPU; the default, when a C compiler is there), the driver's (``--nvml real``, on
    a GPU machine) or none; its thread CPU time over wall time, median over rounds.
@@ -14,7 +16,8 @@
 
 Last line:
 
-    RESULT sampler_core_pct=<1 process> sampler_core_pct_8proc=<8 processes> inflation=<ratio>
+    RESULT sampler_core_pct=<1 process> sampler_core_pct_8proc=<8 processes>
+           sampler_start_ms=<start> inflation=<ratio>
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ def fake_nvml(tmp: str) -> str | None:
         return None
 
 
-def sampler_cost(n_procs: int, seconds: float, hz: float, out: str, nvml: str | None) -> float:
-    """% of one core the sampler thread used while sampling n_procs processes."""
+def sampler_cost(n_procs: int, seconds: float, hz: float, out: str, nvml: str | None
+                 ) -> tuple[float, float]:
+    """(% of one core the sampler thread used at its steady rate while sampling n_procs
+    processes, ms of CPU its start took)."""
     from rlscope.launch.descendants import children
     from rlscope.launch.sampler import Sampler
 
@@ -67,7 +72,7 @@ def sampler_cost(n_procs: int, seconds: float, hz: float, out: str, nvml: str | 
             k.kill()
             k.wait()
     assert summary.processes == n_procs, summary
-    return 100 * summary.cpu_s / summary.wall_s
+    return summary.steady_core_pct, 1e3 * summary.start_cpu_s
 
 
 def loop_s(sample: bool, hz: float, iters: int, out: str) -> float:
@@ -95,12 +100,15 @@ def main() -> None:
             nvml = fake_nvml(tmp) if a.nvml == "fake" else os.path.join(tmp, "none.so")
         print(f"GPU readings: {a.nvml} ({nvml})")
         cost: dict[int, list[float]] = {1: [], 8: []}
+        start_ms: list[float] = []
         ratios: list[float] = []
         for r in range(a.rounds):
             for n in cost:
                 d = os.path.join(tmp, f"s{r}-{n}")
                 os.makedirs(d)
-                cost[n].append(sampler_cost(n, a.seconds, a.hz, d, nvml))
+                pct, ms = sampler_cost(n, a.seconds, a.hz, d, nvml)
+                cost[n].append(pct)
+                start_ms.append(ms)
             order = [False, True] if r % 2 == 0 else [True, False]
             t = {s: loop_s(s, a.hz, a.iters, os.path.join(tmp, f"l{r}-{s}")) for s in order}
             ratios.append(t[True] / t[False])
@@ -110,10 +118,11 @@ def main() -> None:
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     c1, c8, infl = (statistics.median(cost[1]), statistics.median(cost[8]),
                     statistics.median(ratios))
-    print(f"sampler at {a.hz:g} Hz: {c1:.3f}% of a core (1 process), {c8:.3f}% (8 processes)")
+    print(f"sampler at {a.hz:g} Hz: {c1:.3f}% of a core (1 process), {c8:.3f}% (8 processes); "
+          f"start {statistics.median(start_ms):.1f} ms CPU")
     print(f"loop inflation by sampling: {infl:.4f} (quartiles {q[0]:.4f} / {q[2]:.4f})")
     print(f"RESULT sampler_core_pct={c1:.3f} sampler_core_pct_8proc={c8:.3f} "
-          f"inflation={infl:.4f}")
+          f"sampler_start_ms={statistics.median(start_ms):.1f} inflation={infl:.4f}")
 
 
 if __name__ == "__main__":
