@@ -26,7 +26,12 @@ def lines(a: Analysis) -> list[str]:
     if s is None:
         return []
     df = a.utilisation()
-    df = df[df["wall_s"] > 0]
+    # Idle helpers (forkserver, resource tracker, ...) are folded in the report: here too.
+    from rlscope.reporters.processes import folded_indices
+
+    procs = a.processes()
+    folded = {int(procs.iloc[i]["pid"]) for i in folded_indices(a)}
+    df = df[(df["wall_s"] > 0) & ~df["pid"].isin(folded)]
     if not len(df):
         return []
     hz = 1e9 / s.interval_ns if s.interval_ns else float("nan")
