@@ -118,7 +118,7 @@ def _gpu_busy_counters(p: ProcessTrace, t0: int) -> Iterator[dict[str, Any]]:
     devices = sorted(truth.bins)
     n = len(truth.bins[devices[0]])
     ts = _us(lo + (np.arange(n) + 0.5) * BIN_NS, t0)
-    values = {d: (100 * truth.bins[d] / BIN_NS).round(3).tolist() for d in devices}
+    values = {d: (100 * truth.bins[d] / BIN_NS).round(6).tolist() for d in devices}
     for k in range(n):
         yield {"ph": "C", "pid": p.pid, "name": U.GPU_BUSY, "ts": ts[k],
                "args": {f"GPU {d}": values[d][k] for d in devices}}
