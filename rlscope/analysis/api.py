@@ -14,8 +14,10 @@ from rlscope.analysis import categories as C
 from rlscope.analysis import multiprocess
 from rlscope.analysis.overlap import ProcessResult, analyze_process
 from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
+from rlscope.analysis.utilisation import GpuTruth, gpu_truth
 from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
+from rlscope.trace.samples import Samples
 
 # "session" (docs/rls-analyze.md) comes last in every table: columns added later go at
 # the end, so CSV readers keep their positions.
@@ -37,6 +39,7 @@ class _ProcessMeta:
     session: int = 0  # see assign_sessions
     torn_bytes: int = 0  # a torn last record: lost
     file: str = ""  # the trace file's name
+    gpu_truth: GpuTruth | None = None  # the process's CUPTI GPU time, reduced
 
 
 def load(directory: str | os.PathLike[str],
@@ -78,9 +81,19 @@ def load(directory: str | os.PathLike[str],
     metas = [_ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
                           s.trace.header.recorder, s.complete, s.events, s.trace.metadata,
                           s.trace.progress, s.trace.header, torn_bytes=s.trace.torn_bytes,
-                          file=s.trace.path.name) for s in scanned]
+                          file=s.trace.path.name, gpu_truth=_truth(s.trace.gpu, r))
+             for s, r in zip(scanned, results, strict=True)]
     warnings = [w for s in scanned for w in s.trace.warnings]
-    return Analysis(str(d), run, results, metas, paths, phases, warnings)
+    from rlscope.trace.samples_reader import read_samples, sample_files
+
+    samples = read_samples(sample_files(d))
+    if samples is not None:
+        warnings += samples.warnings
+    return Analysis(str(d), run, results, metas, paths, phases, warnings, samples)
+
+
+def _truth(gpu: Any, r: ProcessResult) -> GpuTruth | None:
+    return gpu_truth(gpu, r.span, r.phase_times, r.phase_ids) if len(gpu) else None
 
 
 def assign_sessions(pids: Sequence[int]) -> list[int]:
@@ -116,9 +129,9 @@ def analyze(trace: Trace, progress: Callable[[int], None] | None = None,
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,
                                   p.progress, p.header, torn_bytes=p.torn_bytes,
-                                  file=p.path.name))
+                                  file=p.path.name, gpu_truth=_truth(p.gpu, results[-1])))
     return Analysis(str(trace.directory), trace.run, results, metas, paths, phases,
-                    trace.warnings)
+                    trace.warnings, trace.samples)
 
 
 class Analysis:
@@ -126,8 +139,9 @@ class Analysis:
 
     def __init__(self, directory: str, run: dict[str, Any], results: list[ProcessResult],
                  metas: list[_ProcessMeta], paths: PathTable, phases: NameTable,
-                 warnings: list[str]) -> None:
+                 warnings: list[str], samples: Samples | None = None) -> None:
         self.directory = directory
+        self.samples = samples  # rls-prof's utilisation samples (None: not sampled)
         self.run = run
         self.results = results
         self._metas = metas
@@ -339,6 +353,44 @@ class Analysis:
         cols = ["pid", "thread", "phase", "operation", "category", "stream", "count",
                 "seconds", "session"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+    # -- sampled utilisation (docs/analysis.md#utilisation) ----------------------------
+    def utilisation(self) -> pd.DataFrame:
+        """Per process and phase: wall seconds; the process's CPU utilisation sampled by
+        rls-prof (cpu_samples, sampled_cpu_pct: mean, % of one core; sampled_cpu_s) next
+        to the time its threads spent in rlscope's CPU categories (rlscope_cpu_s,
+        rlscope_cpu_pct: of the phase's wall time, summed over threads); and, for a
+        process that ran GPU work, over the devices it used (gpu_devices): NVML's view
+        (gpu_samples, sampled_gpu_busy_pct: share of samples with utilisation > 0,
+        sampled_gpu_util_pct: mean utilisation) next to its GPU time in kernels and
+        copies recorded by CUPTI (rlscope_gpu_s, rlscope_gpu_pct: of wall x devices).
+        NVML's readings are device-wide (other processes on the GPU count too)."""
+        from rlscope.analysis import categories as C
+        from rlscope.analysis.utilisation import contrast, contrast_frame
+
+        b = self.breakdown(by=("pid", "phase", "category", "region"))
+        cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]
+        b = b[b["category"].isin(cpu_names) & (b["region"] != C.REGION_NAMES[C.GPU_ONLY])]
+        cpu = b.groupby(["pid", "phase"])["seconds"].sum()
+        rows: list[dict[str, Any]] = []
+        for r, m in zip(self.results, self._metas, strict=True):
+            mine = cpu.loc[r.pid] if r.pid in cpu.index.get_level_values(0) else pd.Series()
+            rows += contrast(r.pid, r.process, r.span, r.phase_times, r.phase_ids,
+                             self.phases.names, mine.to_dict(), m.gpu_truth, self.samples)
+        return contrast_frame(rows)
+
+    def utilisation_over_time(self) -> pd.DataFrame:
+        """Sampled and rlscope series over time, one long table (time_s from the first
+        process's start, series, pid, key, value): per process CPU % and RSS (sampled),
+        CPU % in rlscope's categories (0.1 s bins), per core CPU %, per GPU NVML
+        utilisation %, memory and SM clock, and each process's GPU busy % in kernels and
+        copies (rlscope, 0.1 s bins). Series names: rlscope.analysis.utilisation."""
+        from rlscope.analysis.utilisation import over_time
+
+        t0 = min((r.span[0] for r in self.results), default=0)
+        return over_time(t0, self.samples, [(r.pid, r.span[0], r.cpu_bins, m.gpu_truth)
+                                            for r, m in zip(self.results, self._metas,
+                                                            strict=True)])
 
     # -- progress ----------------------------------------------------------------------
     def iterations(self) -> pd.DataFrame:

@@ -42,6 +42,7 @@ from rlscope.analysis.threadstate import (
     phase_changes,
     thread_state,
 )
+from rlscope.analysis.timebins import TimeBins
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 
@@ -81,6 +82,12 @@ class ProcessResult:
     regions_ns: np.ndarray  # int64 [N_REGIONS]: process-wide partition, instants once
     covered_ns: int
     warnings: list[str] = field(default_factory=list)
+    # The main thread's phase changes (times, phase ids: the phase from that time on).
+    phase_times: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    phase_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    # CPU time by rlscope's categories (threads active, not waiting), summed over threads,
+    # per timebins.BIN_NS bin from span[0]: the "over time" view of the breakdown.
+    cpu_bins: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 class _ThreadEvents:
@@ -167,6 +174,7 @@ class ProcessAnalyzer:
             if len(t):  # a CUDA-only process (e.g. a C++ program): no main thread
                 span = info.span = ProcessSpan(int(t.min()), int(t.max()), -1)
         self.span, self.main = span, span.main_thread
+        self.cpu_bins = TimeBins(span.start_ns, span.end_ns)
         self.api_thread, wait, self.extra = api_threads(p)
         api = p.api_calls
         self.api_events: dict[int, list] = {}
@@ -298,6 +306,7 @@ class ProcessAnalyzer:
                                                  self.g_index.get(t), bottom, top)
         cols, sums = aggregate_keys(key, sizes, dur)
         del key
+        self.cpu_bins.add(b, dur, busy)
         self._rows.append([np.full(len(sums), t, np.int64), *cols, sums])
         if len(b):
             self._activity.append((*runs(b, dur, act), *runs(b, dur, busy)))
@@ -364,7 +373,8 @@ class ProcessAnalyzer:
         return ProcessResult(
             p.pid, p.header.process_name, (self.span.start_ns, self.span.end_ns), threads,
             keys[0], keys[1], keys[2], keys[3], keys[4], ns, count_rows, count_n, gpu_rows,
-            regions, covered, list(p.warnings))
+            regions, covered, list(p.warnings), self.info.main_phase_times,
+            self.info.main_phase_ids, self.cpu_bins.ns)
 
 
 def _by_thread(ev: Events) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -193,19 +193,29 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
 @click.option("--format", "formats", type=click.Choice(["png", "svg"]), multiple=True,
               default=("png", "svg"), show_default=True, help="Image formats (repeatable).")
 def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None:
-    """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API) and
-    transitions per operation call, as PNG and SVG."""
+    """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API),
+    transitions per operation call, and (when rls-prof sampled the run) CPU and GPU
+    utilisation over time, sampled vs measured, as PNG and SVG."""
     from rlscope.reporters import plots
 
     a = _analysis(directory)
     out = output or directory / "plots"
     _make_dir(out)
-    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory)]:
+    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory),
+                      *_utilisation_figure(a)]:
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
             _save(fig, path)
             click.echo(str(path))
         plots.pyplot().close(fig)
+
+
+def _utilisation_figure(a: Analysis) -> list[tuple[str, Any]]:
+    """Sampled vs measured CPU and GPU over time, when rls-prof sampled the run."""
+    from rlscope.reporters import utilisation
+
+    fig = utilisation.figure(a)
+    return [("utilisation", fig)] if fig is not None else []
 
 
 def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:

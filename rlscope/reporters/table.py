@@ -14,6 +14,7 @@ import pandas as pd
 from rlscope.analysis import Analysis
 from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
 from rlscope.reporters import processes
+from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.trace.argv import shell_line
 
@@ -128,6 +129,7 @@ def render_text(a: Analysis) -> str:
                             for c, h in transitions)
             lines.append(f"  Transitions from Python per timestep: {per}")
     lines.extend(processes.folded_lines(a))
+    lines.extend(util_report.lines(a))
     lines.append("")
     lines.append("Wall: time inside the operation, nested operations included. Self: "
                  "excluding them. %: of the process's wall time.")
@@ -158,9 +160,14 @@ def render(a: Analysis, fmt: str) -> str:
         return json.dumps({"run": a.run, "processes": _records(a.processes()),
                            "operations": _records(df),
                            "extrapolation": _records(a.extrapolation()),
-                           **processes.json_sections(a),
+                           **processes.json_sections(a), **_utilisation_json(a),
                            "warnings": a.warnings}, indent=2)
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def _utilisation_json(a: Analysis) -> dict[str, Any]:
+    section = util_report.to_dict(a)
+    return {} if section is None else {"utilisation": section}
 
 
 def render_frame(df: pd.DataFrame, fmt: str) -> str:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from rlscope.analysis.slices import nest
 from rlscope.analysis.synthetic import process_trace
@@ -65,7 +66,11 @@ def test_structure_all_events_and_no_overlap():
     assert by["MainThread: CUDA API"] == ["cudaLaunchKernel", "cudaMemcpyAsync"]
     assert by["thread-1: CUDA API"] == ["cudaLaunchKernel"]
     assert by["GPU 0 stream 1"] == ["kernel", "kernel"] and by["GPU 0 stream 2"] == ["memcpy"]
-    assert sum(e["ph"] == "C" for e in ev) == 1
+    assert sum(e["ph"] == "C" and e["name"] == "timesteps" for e in ev) == 1
+    # rlscope's GPU busy counter (0.1 s bins: one here) and one launch flow per GPU record.
+    (busy,) = [e for e in ev if e["ph"] == "C" and e["name"].startswith("GPU busy")]
+    assert busy["args"] == {"GPU 0": pytest.approx(100 * 30 / 1e8)}  # 30 ns (union) of 0.1 s
+    assert sum(e["ph"] == "s" for e in ev) == sum(e["ph"] == "f" for e in ev) == 3
     ops = {e["name"]: e for e in tracks["MainThread: operations"]}
     assert ops["a"]["ts"] == 0.01 and ops["a"]["dur"] == 0.08  # µs, from the first event
     assert ops["open"]["dur"] == 0.005  # unclosed: runs to the process end
