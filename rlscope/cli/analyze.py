@@ -152,6 +152,11 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None
             _save(fig, path)
             click.echo(str(path))
         plots.pyplot().close(fig)
+    skipped = sorted(set(a.processes()["pid"]) - set(plots.plotted_processes(a)["pid"]))
+    if skipped:
+        click.echo(f"rls-analyze: no figures for {len(skipped)} process(es) with nothing to "
+                   f"show (idle helpers: no operation, call or GPU work): "
+                   f"{' '.join(map(str, skipped))}", err=True)
 
 
 def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
@@ -247,7 +252,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> N
     click.echo(cmp.render(df, names, fmt))
     if plot_to is not None:
         _make_dir(plot_to.parent)
-        fig = cmp.figure(df, names)
+        fig = cmp.figure(df, names, by)
         _save(fig, plot_to)
         plots.pyplot().close(fig)
         click.echo(str(plot_to), err=True)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import Analysis
+from rlscope.analysis.paths import UNANNOTATED
 from rlscope.reporters.table import to_markdown
 
 COLUMNS = ["key", "run", "repetitions", "mean_s", "std_s", "delta_s", "delta_pct",
@@ -23,9 +24,11 @@ def run_label(dirs: list[Path]) -> str:
 
 
 def _seconds(a: Analysis, by: str) -> pd.Series:
-    if by == "operation":
+    if by == "operation":  # in the report's row order, unannotated last
         ops = a.operations()
-        return ops.groupby("operation", sort=False)["self_s"].sum()
+        s = ops.groupby("operation", sort=False)["self_s"].sum()
+        return s.reindex([k for k in s.index if k != UNANNOTATED]
+                         + [k for k in s.index if k == UNANNOTATED])
     bd = a.breakdown(by=("category",))
     return bd.set_index("category")["seconds"]
 
@@ -110,27 +113,33 @@ def _wide(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def figure(df: pd.DataFrame, names: list[str]) -> Any:
-    """Grouped bars of the comparison; the caller saves and closes it."""
-    from rlscope.reporters.plots import pyplot
+def figure(df: pd.DataFrame, names: list[str], by: str = "operation") -> Any:
+    """Grouped horizontal bars of the comparison, one row per operation (full path) or
+    category in the table's order; the caller saves and closes it."""
+    from rlscope.reporters.plots import RUN_COLOURS, pyplot, row_labels
 
     plt = pyplot()
     keys = list(dict.fromkeys(df["key"]))
-    width = min(16.0, max(5.5, 0.35 * len(keys) * len(names) + 2.5))
-    fig, ax = plt.subplots(figsize=(width, 3.4), constrained_layout=True)
-    x = np.arange(len(keys))
-    w = 0.8 / len(names)
-    colours = plt.get_cmap("tab10").colors
+    n = len(keys)
+    height = max(2.6, (0.22 * len(names) + 0.12) * n + 1.9)
+    fig, ax = plt.subplots(figsize=(9.0, height), constrained_layout=True)
+    y = np.arange(n)
+    h = 0.8 / len(names)
     for i, name in enumerate(names):
         g = df[df["run"] == name].set_index("key").reindex(keys)
         err = g["std_s"].fillna(0.0).to_numpy()
-        ax.bar(x + (i - (len(names) - 1) / 2) * w, g["mean_s"].to_numpy(), w,
-               yerr=err if err.any() else None, capsize=2, color=colours[i % 10], label=name,
-               error_kw={"linewidth": 0.8})
-    ax.set_xticks(x, [k.split(" > ")[-1] for k in keys], rotation=30, ha="right")
-    ax.set_ylabel("Time (s)")
-    ax.grid(axis="y", linewidth=0.4, alpha=0.5)
+        ax.barh(y + (i - (len(names) - 1) / 2) * h, g["mean_s"].to_numpy(), h,
+                xerr=err if err.any() else None, capsize=2,
+                color=RUN_COLOURS[i % len(RUN_COLOURS)], label=name,
+                error_kw={"linewidth": 0.8})
+    ax.set_yticks(y, row_labels([str(k) for k in keys]))
+    ax.set_ylim(n - 0.5, -0.5)
+    what = ("Self time (s): nested operations excluded, summed over processes and phases"
+            if by == "operation" else "Time (s) per category, summed over processes")
+    reps = df["repetitions"].max() > 1 if len(df) else False
+    ax.set_xlabel(what + ("; mean ± standard deviation over repetitions" if reps else ""))
+    ax.grid(axis="x", linewidth=0.4, alpha=0.5)
     ax.set_axisbelow(True)
-    ax.legend(frameon=False)
+    fig.legend(loc="outside lower center", ncols=min(len(names), 4), frameon=False)
     ax.set_title("Run comparison")
     return fig
