@@ -247,7 +247,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> N
     if any(not g for g in groups):
         raise click.UsageError("empty run name")
     analyses = [[_analysis(d) for d in g] for g in groups]
-    names = [cmp.run_label(g) for g in groups]
+    names = cmp.unique_labels([cmp.run_label(g) for g in groups])
     df = cmp.compare(analyses, names, by)
     click.echo(cmp.render(df, names, fmt))
     if plot_to is not None:

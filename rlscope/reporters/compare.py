@@ -23,6 +23,17 @@ def run_label(dirs: list[Path]) -> str:
     return name if len(dirs) == 1 else f"{name} (x{len(dirs)})"
 
 
+def unique_labels(names: list[str]) -> list[str]:
+    """Run labels, a repeated one numbered (the same directory given twice)."""
+    out: list[str] = []
+    for n in names:
+        label, k = n, 2
+        while label in out:
+            label, k = f"{n} #{k}", k + 1
+        out.append(label)
+    return out
+
+
 def _seconds(a: Analysis, by: str) -> pd.Series:
     if by == "operation":  # in the report's row order, unannotated last
         ops = a.operations()
@@ -121,7 +132,7 @@ def figure(df: pd.DataFrame, names: list[str], by: str = "operation") -> Any:
     plt = pyplot()
     keys = list(dict.fromkeys(df["key"]))
     n = len(keys)
-    height = max(2.6, (0.22 * len(names) + 0.12) * n + 1.9)
+    height = max(2.6, (0.15 * len(names) + 0.1) * n + 2.0)
     fig, ax = plt.subplots(figsize=(9.0, height), constrained_layout=True)
     y = np.arange(n)
     h = 0.8 / len(names)
@@ -137,7 +148,8 @@ def figure(df: pd.DataFrame, names: list[str], by: str = "operation") -> Any:
     what = ("Self time (s): nested operations excluded, summed over processes and phases"
             if by == "operation" else "Time (s) per category, summed over processes")
     reps = df["repetitions"].max() > 1 if len(df) else False
-    ax.set_xlabel(what + ("; mean ± standard deviation over repetitions" if reps else ""))
+    ax.set_xlabel(what + ("\nmean ± standard deviation over each run's repetitions"
+                          if reps else ""))
     ax.grid(axis="x", linewidth=0.4, alpha=0.5)
     ax.set_axisbelow(True)
     fig.legend(loc="outside lower center", ncols=min(len(names), 4), frameon=False)

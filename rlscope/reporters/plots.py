@@ -128,6 +128,15 @@ def _time_unit(largest_s: float) -> tuple[float, str]:
     return 1e6, "µs"
 
 
+def _num(v: float) -> str:
+    """3 significant digits, never in exponent notation."""
+    if v == 0:
+        return "0"
+    if v < 0.001:
+        return "<0.001"
+    return f"{v:.3g}" if v < 1000 else f"{v:,.0f}"
+
+
 def _height(rows: int) -> float:
     return max(2.6, 0.3 * rows + 1.9)
 
@@ -177,7 +186,7 @@ def breakdown_figure(a: Analysis, pid: int, title: str):
     top = float(max(walls.max(), selfs.max())) if n else 1.0
     for yi, s, w in zip(y, selfs, walls, strict=True):
         share = 100 * s / scale / covered if covered > 0 else 0.0
-        text = f"{s:.3g} ({share:.1f}%)" + (f", wall {w:.3g}" if w > s * 1.0005 else "")
+        text = f"{_num(s)} ({share:.1f}%)" + (f", wall {_num(w)}" if w > s * 1.0005 else "")
         ax0.annotate(text, (max(s, w), yi), va="center", ha="left", fontsize=7,
                      xytext=(3, 0), textcoords="offset points")
     ax0.set_xlim(0, max(top * 1.35, 1e-9))

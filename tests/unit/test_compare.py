@@ -40,3 +40,9 @@ def test_plot(tmp_path: Path):
     df = cmp.compare([[run(1000, 500)], [run(2000, 500)]], ["x", "y"])
     cmp.figure(df, ["x", "y"]).savefig(tmp_path / "c.svg")
     assert (tmp_path / "c.svg").stat().st_size > 1000
+
+
+def test_the_same_run_twice_gets_two_columns():
+    assert cmp.unique_labels(["a", "a", "b", "a"]) == ["a", "a #2", "b", "a #3"]
+    df = cmp.compare([[run(1000, 500)], [run(1000, 500)]], ["a", "a #2"])
+    assert "Δ a #2" in cmp.render(df, ["a", "a #2"], "text")
