@@ -13,7 +13,15 @@ import pandas as pd
 from rlscope.analysis import categories as C
 from rlscope.analysis import multiprocess
 from rlscope.analysis.overlap import ProcessResult, analyze_process
-from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
+from rlscope.analysis.paths import (
+    FIRST_OPERATION_ID,
+    STARTUP_ID,
+    STARTUP_IMPORTS_ID,
+    UNANNOTATED,
+    NameTable,
+    PathTable,
+)
+from rlscope.analysis.startup import without_imports
 from rlscope.analysis.utilisation import GpuTruth, gpu_truth
 from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
@@ -157,20 +165,33 @@ class Analysis:
 
     # -- per process -------------------------------------------------------------------
     def processes(self) -> pd.DataFrame:
-        """One row per process: recorded span, covered time and its region split."""
+        """One row per process: recorded span, covered time and its region split, and the
+        start-up (recording start to the first user event) with the imports in it."""
         rows = []
         for r, m in zip(self.results, self._metas, strict=True):
             rows.append({
                 "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
                 "complete": m.complete, "events": m.events, "file": m.file,
                 "torn_bytes": m.torn_bytes, "threads": len(r.threads),
-                "metadata": m.metadata,
+                "metadata": without_imports(m.metadata),
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
+                "startup_s": r.startup_ns / 1e9, "imports_s": r.imports_ns / 1e9,
                 "session": m.session,
             })
         return pd.DataFrame(rows)
+
+    def imports(self) -> pd.DataFrame:
+        """The timed imports of each process's start-up (outermost imports of the
+        recording thread, ``import torch`` with everything it imports), slowest first."""
+        rows = [{"pid": r.pid, "module": name, "seconds": ns / 1e9}
+                for r in self.results for name, ns in r.imports]
+        df = pd.DataFrame(rows, columns=["pid", "module", "seconds"])
+        order = {r.pid: i for i, r in enumerate(self.results)}
+        return (df.assign(_p=df["pid"].map(order))
+                .sort_values(["_p", "seconds"], ascending=[True, False], kind="stable")
+                .drop(columns="_p").reset_index(drop=True))
 
     def threads(self) -> pd.DataFrame:
         return pd.DataFrame([{"pid": r.pid, "thread": t.index, "tid": t.tid, "name": t.name,
@@ -250,7 +271,7 @@ class Analysis:
 
     # -- per operation -----------------------------------------------------------------
     def operations(self) -> pd.DataFrame:
-        """One row per (process, phase, operation path), in tree order, with:
+        """One row per (process, phase, operation path), in time order (below), with:
 
         calls; wall_s (inclusive of nested operations) and self_s (exclusive), both
         summed over threads; the self time split by category (python_s, backend_s,
@@ -259,6 +280,11 @@ class Analysis:
         simulator_calls, cuda_api_calls) and intercepted waits (wait_calls) made directly
         in the operation; shares of the
         process's covered time.
+
+        Rows: "(start-up)" (and its "imports") first; then the phases in the order they
+        first began, the operations outside phases where their first one began; within
+        each, operations depth-first, siblings in the order they first began, and
+        "(unannotated)" last. Figures use the same order.
         """
         fine = self._fine()
         cols = ["pid", "session", "phase", "path_id"]
@@ -298,17 +324,38 @@ class Analysis:
         wide["depth"] = [max(self.paths.depth[i], 0) for i in wide["path_id"]]
         order = {k: i for i, k in enumerate(meta)}
         wide["_p"] = [order[k] for k in keys]
-        wide["_tree"] = [self._tree_key(i) for i in wide["path_id"]]
-        phase_order = {n: (i == 0, i) for i, n in enumerate(self.phases.names)}
-        wide["_ph"] = wide["phase"].map(phase_order)  # first seen first, no phase last
-        wide = wide.sort_values(["_p", "_ph", "_tree"], kind="stable")
+        wide["_tree"] = [self._tree_key(meta[k].first_ns, int(i))
+                         for k, i in zip(keys, wide["path_id"], strict=True)]
+        wide["_ph"] = self._group_key(wide, [meta[k] for k in keys])
+        wide = wide.sort_values(["_p", "_ph", "phase", "_tree"], kind="stable")
         return wide[OPERATION_COLUMNS].reset_index(drop=True)
 
-    def _tree_key(self, pid: int) -> tuple[int, ...]:
-        # Unannotated last; otherwise depth-first in first-seen order.
-        if pid == 0:
-            return (1 << 30,)
-        return tuple(reversed(self.paths.ancestors(pid)))
+    def _tree_key(self, first: dict[int, int], path: int) -> tuple[tuple[int, int], ...]:
+        """Depth-first, siblings by first begin; the start-up first, unannotated last."""
+        if path == 0:
+            return ((_LAST, 0),)
+        return tuple((first.get(a, _LAST) if a >= FIRST_OPERATION_ID else -1, a)
+                     for a in reversed(self.paths.ancestors(path)))
+
+    def _group_key(self, wide: pd.DataFrame, rows: list[ProcessResult]) -> list[int]:
+        """Start-up rows first, then each phase at its first begin, the rows outside
+        phases at their first operation's begin (after the phases when they have none).
+        ``rows``: each row's process."""
+        phase_id = {n: i for i, n in enumerate(self.phases.names)}
+        no_phase: dict[int, int] = {}  # id(process) -> first begin outside phases
+        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
+            if not ph and i >= FIRST_OPERATION_ID:
+                t = r.first_ns.get(int(i), _LAST)
+                no_phase[id(r)] = min(no_phase.get(id(r), _LAST), t)
+        out = []
+        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
+            if i in (STARTUP_ID, STARTUP_IMPORTS_ID):
+                out.append(-1)
+            elif ph:
+                out.append(r.phase_first_ns.get(phase_id[ph], _LAST))
+            else:
+                out.append(no_phase.get(id(r), _LAST + 1))
+        return out
 
     def _add_ancestors(self, wide: pd.DataFrame) -> pd.DataFrame:
         """Rows for enclosing operations that have no time of their own in a phase."""
@@ -441,6 +488,9 @@ class Analysis:
         cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
                 "fraction_done", "estimated_total_s", "session"]
         return pd.DataFrame(rows, columns=cols)
+
+
+_LAST = 1 << 62  # sorts after every time
 
 
 def _header(m: _ProcessMeta) -> Header:

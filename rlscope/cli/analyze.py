@@ -208,6 +208,11 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None
             _save(fig, path)
             click.echo(str(path))
         plots.pyplot().close(fig)
+    skipped = sorted(set(a.processes()["pid"]) - set(plots.plotted_processes(a)["pid"]))
+    if skipped:
+        click.echo(f"rls-analyze: no figures for {len(skipped)} process(es) with nothing to "
+                   f"show (idle helpers: no operation, call or GPU work): "
+                   f"{' '.join(map(str, skipped))}", err=True)
 
 
 def _utilisation_figure(a: Analysis) -> list[tuple[str, Any]]:
@@ -325,7 +330,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     analyses = [[_analysis(d) for d in g] for g in groups]
-    names = list(labels) or [cmp.run_label(g) for g in groups]
+    names = list(labels) or cmp.unique_labels([cmp.run_label(g) for g in groups])
     if len(set(names)) != len(names):
         raise click.UsageError("two runs have the same name; name them with --name")
     for w in cmp.correction_warnings(analyses, names):
@@ -334,7 +339,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
     click.echo(cmp.render(df, names, fmt, per_timestep))
     if plot_to is not None:
         _make_dir(plot_to.parent)
-        fig = cmp.figure(df, names, per_timestep)
+        fig = cmp.figure(df, names, by, per_timestep)
         _save(fig, plot_to)
         plots.pyplot().close(fig)
         click.echo(str(plot_to), err=True)

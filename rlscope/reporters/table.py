@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
+from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
 from rlscope.reporters import processes
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
@@ -60,11 +60,28 @@ def _extrapolation_line(row: pd.Series) -> str:
     return line
 
 
+def _startup_line(proc: pd.Series, imports: pd.DataFrame, top: int = 3) -> str | None:
+    """The start-up and its slowest imports, or None when the process has none."""
+    if not proc["startup_s"] > 0:
+        return None
+    share = 100 * proc["startup_s"] / max(proc["covered_s"], 1e-12)
+    line = (f"  Start-up (recording start to the first event): {_duration(proc['startup_s'])}"
+            f" ({share:.1f}% of the process)")
+    if proc["imports_s"] > 0:
+        slow = ", ".join(f"{r.module} {_duration(r.seconds)}"
+                         for r in imports.head(top).itertuples())
+        more = f", {len(imports) - top} more" if len(imports) > top else ""
+        line += f"; imports {_duration(proc['imports_s'])}: {slow}{more}"
+    return line
+
+
 def _duration(s: float) -> str:
     if s >= 3600:
         return f"{s / 3600:.2f} h"
     if s >= 60:
         return f"{s / 60:.1f} min"
+    if s < 0.1:
+        return f"{s * 1e3:.1f} ms"
     return f"{s:.2f} s"
 
 
@@ -79,7 +96,7 @@ def _row(cells: list[str], widths: list[int]) -> str:
 
 
 def render_text(a: Analysis) -> str:
-    ops, procs, extra = a.operations(), a.processes(), a.extrapolation()
+    ops, procs, extra, imports = a.operations(), a.processes(), a.extrapolation(), a.imports()
     lines = []
     run = a.run
     command = run.get("command")
@@ -101,6 +118,9 @@ def render_text(a: Analysis) -> str:
         ex = extra[(extra["pid"] == proc["pid"]) & (extra["session"] == proc["session"])]
         if len(ex):
             lines.append(_extrapolation_line(ex.iloc[0]))
+        startup = _startup_line(proc, imports[imports["pid"] == proc["pid"]])
+        if startup:
+            lines.append(startup)
         rows = ops[(ops["pid"] == proc["pid"]) & (ops["session"] == proc["session"])]
         splits = [(c, h) for c, h in _SPLITS if c in rows and rows[c].abs().sum() > 0
                   and not (c == "cpu_only_s" and not (rows["gpu_only_s"].sum()
@@ -113,7 +133,7 @@ def render_text(a: Analysis) -> str:
         body = []
         for r in rows.itertuples():
             op = "  " * int(r.depth) + r.operation.split(PATH_SEP)[-1]
-            calls = "-" if r.operation == UNANNOTATED else f"{r.calls:,}"
+            calls = "-" if r.operation in (UNANNOTATED, STARTUP) else f"{r.calls:,}"
             body.append([r.phase or "-", op, calls, f"{r.wall_s * scale:.3f}",
                          f"{r.wall_pct:.1f}", f"{r.self_s * scale:.3f}", f"{r.self_pct:.1f}",
                          *[f"{getattr(r, c) * scale:.3f}" for c, _ in splits],
@@ -133,6 +153,11 @@ def render_text(a: Analysis) -> str:
     lines.append("")
     lines.append("Wall: time inside the operation, nested operations included. Self: "
                  "excluding them. %: of the process's wall time.")
+    if (ops["operation"] == STARTUP).any():
+        lines.append("(start-up): the main thread from recording start to the process's "
+                     "first operation, phase, progress or env event (imports: the modules "
+                     "it imported then, calls = imports); (unannotated): outside "
+                     "operations afterwards.")
     if any(ops[c].abs().sum() > 0 for c in _GPU_COLS - {"cpu_only_s"}):
         lines.append("Python/Backend/Simulator/CUDA API/Waiting/GPU and CPU only/GPU only/"
                      "CPU+GPU split the self time (same unit).")

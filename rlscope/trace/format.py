@@ -78,6 +78,9 @@ META_SESSION = "rlscope.session"
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"
 META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env it serves
+# One outermost import on the recording thread (rlscope.launch.imports): the key is this
+# prefix and the module's name, the value [begin_ns, end_ns] (CLOCK_MONOTONIC).
+META_IMPORT_PREFIX = "rlscope.import:"
 VECTOR_ENV_INDEX = -1  # env index of a vector-level ENV event (all envs of a vector env)
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"
