@@ -23,10 +23,11 @@ from rlscope.annotate import (
     start,
     stop,
 )
-from rlscope.errors import RLScopeError
+from rlscope.errors import RLScopeError, RLScopeWarning
 
 __all__ = [
     "RLScopeError",
+    "RLScopeWarning",
     "__version__",
     "current_operations",
     "flush",

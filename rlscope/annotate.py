@@ -17,7 +17,7 @@ import sys
 import threading
 
 from rlscope._version import __version__
-from rlscope.errors import RLScopeError
+from rlscope.errors import RLScopeError, RLScopeWarning
 from rlscope.recorder import load_recorder
 from rlscope.trace import format as fmt
 
@@ -36,6 +36,11 @@ _lock = threading.Lock()
 # Called at every progress report, recording or not (calibration's chunk copies).
 _progress_hook: Callable[[], None] | None = None
 _annotations = True  # False: scopes are no-ops even while recording
+# The directory the rls-prof this process runs under holds (set at start-up): recording
+# into it is this run's own; into another live run's directory is refused.
+_launcher_dir: str | None = None
+_sessions = 0  # recordings started in this process (a forked child counts its own)
+_pop_warned = False  # a misplaced pop_operation was reported in this process
 
 
 class _NoopScope:
@@ -113,11 +118,29 @@ def push_operation(name: str) -> None:
 def pop_operation(name: str | None = None) -> None:
     """Close the innermost operation opened by :func:`push_operation` on this thread.
 
-    Raises :class:`RLScopeError` if nothing is open or ``name`` is not the innermost.
+    If nothing is open or ``name`` is not the innermost, nothing is recorded and nothing
+    changes, as without a recording: turning profiling on must not crash a job that
+    runs without it. The first such pop in a process warns (:class:`RLScopeWarning`,
+    with the open stack); later ones are ignored silently.
     """
     rec = _recorder
     if rec is not None:
-        rec.pop_operation(name)
+        try:
+            rec.pop_operation(name)
+        except RLScopeError as e:
+            _misplaced_pop(e)
+
+
+def _misplaced_pop(e: RLScopeError) -> None:
+    global _pop_warned
+    if _pop_warned:
+        return
+    _pop_warned = True
+    import warnings
+
+    # stacklevel 3: the caller of rlscope.pop_operation
+    warnings.warn(f"{e} (ignored, as without a recording; further misplaced pops in this "
+                  "process are ignored silently)", RLScopeWarning, stacklevel=3)
 
 
 def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
@@ -162,8 +185,12 @@ def output_dir() -> str | None:
 
 def start(output_dir: str | os.PathLike[str], recorder: str = "native",
           flush_interval_s: float = 0.5, max_buffer_bytes: int = 256 << 20) -> str:
-    """Start recording this process into ``output_dir``; returns the trace file's path."""
-    global _recorder, _output_dir
+    """Start recording this process into ``output_dir``; returns the trace file's path.
+
+    Each start/stop is a session with its own trace file (docs/rls-analyze.md). A
+    directory a running rls-prof holds is refused, unless this process runs under it.
+    """
+    global _recorder, _output_dir, _sessions
     with _lock:
         if _recorder is not None:
             raise RLScopeError(f"rlscope is already recording into {_output_dir}; "
@@ -175,6 +202,8 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
         if note:
             print(f"rlscope: {note}", file=sys.stderr)
         out = os.path.abspath(os.fspath(output_dir))
+        if out != _launcher_dir and os.path.exists(os.path.join(out, fmt.LOCK_FILE)):
+            _refuse_live_run(out)
         try:
             os.makedirs(out, exist_ok=True)
         except OSError as e:
@@ -183,6 +212,9 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
         path = fmt.trace_file_path(out)
         rec.start(path, list(getattr(sys, "orig_argv", sys.argv)), _process_name(),
                   __version__, float(flush_interval_s), int(max_buffer_bytes))
+        if _sessions:  # another session of this process: analysis keeps them apart
+            rec.metadata(fmt.META_SESSION, str(_sessions))
+        _sessions += 1
         _recorder, _output_dir = rec, out
         _use_recorder_factories()
         return path
@@ -208,10 +240,30 @@ def flush() -> None:
         rec.flush()
 
 
+def _refuse_live_run(out: str) -> None:
+    """A live rls-prof holds ``out``: this process's trace would join its run (and a
+    --force of the next run would delete it while it is written)."""
+    from rlscope.trace import rundir
+
+    holder = rundir.live_holder(out)
+    if holder is not None:
+        who = holder.describe() if holder.pid > 0 else "rls-prof"
+        raise RLScopeError(f"{out} is in use by a running {who}; record into another "
+                           "directory")
+
+
 def _process_name() -> str:
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
     if argv0 in ("", "-c", "-"):  # python -c / stdin / interactive
         return os.path.basename(sys.executable) + (f" {argv0}" if argv0 else "")
+    if argv0 == "-m":  # python -m, at start-up: runpy has not found the module yet
+        orig = list(getattr(sys, "orig_argv", ()))
+        for i, a in enumerate(orig[1:], 1):
+            if a == "-m" and i + 1 < len(orig):
+                return f"-m {orig[i + 1]}"
+            if a.startswith("-m") and len(a) > 2:
+                return f"-m {a[2:]}"
+        return os.path.basename(sys.executable) + " -m"
     return os.path.basename(argv0)
 
 
@@ -256,6 +308,13 @@ def active_recorder() -> Recorder | None:
     return _recorder
 
 
+def set_launcher_directory(path: str) -> None:
+    """This process runs under the rls-prof that holds ``path`` (rlscope.launch.autostart):
+    :func:`start` may record into it."""
+    global _launcher_dir
+    _launcher_dir = os.path.abspath(path)
+
+
 def set_progress_hook(hook: Callable[[], None] | None) -> None:
     """Call ``hook`` at every progress report, recording or not (calibration's chunk
     copies cut the run at progress reports)."""
@@ -289,9 +348,10 @@ def _use_native_when_idle() -> None:
 
 
 def _after_fork_child() -> None:
-    global _lock
+    global _lock, _sessions
     _lock = threading.Lock()  # another thread may have held it at fork
     rec = _recorder
+    _sessions = 1 if rec is not None else 0  # the child's own file is its first
     if rec is not None and _output_dir is not None:
         rec.after_fork_child(fmt.trace_file_path(_output_dir))
 

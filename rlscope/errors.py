@@ -11,3 +11,9 @@ class TraceError(RLScopeError):
 
 class UsageError(RLScopeError):
     """Bad command-line input."""
+
+
+class RLScopeWarning(UserWarning):
+    """Misuse of the annotation API that rlscope ignores, as it would without a recording
+    (a pop_operation with no matching push). ``warnings.simplefilter("error",
+    RLScopeWarning)`` turns it into an exception."""

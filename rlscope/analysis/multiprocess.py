@@ -11,7 +11,6 @@ fold them into one line.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,13 +22,15 @@ from rlscope.analysis.overlap import ProcessResult
 from rlscope.analysis.paths import PathTable
 from rlscope.analysis.proctimes import ProcessTimes, process_times, top_operations
 from rlscope.trace import format as fmt
+from rlscope.trace.argv import shell_line
 from rlscope.trace.data import Header
 
 PROCESS_COLUMNS = [
     "index", "depth", "pid", "ppid", "parent_index", "parent_in_run", "role", "role_label",
     "role_source", "env_index", "num_envs", "mp_name", "mp_target", "name", "command", "host",
     "start_s", "end_s", "wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s",
-    "operation_calls", "native_calls", "complete", "events", "idle_helper"]
+    "operation_calls", "native_calls", "complete", "events", "idle_helper", "session",
+    "continues"]
 SUMMARY_COLUMNS = ["role", "processes", "idle_helpers", "wall_s", "busy_s", "waiting_s",
                    "idle_s", "operations_s", "gpu_s", "busy_pct"]
 ROLE_OPERATION_COLUMNS = ["role", "operation", "processes", "calls", "wall_s"]
@@ -46,6 +47,7 @@ class ProcessEntry:
     complete: bool
     events: int
     progress_records: int
+    session: int = 0  # (pid, session) is the process's key (api.assign_sessions)
 
 
 def is_idle_helper(role: str, t: ProcessTimes, progress_records: int) -> bool:
@@ -107,15 +109,20 @@ def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEnt
         t = process_times(r)
         pa = tree.parent[i]
         md = e.metadata
+        name = roles.display_name(f.argv, md, proctree.forked(facts, tree, i))
+        earlier = proctree.previous_session(facts, i)
+        if earlier is not None:
+            name += f" [session {proctree.session_number(f) + 1}]"
         rows.append({
-            "index": i, "depth": tree.depth[i], "pid": f.pid, "ppid": f.ppid,
+            "index": i, "depth": tree.depth[i], "pid": f.pid, "session": e.session,
+            "continues": -1 if earlier is None else earlier, "ppid": f.ppid,
             "parent_index": pa, "parent_in_run": pa != proctree.NO_PARENT,
             "role": role.role, "role_label": roles.role_label(role.role, md),
             "role_source": role.source, "env_index": md.get(fmt.META_ENV_INDEX),
             "num_envs": md.get(fmt.META_NUM_ENVS), "mp_name": md.get(fmt.META_MP_NAME),
             "mp_target": md.get(fmt.META_MP_TARGET),
-            "name": roles.display_name(f.argv, md, proctree.forked(facts, tree, i)),
-            "command": shlex.join(f.argv), "host": f.host,
+            "name": name,
+            "command": shell_line(f.argv), "host": f.host,
             "start_s": (spans[i][0] - t0) / 1e9, "end_s": (spans[i][1] - t0) / 1e9,
             "wall_s": t.wall_ns / 1e9, "busy_s": t.busy_ns / 1e9,
             "waiting_s": t.waiting_ns / 1e9, "idle_s": t.idle_ns / 1e9,
@@ -137,13 +144,14 @@ def run_summary(table: pd.DataFrame) -> pd.DataFrame:
     """One row per role (processes, how many are idle helpers, summed times, busy share
     of the processes' wall time), then the whole run (``all processes``)."""
     rows = []
+    first = table["continues"] < 0  # a process's later sessions are not more processes
     for role in _role_order(table):
         g = table[table["role"] == role]
-        rows.append({"role": role, "processes": len(g),
+        rows.append({"role": role, "processes": int(first[g.index].sum()),
                      "idle_helpers": int(g["idle_helper"].sum()),
                      **{c: float(g[c].sum()) for c in _TIME_COLS}})
     if len(table):
-        rows.append({"role": ALL, "processes": len(table),
+        rows.append({"role": ALL, "processes": int(first.sum()),
                      "idle_helpers": int(table["idle_helper"].sum()),
                      **{c: float(table[c].sum()) for c in _TIME_COLS}})
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS[:-1])
@@ -156,21 +164,35 @@ def role_operations(results: Sequence[ProcessResult], table: pd.DataFrame,
     """Top-level operations per role: processes that ran each, calls, and inclusive time
     summed over those processes (and their threads); largest first within a role."""
     role_of = dict(zip(table["index"], table["role"], strict=True))
+    process_of = first_sessions(table)
     acc: dict[tuple[str, int], list[float]] = {}
+    ran: dict[tuple[str, int], set[int]] = {}
     for i, r in enumerate(results):
         for path, (ns, calls) in top_operations(r, paths).items():
-            a = acc.setdefault((role_of[i], path), [0, 0, 0.0])
-            a[0] += 1
-            a[1] += calls
-            a[2] += ns / 1e9
+            a = acc.setdefault((role_of[i], path), [0, 0.0])
+            ran.setdefault((role_of[i], path), set()).add(process_of[i])
+            a[0] += calls
+            a[1] += ns / 1e9
     order = {r: k for k, r in enumerate(_role_order(table))}
-    rows = [{"role": role, "operation": paths.path(path), "processes": int(a[0]),
-             "calls": int(a[1]), "wall_s": a[2]} for (role, path), a in acc.items()]
+    rows = [{"role": role, "operation": paths.path(path), "processes": len(ran[(role, path)]),
+             "calls": int(a[0]), "wall_s": a[1]} for (role, path), a in acc.items()]
     df = pd.DataFrame(rows, columns=ROLE_OPERATION_COLUMNS)
     if len(df):
         df = df.assign(_r=df["role"].map(order)).sort_values(
             ["_r", "wall_s"], ascending=[True, False], kind="stable").drop(columns="_r")
     return df.reset_index(drop=True)
+
+
+def first_sessions(table: pd.DataFrame) -> dict[int, int]:
+    """Row index -> the row of the same process's first recording session."""
+    cont = dict(zip(table["index"], table["continues"], strict=True))
+    out = {}
+    for i in cont:
+        j, hops = i, 0
+        while cont.get(j, -1) >= 0 and hops < len(cont):
+            j, hops = cont[j], hops + 1
+        out[i] = j
+    return out
 
 
 def run_wall_s(table: pd.DataFrame, run: dict[str, Any]) -> float:

@@ -120,7 +120,29 @@ def assign_roles(procs: Sequence[ProcessFacts], tree: Tree,
         mains = roots[:1]
     for i in mains:
         out[i] = Role(fmt.ROLE_MAIN, FROM_TREE)
-    return [r if r is not None else Role(fmt.ROLE_SUBPROCESS, FROM_TREE) for r in out]
+    roles_ = [r if r is not None else Role(fmt.ROLE_SUBPROCESS, FROM_TREE) for r in out]
+    for i in sorted(range(len(procs)), key=lambda i: _start_key(procs, i)):
+        j = previous_session(procs, i)
+        if j is not None:  # the same process: what it was in its earlier session
+            roles_[i] = roles_[j]
+    return roles_
+
+
+def session_number(p: ProcessFacts) -> int:
+    """Which recording session of its process the trace is (0: the first), as recorded."""
+    n = p.metadata.get(fmt.META_SESSION)
+    return n if isinstance(n, int) and n > 0 else 0
+
+
+def previous_session(procs: Sequence[ProcessFacts], i: int) -> int | None:
+    """The process's earlier session that trace ``i`` continues (the latest trace of the
+    same pid and host started before it), when ``i`` says it is a later session."""
+    p = procs[i]
+    if not session_number(p):
+        return None
+    cands = [j for j, q in enumerate(procs) if j != i and q.pid == p.pid
+             and q.host == p.host and q.start_ns <= p.start_ns]
+    return max(cands, key=lambda j: _start_key(procs, j)) if cands else None
 
 
 def forked(procs: Sequence[ProcessFacts], tree: Tree, i: int) -> bool:

@@ -17,10 +17,14 @@ import numpy as np
 from rlscope.analysis import proctree, roles
 from rlscope.analysis.slices import (
     CALL_KINDS,
+    COUNTERS,
+    GPU,
     TRACK_KINDS,
+    CounterTrack,
     Window,
     count_slices,
 )
+from rlscope.analysis.timeline_counters import CounterGroup, gpu_busy_tracks, sample_tracks
 from rlscope.errors import UsageError
 from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace, Trace
@@ -225,6 +229,7 @@ class PlannedProcess:
     ordinal: int  # place in the whole trace (keeps flow ids unique)
     name: str  # shown: role and display name
     sort: int
+    counters: list[CounterTrack] = field(default_factory=list)  # see plan()
 
 
 @dataclass
@@ -234,6 +239,7 @@ class Plan:
     kinds: frozenset[str]
     processes: list[PlannedProcess]
     notes: list[str] = field(default_factory=list)  # what was left out, for the user
+    groups: list[CounterGroup] = field(default_factory=list)  # run-wide counters
 
     def counts(self) -> dict[str, int]:
         """Slices (counter values) per kind of track shown, summed over the processes."""
@@ -242,6 +248,10 @@ class Plan:
             for k, n in count_slices(pp.trace, self.window).items():
                 if k in self.kinds:
                     total[k] = total.get(k, 0) + n
+        extra = sum(len(c) for pp in self.processes for c in pp.counters) \
+            + sum(len(c) for g in self.groups for c in g.tracks)
+        if extra and COUNTERS in self.kinds:
+            total[COUNTERS] = total.get(COUNTERS, 0) + extra
         return total
 
 
@@ -257,9 +267,21 @@ def plan(trace: Trace, kinds: frozenset[str] = frozenset(TRACK_KINDS),
         name = f"{d.role_label}: {d.name}" if d.name else d.role_label
         if p.header.source != "python" and not len(p.events):
             name = f"{d.role_label}: {p.header.process_name}"
+        session = p.metadata.get(fmt.META_SESSION)
+        if isinstance(session, int) and session > 0:  # a later rlscope.start() of the pid
+            name += f" [session {session + 1}]"
         out.append(PlannedProcess(p, i, name, order[i]))
     out.sort(key=lambda pp: pp.sort)
-    return Plan(origin, resolve_window(window, trace, origin), kinds, out)
+    span = resolve_window(window, trace, origin)
+    groups: list[CounterGroup] = []
+    if COUNTERS in kinds:
+        sampled, groups = sample_tracks(trace.samples, span)
+        for pp in out:
+            pp.counters = gpu_busy_tracks(pp.trace, span) if GPU in kinds else []
+            pp.counters += sampled.pop(pp.trace.pid, [])  # a pid's first session only
+        if processes:  # only the chosen processes' own counters
+            groups = []
+    return Plan(origin, span, kinds, out, groups=groups)
 
 
 def _tree_order(trace: Trace, ids: list[Identity]) -> list[int]:

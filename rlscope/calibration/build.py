@@ -30,15 +30,25 @@ WARN_NOISE_PCT = 3.0  # ... and when the uninstrumented runs spread more than th
 
 def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
                mb: dict[str, float] | None, events: int, measured: str = "runs") -> KindCost:
-    """``measured``: what the estimate came from, "runs" or "chunks"."""
+    """``measured``: what the estimate came from, "runs" or "chunks".
+
+    Rules, each said in the cost's note (reporters.calibration explains them): the
+    tight-loop microbenchmark is a lower bound; an estimate whose error bar is wider than
+    itself is not resolved, and the microbenchmark is used; what is above twice the
+    microbenchmark is paid not at the events but spread over time (diffuse)."""
     notes = []
     source = measured
+    estimate = per_event
     mb_cost = float(mb.get("per_event_ns", math.nan)) if mb is not None else math.nan
-    if mb_cost > 0 and not per_event >= mb_cost:
-        # The tight-loop microbenchmark is a lower bound of the hook's cost.
-        notes.append(f"{measured} gave {per_event:.0f} ± {error:.0f} ns, below the "
-                     "microbenchmark: microbenchmark used")
+    unresolved = math.isfinite(error) and error >= abs(per_event)
+    if mb_cost > 0 and (unresolved or not per_event >= mb_cost):
+        why = "below the microbenchmark" if per_event < mb_cost else "not resolved"
+        notes.append(f"{measured} gave {per_event:.0f} ± {error:.0f} ns ({why}): "
+                     "microbenchmark used")
         per_event, source = mb_cost, "microbenchmark"
+    elif unresolved:
+        notes.append(f"not resolved by the {measured} (± {error:.0f} ns) and no "
+                     "microbenchmark to fall back on")
     elif per_event < 0 or (math.isfinite(error) and 2 * error > abs(per_event)):
         notes.append(f"within the noise of the {measured} (± {error:.0f} ns)")
     if per_event < 0:
@@ -61,7 +71,8 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
         inside = local * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
     if confounded:
         notes.append("not separable from " + ", ".join(confounded) + " by these runs")
-    return KindCost(per_event, inside, error, source, events, "; ".join(notes), diffuse)
+    return KindCost(per_event, inside, error, source, events, "; ".join(notes), diffuse,
+                    estimate_ns=estimate, microbenchmark_ns=mb_cost)
 
 
 def build_calibration(command: list[str], samples: list[RunSample], configs: list[Config],
@@ -113,7 +124,8 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
     return Calibration(
         command=list(command), costs=costs, machine=machine_info(), repetitions=rounds,
         configurations={c.name: {"record": str(c.record), "annotations": str(c.annotations),
-                                 "intercept": c.intercept_spec, "cuda": str(c.cuda)}
+                                 "intercept": c.intercept_spec, "cuda": str(c.cuda),
+                                 "cuda_activity": str(c.cuda and c.cuda_activity)}
                         for c in configs},
         runs=runs, uninstrumented=unin,
         validation={"config": "full", "calibration_rounds": cal_rounds,

@@ -91,9 +91,18 @@ def _finish(command: list[str], out: Path, records: list[RunRecord], configs: li
     return cal
 
 
-def install_calibration(source: Path, out: Path) -> Calibration:
-    """``--calibration FILE``: validate it and store it in the trace directory."""
-    cal = read_calibration(source)
-    if source.resolve() != (out / FILE_NAME).resolve():
-        shutil.copyfile(source, out / FILE_NAME)
-    return cal
+def load_calibration_file(source: Path) -> bytes:
+    """``--calibration FILE``, validated and read before the run (``--force`` may clear
+    the directory it is in)."""
+    read_calibration(source)
+    try:
+        return source.read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read calibration file {source}: {e.strerror}") from None
+
+
+def install_calibration(data: bytes, out: Path) -> None:
+    """Store a calibration read by :func:`load_calibration_file` in the trace directory."""
+    tmp = out / (FILE_NAME + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, out / FILE_NAME)

@@ -19,7 +19,7 @@ from rlscope.trace.reader import read_trace
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
 
-def _load(directory: Path, correct: bool = False) -> Trace:
+def _load(directory: Path, correct: bool = False, infer: bool = False) -> Trace:
     trace = read_trace(directory)
     for w in trace.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
@@ -27,7 +27,27 @@ def _load(directory: Path, correct: bool = False) -> Trace:
         from rlscope.analysis.overhead.correction import apply_correction
 
         trace = apply_correction(trace)  # with DIR/calibration.json, if there is one
+    if infer:
+        from rlscope.analysis import inferred
+
+        trace.processes = [inferred.apply(p, _infer_mode()) for p in trace.processes]
     return trace
+
+
+def _infer_option(f):
+    """--infer: operations inferred from the training loop's calls (attribution.md)."""
+    def store(ctx: click.Context, _param: click.Parameter, value: str) -> None:
+        ctx.meta["rlscope.infer"] = value
+
+    return click.option("--infer", type=click.Choice(["auto", "off", "only"]), default="auto",
+                        show_default=True, expose_value=False, callback=store,
+                        help="inference/backprop inferred from the loop's calls where none "
+                             "is recorded (auto), never (off), or instead of the recorded "
+                             "ones (only: to check them against your annotations).")(f)
+
+
+def _infer_mode() -> str:
+    return str(click.get_current_context().meta.get("rlscope.infer", "auto"))
 
 
 def _no_correct_option(f):
@@ -58,19 +78,33 @@ def _analysis(directory: Path) -> Analysis:
 
     correct = not click.get_current_context().meta.get("rlscope.no_correct")
     try:
-        a = load(directory, step, correct=correct, on_total=on_total)
+        a = load(directory, step, correct=correct, on_total=on_total, infer=_infer_mode())
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
     for w in a.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
-    if not len(a.processes()) or not (a.processes()["covered_s"] > 0).any():
-        raise RLScopeError(_EMPTY.format(directory))
+    procs = a.processes()
+    if not len(procs) or not (procs["covered_s"] > 0).any():
+        raise RLScopeError(empty_message(directory, dict(zip(procs.get("file", []),
+                                                             procs.get("torn_bytes", []),
+                                                             strict=True))))
     return a
 
 
-_EMPTY = ("{} holds no recorded time: every process stopped before recording any event; "
-          "record a run that does some work")
+def empty_message(directory: Path, torn: dict[str, int]) -> str:
+    """A directory without recorded time, saying so honestly: events that were recorded
+    but lost in a torn last chunk (a process killed while writing it) are not "none"."""
+    lost = {f: n for f, n in torn.items() if n > 0}
+    if not lost:
+        return (f"{directory} holds no recorded time: every process stopped before "
+                "recording any event; record a run that does some work")
+    first = next(iter(lost))
+    which = first if len(lost) == 1 else f"{first} and {len(lost) - 1} more"
+    return (f"{directory} holds no recorded time: the events recorded "
+            f"({sum(lost.values()):,} bytes) were in a last chunk torn when the process was "
+            f"killed while writing it ({which}), and are lost; record the run again and let "
+            "it exit (or flush more often: rls-prof --flush-interval)")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,6 +126,7 @@ def dump(directory: Path, limit: int | None) -> None:
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
@@ -107,9 +142,27 @@ def report(directory: Path, fmt: str, which: str | None) -> None:
         raise click.UsageError("--table selects one table for --format csv or markdown")
     a = _analysis(directory)
     if which is None or which == "operations":
-        click.echo(_with_lockstep(a, directory, fmt, table.render(a, fmt)))
+        click.echo(_with_diagnosis(a, fmt, _with_lockstep(a, directory, fmt,
+                                                          table.render(a, fmt))))
     else:
         click.echo(table.render_frame(processes.table_frame(a, which), fmt))
+
+
+def _with_diagnosis(a: Analysis, fmt: str, out: str) -> str:
+    """The report's closing diagnosis: what limits the run (text; a key in JSON)."""
+    if fmt not in ("text", "json"):
+        return out
+    from rlscope.analysis.diagnosis import diagnose
+    from rlscope.reporters import diagnosis as render
+
+    verdicts = diagnose(a.operations(), a.processes())
+    if fmt == "json":
+        import json
+
+        return json.dumps({**json.loads(out), "diagnosis": render.to_list(verdicts)},
+                          indent=2)
+    text = render.lines(verdicts)
+    return out + ("\n\n" + "\n".join(text) if text else "")
 
 
 def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
@@ -121,7 +174,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
         return out
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     if not result.vector_envs:
         return out
     if fmt == "json":
@@ -132,6 +185,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -139,19 +193,34 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
 @click.option("--format", "formats", type=click.Choice(["png", "svg"]), multiple=True,
               default=("png", "svg"), show_default=True, help="Image formats (repeatable).")
 def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None:
-    """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API) and
-    transitions per operation call, as PNG and SVG."""
+    """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API),
+    transitions per operation call, and (when rls-prof sampled the run) CPU and GPU
+    utilisation over time, sampled vs measured, as PNG and SVG."""
     from rlscope.reporters import plots
 
     a = _analysis(directory)
     out = output or directory / "plots"
     _make_dir(out)
-    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory)]:
+    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory),
+                      *_utilisation_figure(a)]:
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
             _save(fig, path)
             click.echo(str(path))
         plots.pyplot().close(fig)
+    skipped = sorted(set(a.processes()["pid"]) - set(plots.plotted_processes(a)["pid"]))
+    if skipped:
+        click.echo(f"rls-analyze: no figures for {len(skipped)} process(es) with nothing to "
+                   f"show (idle helpers: no operation, call or GPU work): "
+                   f"{' '.join(map(str, skipped))}", err=True)
+
+
+def _utilisation_figure(a: Analysis) -> list[tuple[str, Any]]:
+    """Sampled vs measured CPU and GPU over time, when rls-prof sampled the run."""
+    from rlscope.reporters import utilisation
+
+    fig = utilisation.figure(a)
+    return [("utilisation", fig)] if fig is not None else []
 
 
 def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
@@ -162,11 +231,12 @@ def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
         return []
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     return [("lockstep", render.figure(result))] if result.vector_envs else []
 
 
 @analyze.command()
+@_infer_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format (CSV: the per-env table).")
@@ -183,7 +253,7 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None
     from rlscope.reporters import lockstep as render
     from rlscope.reporters import plots
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     for w in result.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
     if not result.vector_envs:
@@ -206,6 +276,7 @@ _DEFAULT_NAMES = {"perfetto": "timeline.pftrace", "json": "trace.json"}
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -249,9 +320,10 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
     if fmt is None:
         fmt = "json" if output is not None and output.name.endswith((".json", ".json.gz")) \
             else "perfetto"
-    trace = _load(directory, correct=True)
+    trace = _load(directory, correct=True, infer=True)
     if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
-        raise RLScopeError(_EMPTY.format(directory))
+        raise RLScopeError(empty_message(directory, {p.path.name: p.torn_bytes
+                                                     for p in trace.processes}))
     plan = sel.plan(trace, kinds, spec, processes)
     writer = perfetto if fmt == "perfetto" else tl
     if not tracks:
@@ -294,6 +366,7 @@ def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) ->
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
@@ -302,7 +375,16 @@ def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) ->
               show_default=True, help="Compare per operation or per category.")
 @click.option("--plot", "plot_to", type=click.Path(path_type=Path), default=None,
               help="Also write grouped bars to this file (.png or .svg).")
-def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> None:
+@click.option("--map", "maps", multiple=True, metavar="OLD=NEW",
+              help="Rename an operation (a path, or one level of it) before comparing, so "
+                   "runs with different names line up; repeatable.")
+@click.option("--per-timestep", is_flag=True,
+              help="Divide each run by the timesteps it reported (runs of different "
+                   "length); microseconds per timestep.")
+@click.option("--name", "labels", multiple=True, metavar="NAME",
+              help="Names of the runs, in order (default: the directory names).")
+def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
+            maps: tuple[str, ...], per_timestep: bool, labels: tuple[str, ...]) -> None:
     """Compare runs side by side. Each RUN is a trace directory, or several separated by
     commas: repetitions of one configuration, used to tell deltas from noise."""
     from rlscope.reporters import compare as cmp
@@ -311,13 +393,23 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None) -> N
     groups = [[Path(d) for d in r.split(",") if d] for r in runs]
     if any(not g for g in groups):
         raise click.UsageError("empty run name")
+    if labels and len(labels) != len(groups):
+        raise click.UsageError(f"--name given {len(labels)} times for {len(groups)} runs")
+    try:
+        mapping = cmp.parse_map(maps)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
     analyses = [[_analysis(d) for d in g] for g in groups]
-    names = [cmp.run_label(g) for g in groups]
-    df = cmp.compare(analyses, names, by)
-    click.echo(cmp.render(df, names, fmt))
+    names = list(labels) or cmp.unique_labels([cmp.run_label(g) for g in groups])
+    if len(set(names)) != len(names):
+        raise click.UsageError("two runs have the same name; name them with --name")
+    for w in cmp.correction_warnings(analyses, names):
+        click.echo(f"rls-analyze: warning: {w}", err=True)
+    df = cmp.compare(analyses, names, by, mapping, per_timestep)
+    click.echo(cmp.render(df, names, fmt, per_timestep))
     if plot_to is not None:
         _make_dir(plot_to.parent)
-        fig = cmp.figure(df, names)
+        fig = cmp.figure(df, names, by, per_timestep)
         _save(fig, plot_to)
         plots.pyplot().close(fig)
         click.echo(str(plot_to), err=True)

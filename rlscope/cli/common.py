@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -14,11 +14,16 @@ _NO_ARGS_IS_HELP: tuple[type, ...] = tuple(
     t for t in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if t is not None)
 
 
-def run(command: click.Command, prog: str, argv: Sequence[str] | None = None) -> int:
-    """Run a click command; return its exit status, turning errors into one line."""
+def run(command: click.Command, prog: str, argv: Sequence[str] | None = None,
+        check: Callable[[list[str]], None] | None = None) -> int:
+    """Run a click command; return its exit status, turning errors into one line.
+    ``check`` looks at the arguments first and may raise a click.UsageError of its own
+    (a mistake click would report less helpfully)."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = command.main(args=list(argv) if argv is not None else None, prog_name=prog,
-                          standalone_mode=False)
+        if check is not None:
+            check(args)
+        rv = command.main(args=args, prog_name=prog, standalone_mode=False)
     except click.UsageError as e:
         if isinstance(e, _NO_ARGS_IS_HELP):
             click.echo(e.ctx.get_help() if e.ctx else e.format_message())

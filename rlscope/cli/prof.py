@@ -5,16 +5,25 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from rlscope.cli.common import run
-from rlscope.errors import UsageError
+from rlscope.errors import RLScopeError, UsageError
 from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
 from rlscope.intercept import parse as parse_intercept
 from rlscope.launch.environment import Recording
-from rlscope.launch.profile import ProfiledRun, profile
+from rlscope.launch.profile import (
+    ProfiledRun,
+    check_command,
+    claim_output,
+    profile,
+)
 from rlscope.recorder import RECORDERS
+from rlscope.trace.argv import shell_line
+
+CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate did not
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]}, no_args_is_help=True)
@@ -24,7 +33,9 @@ from rlscope.recorder import RECORDERS
               help="Event recorder: the native extension or the pure-Python fallback.")
 @click.option("--flush-interval", type=click.FloatRange(0.01, 60.0), default=0.5,
               show_default=True, help="Seconds between periodic writes of the trace.")
-@click.option("--force", is_flag=True, help="Replace a trace already in the output directory.")
+@click.option("--force", is_flag=True,
+              help="Replace what a previous run left in the output directory (traces, "
+                   "run.json, calibration, plots, timeline); never a running one's.")
 @click.option("--no-cuda", is_flag=True,
               help="Do not trace CUDA API calls and GPU work (leaves CUPTI to other tools).")
 @click.option("--intercept", "intercept", default="auto", show_default=True,
@@ -53,12 +64,19 @@ from rlscope.recorder import RECORDERS
               type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="Reuse the calibration.json of an earlier --calibrate run of the same "
                    "workload on this machine.")
+@click.option("--sample-hz", "sample_hz", type=click.FloatRange(0.1, 1000), default=10.0,
+              show_default=True,
+              help="Utilisation samples per second: CPU and memory of each process of the "
+                   "run, each core's CPU, each GPU's NVML utilisation, memory and SM clock "
+                   "(taken in rls-prof, outside the profiled processes).")
+@click.option("--no-sample", is_flag=True, help="Do not sample utilisation.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
          intercept: str, no_intercept: bool, calibrate: bool, calibrate_by: str,
          max_chunks: int, chunk_s: float, repetitions: int,
-         calibration_file: Path | None, quiet: bool, command: tuple[str, ...]) -> int:
+         calibration_file: Path | None, sample_hz: float, no_sample: bool, quiet: bool,
+         command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
     Example: rls-prof -o runs/ppo -- python train.py --steps 20000
@@ -68,13 +86,25 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         raise UsageError("--calibrate makes a new calibration; --calibration reuses one: "
                          "pass only one of them")
     out = output.resolve()
+    reuse = None
+    if calibration_file is not None:
+        from rlscope.calibration.calibrate import load_calibration_file
+
+        reuse = load_calibration_file(calibration_file)
     rec = Recording(str(out), recorder, flush_interval, intercept, cuda=not no_cuda)
-    result = profile(list(command), rec, force)
-    if not quiet:
-        _report(command[0], out, result, no_cuda)
-    if result.status == 0 and (calibrate or calibration_file is not None):
-        _calibrate(list(command), out, rec, result, calibration_file, calibrate_by,
-                   repetitions, chunk_s, max_chunks, quiet)
+    check_command(list(command))
+    # Held until calibration is over too: it writes into the directory.
+    with claim_output(out, list(command), force,
+                      lambda line: click.echo("rls-prof: " + line, err=True)) as lock:
+        result = profile(list(command), rec, lock=lock,
+                         sample_hz=None if no_sample else sample_hz)
+        if not quiet:
+            _report(command[0], out, result, no_cuda)
+        wanted = result.status == 0 and (calibrate or reuse is not None)
+        if wanted and not _calibrate(list(command), out, rec, result, calibration_file,
+                                     reuse, calibrate_by, repetitions, chunk_s, max_chunks,
+                                     quiet):
+            return CALIBRATION_FAILED
     return result.status
 
 
@@ -90,6 +120,8 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
         click.echo(f"rls-prof: {exe} {how}; trace of {n} process{'es' if n != 1 else ''} "
                    f"in {out}\nrls-prof: analyse with: rls-analyze report {out}", err=True)
     click.echo("rls-prof: " + _gpu_summary(no_cuda, result), err=True)
+    if result.sampler is not None:
+        click.echo("rls-prof: " + _sampler_summary(result.sampler), err=True)
     left = result.meta.get("descendants", {}).get("still_running", [])
     if left:
         waited = result.meta["descendants"]["waited_s"]
@@ -100,8 +132,10 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
 
 
 def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,
-               calibration_file: Path | None, mode: str, repetitions: int, chunk_s: float,
-               max_chunks: int, quiet: bool) -> None:
+               calibration_file: Path | None, reuse: bytes | None, mode: str,
+               repetitions: int, chunk_s: float, max_chunks: int, quiet: bool) -> bool:
+    """Whether a calibration was stored; a failed one is one line, the run's trace is
+    kept."""
     from rlscope.analysis.overhead.model import FILE_NAME
     from rlscope.calibration.calibrate import calibrate, install_calibration
     from rlscope.calibration.runner import SUBDIR
@@ -114,19 +148,28 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
     def detail(line: str) -> None:
         echo("  " + line)
 
-    if calibration_file is not None:
-        install_calibration(calibration_file, out)
+    if reuse is not None:
+        install_calibration(reuse, out)
         echo(f"calibration {calibration_file} stored in {out / FILE_NAME}; rls-analyze "
              "corrects with it")
-        return
+        return True
     how = (f"up to {max_chunks} chunks of ~{chunk_s:g} s, each run in every configuration"
            if mode == "chunks" else f"{repetitions} rounds of runs")
     echo(f"calibrating: {how}, into {out / SUBDIR} (see docs/overhead-correction.md)")
-    cal = calibrate(command, out, rec, cuda=bool(result.cuda_files), repetitions=repetitions,
-                    echo=detail, mode=mode, chunk_s=chunk_s, max_chunks=max_chunks)
+    try:
+        cal = calibrate(command, out, rec, cuda=bool(result.cuda_files),
+                        repetitions=repetitions, echo=detail, mode=mode, chunk_s=chunk_s,
+                        max_chunks=max_chunks)
+    except UsageError:
+        raise
+    except RLScopeError as e:  # the calibration runs, not the profiled one
+        click.echo(f"rls-prof: calibration failed: {e}; the run's trace in {out} is kept, "
+                   f"uncorrected (rls-analyze report {out})", err=True)
+        return False
     echo(f"calibration written to {out / FILE_NAME}:")
     for line in summary_lines(cal):
         echo(line)
+    return True
 
 
 def _intercept_spec(spec: str, no_intercept: bool) -> str:
@@ -153,8 +196,58 @@ def _gpu_summary(no_cuda: bool, result: ProfiledRun) -> str:
     return "GPU not traced: no process initialised CUDA (CPU-only workload, or no NVIDIA driver)"
 
 
+def check_separator(args: list[str]) -> None:
+    """Without ``--``, an option after the command's first word would be taken as
+    rls-prof's (or refused as unknown): say to put ``--`` before the command."""
+    if "--" in args:
+        return
+    start = _command_start(args)
+    if start is None:
+        return
+    opts = [a for a in args[start + 1:] if a.startswith("-") and len(a) > 1]
+    if not opts or any(a in ("-h", "--help") for a in args[:start]):
+        return
+    mine = {o for p in prof.params for o in (*p.opts, *p.secondary_opts)}
+    first = opts[0]
+    fixed = shell_line(["rls-prof", *args[:start], "--", *args[start:]], 160)
+    also = (f", or move {first} before the command to give it to rls-prof"
+            if first.split("=")[0] in mine else "")
+    raise click.UsageError(f"{first} comes after the command ({args[start]}): put -- before "
+                           f"the command to pass it on: {fixed}{also}")
+
+
+def _command_start(args: list[str]) -> int | None:
+    """Index of the first argument that is not an rls-prof option or an option's value."""
+    takes_value = {o for p in prof.params if isinstance(p, click.Option) and not p.is_flag
+                   and not p.count for o in (*p.opts, *p.secondary_opts)}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if not a.startswith("-") or a == "-":
+            return i
+        i += 2 if a in takes_value else 1  # "--opt=value" and "-oDIR" are one argument
+    return None
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def _sampler_summary(s: Any) -> str:
+    """One line: what was sampled, and what the sampler itself cost."""
+    what = [_plural(s.processes, "process", "processes"), _plural(s.cores, "core")]
+    if s.gpus:
+        what.append(_plural(s.gpus, "GPU"))
+    line = (f"sampled {', '.join(what[:-1])} and {what[-1]} at {s.hz:g} Hz "
+            f"({s.ticks} ticks; the sampler used {s.cpu_s * 1e3:.0f} ms CPU, "
+            f"{100 * s.cpu_s / max(s.wall_s, 1e-9):.2f}% of a core)")
+    if s.gpu_status:
+        line += f"; GPU not sampled: {s.gpu_status}"
+    return line
+
+
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run(prof, "rls-prof", argv))
+    sys.exit(run(prof, "rls-prof", argv, check=check_separator))
 
 
 if __name__ == "__main__":

@@ -85,6 +85,9 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
         from rlscope.launch.switches import apply_annotation_switch
 
         apply_annotation_switch()
+    from rlscope import annotate
+
+    annotate.set_launcher_directory(out)
     try:
         rlscope.start(out, recorder=os.environ.get(env.RECORDER, "native"),
                       flush_interval_s=float(os.environ.get(env.FLUSH_INTERVAL, "0.5")),
@@ -93,6 +96,9 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
     _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
+    from rlscope.launch import imports
+
+    imports.install()  # the user's imports, for the start-up row (docs/analysis.md)
 
 
 def _install_sigterm_handler() -> bool:

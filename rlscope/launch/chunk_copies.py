@@ -13,7 +13,8 @@ Whole runs of a workload differ by far more than rlscope's overhead on a shared 
   call categories) and stops itself.
 - The parent then runs the children in turn, ``RLSCOPE_CHUNK_SLICE_S`` (2 ms) each
   (one at a time, never in parallel), until each has passed the chunk's progress
-  reports, read its clocks, sent them through a pipe and left with ``os._exit``. Taking
+  reports, read its clocks, written them to a result file beside its trace and left
+  with ``os._exit``. Taking
   turns this often, all see the same changes in the machine's speed; each child's
   main-thread CPU time is what is compared.
 - The parent then runs the chunk itself, not recording, and adapts the number of
@@ -22,6 +23,9 @@ Whole runs of a workload differ by far more than rlscope's overhead on a shared 
 
 The parent appends one JSON line per child to ``DIR/chunks.jsonl``; rls-prof reads them
 and counts each child's events from its trace (:mod:`rlscope.calibration.chunked`).
+A child that fails (dies in its set-up, exits with an error, hangs) stops the
+measurement, with one line in ``DIR/stopped.txt`` saying which and how; the process
+goes on with the workload, uninstrumented.
 The environment it runs under is built by :func:`rlscope.launch.environment.chunk_calibration`.
 Requirements: the native recorder, environments in the process (a forked child must not
 share a simulator process with its parent), and single-threaded math (OpenMP thread
@@ -42,6 +46,7 @@ from pathlib import Path
 from rlscope.launch import env
 
 RESULTS = "chunks.jsonl"
+RESULT_SUFFIX = ".result.json"  # a child's own result, beside its trace directory
 DEFAULT_CHUNK_S = 0.25
 DEFAULT_MAX_CHUNKS = 40
 DEFAULT_SLICE_S = 0.002  # children take turns about this long (see _interleave)
@@ -99,10 +104,10 @@ class _Child:
     """A forked child timing one configuration over one chunk of ``boundaries``
     progress reports. It stops itself once set up; the parent then runs it in slices."""
 
-    def __init__(self, driver: Driver, cfg: ChunkConfig, wfd: int) -> None:
-        self.driver, self.cfg, self.wfd = driver, cfg, wfd
+    def __init__(self, driver: Driver, cfg: ChunkConfig) -> None:
+        self.driver, self.cfg = driver, cfg
         self.seen = 0
-        self.dir = driver.out / f"{driver.chunk}-{cfg.name.replace('+', '_')}"
+        self.dir = driver.out / copy_name(driver.chunk, cfg)
         _die_with_parent()
         from rlscope import _native
 
@@ -134,7 +139,7 @@ class _Child:
                "wall_ns": wall - self.t0[0], "thread_cpu_ns": thread - self.t0[1],
                "cpu_ns": proc - self.t0[2], "directory": self.dir.name,
                "gaps_ns": _native.pause_gaps()}
-        os.write(self.wfd, json.dumps(msg).encode())
+        write_result(self.driver.out / (self.dir.name + RESULT_SUFFIX), msg)
         os._exit(0)
 
 
@@ -178,31 +183,31 @@ class Driver:
 
     def _run_chunk(self, active: list[ChunkConfig]) -> None:
         k = self.chunk % len(active)
-        kids: list[tuple[ChunkConfig, int, int]] = []  # (config, pid, read end)
+        kids: list[tuple[ChunkConfig, int]] = []  # (config, pid), each stopped, set up
         parent = os.getpid()
         try:
             for cfg in active[k:] + active[:k]:
                 sys.stdout.flush()
                 sys.stderr.flush()
-                rfd, wfd = os.pipe()
                 pid, interrupted = _fork()
                 if pid == 0:
                     if interrupted:
                         raise KeyboardInterrupt
-                    for _c, _p, fd in kids:
-                        os.close(fd)
-                    os.close(rfd)
-                    self.child = _Child(self, cfg, wfd)
+                    self.child = _Child(self, cfg)
                     return  # in the child: back to the workload
                 self.copies.add(pid)
                 if interrupted:
                     raise KeyboardInterrupt
-                os.close(wfd)
-                kids.append((cfg, pid, rfd))
                 _, status = os.waitpid(pid, os.WUNTRACED)  # stopped, set up
                 if not os.WIFSTOPPED(status):
                     self.copies.discard(pid)
                     _raise_if_interrupted(status)
+                    # Died before it could be timed: no chunk without every configuration.
+                    self._kill_copies()
+                    self._stop(f"a calibration copy ({cfg.name}) {_ended(status)} while "
+                               f"it was set up, in chunk {self.chunk}")
+                    return
+                kids.append((cfg, pid))
             results = self._interleave_elsewhere(kids)
         except BaseException:
             # Ctrl-C (or an error) in the parent: no copy may outlive it, and none may
@@ -219,8 +224,7 @@ class Driver:
         self.chunk += 1
         self.t_chunk = time.thread_time_ns()
 
-    def _interleave_elsewhere(self, kids: list[tuple[ChunkConfig, int, int]]
-                              ) -> list[dict] | None:
+    def _interleave_elsewhere(self, kids: list[tuple[ChunkConfig, int]]) -> list[dict] | None:
         """:meth:`_interleave` with the parent off the children's CPU, where it can."""
         mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
         others = mine - {self.cpu}
@@ -232,7 +236,7 @@ class Driver:
             if others:
                 os.sched_setaffinity(0, mine)
 
-    def _interleave(self, kids: list[tuple[ChunkConfig, int, int]]) -> list[dict] | None:
+    def _interleave(self, kids: list[tuple[ChunkConfig, int]]) -> list[dict] | None:
         """Run the stopped children in turn, a slice each, until all have exited: they
         see the same changes in the machine's speed. None (and stop) if one failed.
 
@@ -248,7 +252,7 @@ class Driver:
             # A shuffled order and jittered slices: no child may stay in step with a
             # periodic disturbance of the machine.
             for item in rng.sample(alive, len(alive)):
-                _cfg, pid, rfd = item
+                cfg, pid = item
                 os.kill(pid, signal.SIGCONT)
                 time.sleep(self.slice_s * rng.uniform(0.5, 1.5))
                 os.kill(pid, signal.SIGTSTP)  # the child notes the time and stops itself
@@ -258,24 +262,36 @@ class Driver:
                 self.copies.discard(pid)
                 _raise_if_interrupted(status)
                 alive.remove(item)
-                data = _read_all(rfd)
-                if data:
-                    results.append(json.loads(data))
-                elif not failed:
-                    failed = (f"the workload ended (status {os.waitstatus_to_exitcode(status)})"
-                              f" inside chunk {self.chunk}")
+                result = self._result(cfg)
+                if result is not None:
+                    results.append(result)
+                elif failed:
+                    pass
+                elif os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                    failed = f"the workload ended inside chunk {self.chunk}"
+                else:
+                    failed = (f"a calibration copy ({cfg.name}) {_ended(status)} in chunk "
+                              f"{self.chunk}")
             if time.monotonic() > deadline and alive:
-                failed = f"calibration children hung in chunk {self.chunk}"
-                for _c, pid, rfd in alive:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    self.copies.discard(pid)
-                    os.close(rfd)
+                failed = (f"calibration copies hung in chunk {self.chunk} ("
+                          + ", ".join(c.name for c, _ in alive) + ")")
+                self._kill_copies()
                 break
         if failed:
             self._stop(failed)
             return None
         return results
+
+    def _result(self, cfg: ChunkConfig) -> dict | None:
+        """A finished child's result (None if it left none, or not a whole one)."""
+        path = self.out / (copy_name(self.chunk, cfg) + RESULT_SUFFIX)
+        try:
+            with open(path) as f:
+                result = json.load(f)
+        except (OSError, ValueError):
+            return None
+        path.unlink()  # its contents go to chunks.jsonl
+        return result if isinstance(result, dict) else None
 
     def _kill_copies(self) -> None:
         """Kill the copies not yet reaped and wait until each is gone."""
@@ -298,6 +314,28 @@ class Driver:
         self._stop(why)
         print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
         raise WorkLimitReached(0)
+
+
+def write_result(path: Path, msg: dict) -> None:
+    """A copy's result, as a file: it can be megabytes (a long chunk's pauses), more than
+    a pipe holds, and one os.write of it to a pipe is cut short when the parent's SIGTSTP
+    lands in it. Renamed into place when whole: the parent never reads half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:  # buffered: writes until all is written, signals or not
+        json.dump(msg, f)
+    os.replace(tmp, path)
+
+
+def copy_name(chunk: int, cfg: ChunkConfig) -> str:
+    """The name of a copy's trace directory (and, with RESULT_SUFFIX, its result)."""
+    return f"{chunk}-{cfg.name.replace('+', '_')}"
+
+
+def _ended(status: int) -> str:
+    """How a child ended, from its wait status."""
+    if os.WIFSIGNALED(status):
+        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
 
 
 def _fork() -> tuple[int, bool]:
@@ -360,16 +398,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def _read_all(fd: int) -> bytes:
-    data = b""
-    try:
-        while part := os.read(fd, 65536):
-            data += part
-    finally:
-        os.close(fd)
-    return data
 
 
 def install_from_env() -> None:

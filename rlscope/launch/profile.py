@@ -1,6 +1,7 @@
 """Run a command with every Python process it starts profiled (what ``rls-prof`` does):
-check the command and the output directory, write run.json before and after, start the
-command with the profiled environment and forward signals to it."""
+check the command, claim the output directory (its lock; what a previous run left),
+write run.json before and after, start the command with the profiled environment and
+forward signals to it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import resource
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -19,6 +21,7 @@ from rlscope.launch import descendants, env, environment
 from rlscope.launch.environment import Recording
 from rlscope.launch.metadata import finish_run_metadata, start_run_metadata, write_run_metadata
 from rlscope.trace import format as fmt
+from rlscope.trace import rundir
 
 
 @dataclass
@@ -30,6 +33,7 @@ class ProfiledRun:
     meta: dict[str, Any]  # run.json
     files: list[Path] = field(default_factory=list)  # Python processes' trace files
     cuda_files: list[Path] = field(default_factory=list)  # the CUDA collector's files
+    sampler: Any = None  # rlscope.launch.sampler.Summary; None with --no-sample
 
     @property
     def status(self) -> int:
@@ -52,34 +56,123 @@ def check_command(command: list[str]) -> None:
         raise UsageError(f"command not found: {exe}")
 
 
-def prepare_output(out: Path, force: bool) -> None:
+def claim_output(out: Path, command: list[str], force: bool,
+                 on_stale: Callable[[str], None] | None = None) -> rundir.RunLock:
+    """Take the output directory for a run: create it, hold its lock (a live run's
+    directory is refused, ``--force`` or not) and clear, with ``force``, what a previous
+    run left there. The caller releases the lock when the run (and its calibration) is
+    over; a process killed without releasing it leaves a lock the next run takes over,
+    telling ``on_stale`` so in one line."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"output {out} exists and is not a directory; choose another -o")
-    existing = [*out.glob("*" + fmt.FILE_SUFFIX), *out.glob(fmt.RUN_FILE)] \
-        if out.is_dir() else []
-    if existing:
-        if not force:
-            raise UsageError(f"{out} already holds a trace; choose another -o or pass "
-                             "--force to replace it")
-        for f in existing:
-            f.unlink()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"cannot create output directory {out}: {e.strerror}") from None
+    try:
+        lock = rundir.RunLock.acquire(out, command)
+    except rundir.DirectoryInUse as e:
+        raise UsageError(in_use_message(out, e.holder, force)) from None
+    except OSError as e:
+        raise UsageError(f"cannot lock output directory {out}: {e.strerror}") from None
+    if lock.stale is not None and on_stale is not None:
+        on_stale(stale_lock_message(out, lock.stale))
+    try:
+        prepare_output(out, force)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
-def profile(command: list[str], rec: Recording, force: bool = False) -> ProfiledRun:
+def in_use_message(out: Path, holder: rundir.Holder | None, force: bool = False) -> str:
+    who = f"a running {holder.describe()}" if holder is not None and holder.pid > 0 \
+        else "another rls-prof, starting now"
+    msg = f"{out} is in use by {who}; wait for it to end or choose another -o"
+    if force:
+        msg += " (--force never takes a live run's directory)"
+    if holder is not None and holder.host and holder.host != fmt.host_name():
+        msg += f"; if that run is over, delete {out / rundir.LOCK_FILE}"
+    return msg
+
+
+def stale_lock_message(out: Path, stale: rundir.Holder) -> str:
+    return (f"{out} was locked by {stale.describe()}, which ended without releasing it "
+            "(killed?); taking the lock over")
+
+
+def prepare_output(out: Path, force: bool) -> None:
+    """Refuse a directory a previous run left files in, or clear them with ``force``:
+    traces, run.json, calibration, plots, timeline (never anything rlscope did not
+    write). Nothing is deleted unless everything can be."""
+    left = rundir.previous_run(out)
+    if not left:
+        return
+    writers = rundir.live_writers(out)
+    if writers:
+        pid, name = writers[0]
+        more = f" and {len(writers) - 1} more" if len(writers) > 1 else ""
+        raise UsageError(f"{out} holds traces still being recorded (pid {pid} writes "
+                         f"{name}{more}); wait for {'them' if more else 'it'} to end or "
+                         "choose another -o")
+    if not force:
+        raise UsageError(f"{out} already holds a previous run ({_listing(left)}); choose "
+                         "another -o or pass --force to replace it")
+    blocked = _undeletable(out, left)
+    if blocked:
+        raise UsageError(f"--force cannot clear {out}: no permission to delete in "
+                         f"{blocked}; nothing was deleted or run")
+    try:
+        rundir.clear_previous_run(out)
+    except OSError as e:
+        raise UsageError(f"--force could not clear {out}: {e.filename}: {e.strerror}; "
+                         "nothing was run") from None
+
+
+def _listing(names: list[str]) -> str:
+    traces = [n for n in names if n.endswith(fmt.FILE_SUFFIX)]
+    samples = [n for n in names if n.endswith(fmt.SAMPLES_SUFFIX)]
+    rest = [n + ("/" if n in rundir.RUN_DIRS else "") for n in names
+            if n not in traces and n not in samples and not n.endswith(".tmp")]
+    head = [f"{len(traces)} trace file{'s' if len(traces) != 1 else ''}"] if traces else []
+    head += ["utilisation samples"] if samples else []
+    return ", ".join(head + rest)
+
+
+def _undeletable(out: Path, names: list[str]) -> str | None:
+    """The first directory in which a file of ``names`` could not be deleted, or None."""
+    dirs = [out] + [out / n for n in names if n in rundir.RUN_DIRS]
+    for top in dirs[1:]:
+        dirs += [Path(root) / d for root, subdirs, _ in os.walk(top) for d in subdirs]
+    for d in dirs:
+        if not os.access(d, os.W_OK | os.X_OK):
+            return str(d)
+    return None
+
+
+def profile(command: list[str], rec: Recording, force: bool = False,
+            lock: rundir.RunLock | None = None, sample_hz: float | None = None
+            ) -> ProfiledRun:
     """Run ``command`` profiled into ``rec.output_dir``; returns when it and every
     process it started have exited, or a deadline after it exited has passed
     (:mod:`rlscope.launch.descendants`; run.json's ``descendants`` says which).
 
     SIGINT is left to the command (a terminal sends it to the whole process group);
-    SIGTERM and SIGHUP are forwarded to it.
+    SIGTERM and SIGHUP are forwarded to it. ``lock``: the directory was claimed already
+    (:func:`claim_output`, by a caller that holds it longer); else it is claimed here.
+    ``sample_hz``: run the utilisation sampler (:mod:`rlscope.launch.sampler`) at that
+    rate while the command runs.
     """
     check_command(command)
     out = Path(rec.output_dir)
-    prepare_output(out, force)
+    if lock is None:
+        with claim_output(out, command, force):
+            return _run(command, rec, out, sample_hz)
+    return _run(command, rec, out, sample_hz)
+
+
+def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
+         ) -> ProfiledRun:
     meta = start_run_metadata(list(command), rec.recorder)
     write_run_metadata(out, meta)
     child_env = environment.profiled(rec)
@@ -101,17 +194,21 @@ def profile(command: list[str], rec: Recording, force: bool = False) -> Profiled
         raise UsageError(f"cannot run {command[0]}: {e.strerror}") from None
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     found = descendants.Descendants()
+    sampler = _start_sampler(rec.output_dir, sample_hz, before)
     try:
         returncode = proc.wait()
         if reaper:  # orphans of the command are ours now: wait for them too
             n = len(interrupted)
             found = descendants.reap(_wait_s(), before, stop=lambda: len(interrupted) > n)
     finally:
+        summary = sampler.stop() if sampler is not None else None
         if reaper:
             descendants.set_subreaper(False)
         for s, h in old.items():
             signal.signal(s, h)
     finish_run_metadata(meta, returncode, interrupted)
+    if summary is not None:
+        meta["sampler"] = summary.as_json()
     meta["descendants"] = found.as_json()
     # CPU time of the whole process tree: the command, and every descendant reaped by
     # its parent or, orphaned, by rls-prof.
@@ -119,7 +216,23 @@ def profile(command: list[str], rec: Recording, force: bool = False) -> Profiled
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
     cuda = [f for f in files if f.name.startswith("cuda.")]
-    return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda)
+    return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda,
+                       summary)
+
+
+def _start_sampler(output_dir: str, hz: float | None, before: set[int]) -> Any:
+    """The utilisation sampler, started (None when off or when it cannot open its file:
+    sampling never stops a run)."""
+    if not hz:
+        return None
+    from rlscope.launch.sampler import Sampler
+
+    sampler = Sampler(output_dir, hz, before)
+    try:
+        sampler.start()
+    except OSError:
+        return None
+    return sampler
 
 
 def _children_cpu_s() -> float:

@@ -16,6 +16,12 @@ def correction_lines(run: dict[str, Any]) -> list[str]:
                 "--calibrate, or reuse one with --calibration FILE)"]
     lines = [f"Overhead corrected: {c['removed_s']:.3f} s of rlscope book-keeping removed "
              "(--no-correct shows raw numbers)"]
+    sources = c.get("cost_sources", {})
+    costs = [f"{k} {v:.0f} ns ({sources.get(k, '?')})"
+             for k, v in c.get("costs_ns", {}).items() if k != "process"]
+    if costs:
+        lines.append("  costs per event: " + ", ".join(costs)
+                     + " (rls-prof --calibrate printed why; calibration.json has them)")
     if "corrected_total_s" in c:
         what = "CPU time" if c.get("metric") == "cpu" else "wall time"
         lines.append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rlscope.trace import format as fmt
+from rlscope.trace.argv import shell_line
 from rlscope.trace.data import ProcessTrace
 
 
@@ -13,7 +14,7 @@ def dump_lines(p: ProcessTrace, limit: int | None = None) -> Iterator[str]:
     yield (f"# file {p.path.name}: pid={h.pid} ppid={h.ppid} host={h.host} "
            f"process={h.process_name} source={h.source} recorder={h.recorder} "
            f"format={h.format_version} rlscope={h.rlscope_version}")
-    yield f"# argv {' '.join(h.argv)}"
+    yield f"# argv {shell_line(h.argv)}"
     yield (f"# clock monotonic_ns={h.clock.monotonic_ns} realtime_ns={h.clock.realtime_ns} "
            f"uncertainty_ns={h.clock.uncertainty_ns}")
     for t in p.threads.values():

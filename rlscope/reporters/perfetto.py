@@ -115,8 +115,17 @@ def write_perfetto(plan: Plan, out: IO[bytes]) -> Stats:
             for chunk in _slice_track(tr, next(uuids), proc_uuid, next(sequences),
                                       plan.origin_ns, stats):
                 out.write(chunk)
-        for c in counter_tracks(p, plan.kinds, plan.window):
+        for c in [*counter_tracks(p, plan.kinds, plan.window), *pp.counters]:
             for chunk in _counter_track(c, next(uuids), proc_uuid, next(sequences),
+                                        plan.origin_ns, stats):
+                out.write(chunk)
+    for g in plan.groups:  # run-wide counters (cores, NVML devices) as their own process
+        group_uuid = next(uuids)
+        out.write(packet(field(PK_SEQUENCE_ID, 1), message(
+            PK_TRACK_DESCRIPTOR, field(TD_UUID, group_uuid),
+            message(TD_PROCESS, field(PD_PID, g.pid), field(PD_PROCESS_NAME, g.name)))))
+        for c in g.tracks:
+            for chunk in _counter_track(c, next(uuids), group_uuid, next(sequences),
                                         plan.origin_ns, stats):
                 out.write(chunk)
     return stats

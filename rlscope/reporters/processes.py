@@ -86,8 +86,10 @@ def _tree_prefixes(tree: pd.DataFrame) -> list[str]:
 
 def tree_lines(tree: pd.DataFrame, run_wall: float, launcher: int | None = None) -> list[str]:
     idle = int(tree["idle_helper"].sum())
-    head = f"Processes: {len(tree)}" + (f" ({idle} idle helpers)" if idle else "") + \
-        f", run wall time {run_wall:.2f} s"
+    later = int((tree["continues"] >= 0).sum())
+    head = f"Processes: {len(tree) - later}" + (f" ({idle} idle helpers)" if idle else "") \
+        + (f" in {len(tree)} recording sessions" if later else "") \
+        + f", run wall time {run_wall:.2f} s"
     waiting = bool((tree["waiting_s"] > 0).any())
     cols = ["Process", "Role", "Start s", "Wall s", "Busy s",
             *(["Waiting s"] if waiting else []), "Operations s", "Notes"]
@@ -153,10 +155,12 @@ def folded_indices(a: Analysis) -> set[int]:
     return set(tree.loc[tree["idle_helper"], "index"].tolist()) if len(tree) > 1 else set()
 
 
-def process_label(a: Analysis) -> dict[int, str]:
-    """Per ``processes()`` row: its display name and role, for per-process titles."""
+def process_label(a: Analysis, role: bool = True) -> dict[int, str]:
+    """Per ``processes()`` row: its display name (``-m pkg.mod``, not ``-m``) and, with
+    ``role``, its role, for per-process titles."""
     tree = a.process_tree()
-    return {int(r.index): f"{r.name} ({r.role_label})" for r in tree.itertuples()}
+    return {int(r.index): f"{r.name} ({r.role_label})" if role else str(r.name)
+            for r in tree.itertuples()}
 
 
 def _secs(s: float) -> str:

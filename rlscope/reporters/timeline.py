@@ -20,6 +20,7 @@ from rlscope.analysis.timeline import Plan
 BATCH = 1 << 18
 BYTES_PER_SLICE = 115  # for size estimates (measured: 100-110 on real runs)
 BYTES_PER_COUNTER_VALUE = 80
+_SORT_STRIDE = 10_000_000  # above any track's sort index (slices.process_tracks)
 
 
 @dataclass
@@ -47,21 +48,34 @@ def write_chrome_trace(plan: Plan, out: IO[str], directory: str = "") -> Stats:
         out.write(("" if first else ",\n") + json.dumps(obj, separators=(",", ":")))
         first = False
 
+    # A pid's later recording sessions (docs/rls-analyze.md) are the same JSON process:
+    # their tracks follow its first trace's, with thread ids and sort indices after them.
+    tids: dict[int, int] = {}  # pid -> thread ids used so far
     for pp in plan.processes:
         p = pp.trace
         pid = p.pid
-        emit({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": pp.name}})
-        emit({"ph": "M", "name": "process_sort_index", "pid": pid,
-              "args": {"sort_index": pp.sort}})
-        for tid, tr in enumerate(process_tracks(p, plan.kinds, plan.window, pp.ordinal),
-                                 start=1):
-            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                  "args": {"name": tr.name}})
-            emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                  "args": {"sort_index": tr.sort}})
-            _slices(out, tr, pid, tid, t0, stats)
-        for c in counter_tracks(p, plan.kinds, plan.window):
+        later = pid in tids
+        if not later:
+            emit({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": pp.name}})
+            emit({"ph": "M", "name": "process_sort_index", "pid": pid,
+                  "args": {"sort_index": pp.sort}})
+        suffix = pp.name[pp.name.rindex(" ["):] if later and pp.name.endswith("]") else ""
+        tid0 = tids.get(pid, 0)
+        n = 0
+        for n, tr in enumerate(process_tracks(p, plan.kinds, plan.window, pp.ordinal),
+                               start=1):
+            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid0 + n,
+                  "args": {"name": tr.name + suffix}})
+            emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid0 + n,
+                  "args": {"sort_index": tid0 * _SORT_STRIDE + tr.sort}})
+            _slices(out, tr, pid, tid0 + n, t0, stats)
+        tids[pid] = tid0 + n
+        for c in [*counter_tracks(p, plan.kinds, plan.window), *pp.counters]:
             _counter(out, c, pid, t0, stats)
+    for g in plan.groups:
+        emit({"ph": "M", "name": "process_name", "pid": g.pid, "args": {"name": g.name}})
+        for c in g.tracks:
+            _counter(out, c, g.pid, t0, stats)
     out.write("\n]}\n")
     return stats
 

@@ -25,6 +25,7 @@ from rlscope.trace.data import (
     Trace,
 )
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
+from rlscope.trace.samples_reader import read_samples, sample_files
 
 
 def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Path]]:
@@ -60,7 +61,7 @@ def read_trace(directory: str | os.PathLike[str]) -> Trace:
         raise TraceError(f"{d} mixes trace format versions {sorted(versions)}; analyse the "
                          "files of one rlscope version at a time")
     processes.sort(key=lambda p: (p.header.clock.monotonic_ns, p.pid))
-    return Trace(d, run, processes)
+    return Trace(d, run, processes, read_samples(sample_files(d)))
 
 
 def read_process(path: str | os.PathLike[str]) -> ProcessTrace:
@@ -81,7 +82,8 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
     progress: list[Progress] = []
     env: list[EnvEvents] = []
     dropped = chunks = 0
-    for c in iter_chunks(path, warnings):
+    torn: list[int] = []
+    for c in iter_chunks(path, warnings, torn):
         strings.update(c.strings)
         threads.update((t.index, t) for t in c.threads)
         metadata.update(c.metadata)
@@ -98,4 +100,5 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
     if len(events) and int(events.name.max()) >= len(string_list):
         raise TraceError(f"{path} is corrupt: an event names an undefined string")
     return ProcessTrace(path, header, events, string_list, threads, Progress.concat(progress),
-                        metadata, dropped, chunks, warnings, env=EnvEvents.concat(env))
+                        metadata, dropped, chunks, warnings, env=EnvEvents.concat(env),
+                        torn_bytes=sum(torn))

@@ -98,8 +98,17 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
 
 
 def torn_warning(path: Path, offset: int) -> str:
-    return (f"{path.name}: last record is torn (at offset {offset}, the process was "
-            "probably killed); skipped it")
+    lost = torn_bytes(path, offset)
+    return (f"{path.name}: last record is torn ({lost:,} bytes at offset {offset}, the "
+            "process was probably killed while writing it); skipped it, its events are lost")
+
+
+def torn_bytes(path: Path, offset: int) -> int:
+    """Bytes of a torn last record starting at ``offset``: what was lost."""
+    try:
+        return max(os.path.getsize(path) - offset, 0)
+    except OSError:
+        return 0
 
 
 def dropped_warning(path: Path, dropped: int) -> str:
@@ -197,15 +206,18 @@ def _decode(path: Path, c: Any) -> Chunk:
                  int(c.dropped_events))
 
 
-def iter_chunks(path: Path, warnings: list[str] | None = None) -> Iterator[Chunk]:
+def iter_chunks(path: Path, warnings: list[str] | None = None,
+                torn: list[int] | None = None) -> Iterator[Chunk]:
     """The decoded event chunks of a Python trace file, after its header. A torn last
     record ends the iteration and a chunk missing from the sequence is noted, each as a
-    warning appended to ``warnings``."""
+    warning appended to ``warnings``; the torn record's size goes to ``torn``."""
     expected = 0
     for i, (pos, rec) in enumerate(iter_records(path)):
         if rec is None:
             if warnings is not None:
                 warnings.append(torn_warning(path, pos))
+            if torn is not None:
+                torn.append(torn_bytes(path, pos))
             return
         if i == 0:
             continue

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rlscope.analysis.scopes import operation_intervals, phase_intervals
+from rlscope.analysis.startup import imports, without_imports
 from rlscope.analysis.summary import summarize
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
@@ -43,7 +44,9 @@ def test_counts_nesting_threads_and_wall_time(tmp_path: Path, recorder: str):
     child = procs.pop(res["child"])
     (main,) = procs.values()
     assert main.header.recorder == recorder and main.complete
-    assert main.metadata == {"algo": "test", "iterations": 300}
+    # The user's metadata, and rlscope's records of the script's imports (start-up row).
+    assert without_imports(main.metadata) == {"algo": "test", "iterations": 300}
+    assert "json" in imports(main.metadata).names
 
     iv = operation_intervals(main.events)
     assert iv.closed.all() and iv.unmatched_ends == 0 and iv.name_mismatches == 0
@@ -206,7 +209,7 @@ def test_refuses_to_overwrite_a_trace(tmp_path: Path):
     out = tmp_path / "run"
     assert run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass").returncode == 0
     r = run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass")
-    assert r.returncode == 2 and "already holds a trace" in r.stderr
+    assert r.returncode == 2 and "already holds a previous run" in r.stderr
     assert run_tool("rls-prof", "-o", str(out), "--force", "--", sys.executable, "-c",
                     "pass").returncode == 0
 
@@ -275,3 +278,33 @@ def _paths(p) -> list[tuple[str, ...]]:
         elif k == fmt.OPERATION_END and stack:
             stack.pop()
     return out
+
+
+def test_a_trace_whose_only_chunk_is_torn_says_what_was_lost(tmp_path: Path):
+    """A short run killed while writing its only chunk: the events were recorded and
+    lost, which is not the same as none recorded."""
+    out = tmp_path / "torn"
+    r = run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c",
+                 "import rlscope\nfor i in range(50):\n"
+                 "    with rlscope.operation('step'): pass")
+    assert r.returncode == 0, r.stderr
+    (f,) = out.glob("*" + fmt.FILE_SUFFIX)
+    from rlscope.trace.records import iter_records
+
+    offsets = [pos for pos, _ in iter_records(f)]
+    assert len(offsets) == 2, "a header and one chunk"
+    size = f.stat().st_size
+    with open(f, "r+b") as fh:  # the writer killed halfway through the chunk
+        fh.truncate(offsets[1] + (size - offsets[1]) // 2)
+    left = f.stat().st_size - offsets[1]  # of the chunk (after its length prefix)
+    for cmd in ("report", "timeline"):
+        r = run_tool("rls-analyze", cmd, str(out))
+        assert r.returncode == 2, r.stderr
+        err = r.stderr.strip().splitlines()
+        assert "last record is torn" in err[0] and "its events are lost" in err[0]
+        assert len(err) == 2 and "Traceback" not in r.stderr
+        assert "holds no recorded time: the events recorded (" in err[1]
+        lost = int(err[1].split("the events recorded (")[1].split(" bytes")[0].replace(",", ""))
+        assert left < lost <= left + 10  # the torn chunk, its length prefix included
+        assert f"torn when the process was killed while writing it ({f.name})" in err[1]
+        assert "every process stopped before recording any event" not in err[1]

@@ -159,3 +159,31 @@ def test_cost_far_above_its_hooks_is_spread_over_time():
     assert low.source == "microbenchmark" and low.per_event_ns == 300 and not low.diffuse_ns
     noisy = _kind_cost("annotation", 900.0, 800.0, [], mb, 100, "chunks")  # < 2 sigma
     assert noisy.per_event_ns == 900 and "within the noise" in noisy.note
+
+
+def test_unresolved_estimate_uses_the_microbenchmark_and_the_report_says_why():
+    from rlscope.analysis.overhead.model import Calibration
+    from rlscope.calibration.build import _kind_cost
+    from rlscope.reporters.calibration import cost_line, summary_lines
+
+    mb = {"per_event_ns": 100.0, "inside_ns": 40.0}
+    wide = _kind_cost("annotation", 900.0, 1000.0, [], mb, 100, "chunks")  # ± > value
+    assert wide.per_event_ns == 100 and wide.source == "microbenchmark"
+    assert "not resolved" in wide.note and wide.estimate_ns == 900
+    assert "not resolved on this workload (the chunks gave 900 ns ± 1000 ns" in \
+        cost_line("annotation", wide, "chunks")
+    below = _kind_cost("annotation", 60.0, 20.0, [], mb, 100, "chunks")
+    assert below.per_event_ns == 100 and "below the tight-loop microbenchmark" in \
+        cost_line("annotation", below, "chunks")
+    near = _kind_cost("backend_call", 150.0, 20.0, [], mb, 100, "chunks")
+    line = cost_line("backend_call", near, "chunks")
+    assert line.startswith("  backend_call: 150 ns ± 20 ns per call, measured on the chunks")
+    assert "the other 50 ns is the same hook inside this workload" in line
+    assert "40 ns inside the interval it times, 110 ns around it" in line
+    far = _kind_cost("annotation", 4300.0, 2100.0, [], mb, 100, "chunks")
+    line = cost_line("annotation", far, "chunks")
+    assert "200 ns paid at each event" in line and "4100 ns spread over the run" in line
+    cal = Calibration(command=["x"], costs={"annotation": wide, "backend_call": near},
+                      mode="chunks")
+    text = "\n".join(summary_lines(cal))
+    assert "± is one standard error (jackknife over the calibration chunks)" in text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rlscope.analysis import analyze
 from rlscope.analysis.synthetic import process_trace
 from rlscope.reporters import compare as cmp
@@ -40,3 +42,66 @@ def test_plot(tmp_path: Path):
     df = cmp.compare([[run(1000, 500)], [run(2000, 500)]], ["x", "y"])
     cmp.figure(df, ["x", "y"]).savefig(tmp_path / "c.svg")
     assert (tmp_path / "c.svg").stat().st_size > 1000
+
+
+def ops_run(ops: dict[str, int], timesteps: int = 0, corrected: bool | None = None):
+    ev, t = [(0, 0, fmt.PROCESS_START, "")], 0
+    for name, ns in ops.items():
+        ev += [(t, 0, OB, name), (t + ns, 0, OE, name)]
+        t += ns
+    ev.append((t, 0, fmt.PROCESS_END, ""))
+    prog = [(t, timesteps, timesteps)] if timesteps else []
+    run_meta = {} if corrected is None else {"correction": {"applied": corrected}}
+    return analyze(Trace(Path("."), run_meta, [process_trace(ev, progress=prog)]))
+
+
+def test_an_operation_absent_from_a_group_is_a_significant_difference_and_a_dash():
+    with_x = [ops_run({"x": 10_000 + d, "y": 1000}) for d in (-2000, 0, 2000)]
+    without = [ops_run({"y": 1000 + d}) for d in (-10, 0, 10)]
+    df = cmp.compare([with_x, without], ["with", "without"])
+    row = df[(df.key == "x") & (df.run == "without")].iloc[0]
+    assert not row.present and row.mean_s == 0 and row.significant is True
+    text = cmp.render(df, ["with", "without"], "text")
+    line = next(ln for ln in text.splitlines() if ln.startswith("x "))
+    assert "–" in line and "absent *" in line and "-100%" not in line
+    df2 = cmp.compare([without, with_x], ["without", "with"])
+    assert "new *" in cmp.render(df2, ["without", "with"], "text")
+
+
+def test_map_lines_up_differently_named_operations_and_per_timestep_normalises():
+    torch_run = ops_run({"policy_forward": 3000, "update": 5000}, timesteps=100)
+    tf_run = ops_run({"act": 6000, "train_step": 10000}, timesteps=200)
+    mapping = cmp.parse_map(["policy_forward=inference", "act=inference",
+                             "update=backprop", "train_step=backprop"])
+    df = cmp.compare([[torch_run], [tf_run]], ["torch", "tf"], mapping=mapping,
+                     per_timestep=True)
+    got = {(r.key, r.run): round(r.mean_s * 1e9, 3) for r in df.itertuples()}
+    # ns per timestep: both runs spend the same per step once normalised and renamed
+    assert got[("inference", "torch")] == got[("inference", "tf")] == 30
+    assert got[("backprop", "torch")] == got[("backprop", "tf")] == 50
+    assert "Microseconds per timestep" in cmp.render(df, ["torch", "tf"], "text", True)
+    with pytest.raises(ValueError):
+        cmp.parse_map(["no-equals-sign"])
+
+
+def test_mixed_correction_is_warned_about():
+    a, b = ops_run({"x": 100}, corrected=True), ops_run({"x": 100}, corrected=False)
+    assert cmp.correction_warnings([[a], [b]], ["a", "b"])
+    assert cmp.correction_warnings([[a], [a]], ["a", "c"]) == []
+
+
+def test_plot_has_the_significance_marks(tmp_path: Path):
+    base = [ops_run({"x": 1000 + d, "y": 500}) for d in (-10, 0, 10)]
+    other = [ops_run({"x": 3000 + d, "y": 500 + d}) for d in (-10, 0, 10)]
+    df = cmp.compare([base, other], ["base", "other"])
+    fig = cmp.figure(df, ["base", "other"])
+    texts = [t.get_text().strip() for t in fig.axes[0].texts]
+    assert "*" in texts and "~" in texts
+    fig.savefig(tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_the_same_run_twice_gets_two_columns():
+    assert cmp.unique_labels(["a", "a", "b", "a"]) == ["a", "a #2", "b", "a #3"]
+    df = cmp.compare([[run(1000, 500)], [run(1000, 500)]], ["a", "a #2"])
+    assert "Δ a #2" in cmp.render(df, ["a", "a #2"], "text")

@@ -253,7 +253,8 @@ def test_text_report_opens_with_the_tree_and_summary_and_folds_helpers():
 def test_single_process_report_is_unchanged():
     out = table.render(run_of(proc(10, LAUNCHER, 0, 1, [(0.1, 0.2, "a")])), "text")
     assert "Processes:" not in out and "Run summary" not in out
-    assert "Process 10 synthetic:" in out  # the header's process name, as before
+    # Its display name (from its command line, as in the tree: "-m pkg.mod", never "-m")
+    assert "Process 10 train.py:" in out
 
 
 def test_json_and_one_table_formats_carry_the_same():
@@ -267,6 +268,7 @@ def test_json_and_one_table_formats_carry_the_same():
     assert doc["run_summary"]["operations"][0]["operation"] == "simulation"
     csv = table.render_frame(P.table_frame(a, "processes"), "csv").splitlines()
     assert csv[0].startswith("index,depth,pid,ppid,parent_index,parent_in_run,role")
+    assert csv[0].endswith(",idle_helper,session,continues")
     assert len(csv) == 6
     md = table.render_frame(P.table_frame(a, "summary"), "markdown").splitlines()
     assert md[0].startswith("| role | processes |")
@@ -282,3 +284,35 @@ def test_many_idle_helpers_fold_into_one_line_by_role():
     assert line.startswith("Idle helpers (11, tables folded")
     assert "resource tracker 99; 10 × pool worker: 100 101 102 103 104 105 106 107 …" in line
     assert a.run_summary().set_index("role").loc[fmt.ROLE_POOL_WORKER, "idle_helpers"] == 10
+
+
+def test_sessions_of_one_process_are_kept_apart():
+    """rlscope.start/stop twice in one process: two traces of one pid, each its own
+    section with its own operations and percentages of its own time; one process in
+    the tree's count, the same role, the later one marked."""
+    first = proc(10, 5, 0.0, 2.0, [(0.5, 1.5, "a")])
+    second = proc(10, 5, 5.0, 6.0, [(5.2, 5.8, "b")],
+                  metadata={fmt.META_SESSION: 1})
+    reused = proc(10, 5, 8.0, 9.0, [(8.1, 8.2, "c")])  # a reused pid: no session mark
+    a = run_of(first, second, reused, launcher=None)
+    procs = a.processes()
+    assert list(zip(procs["pid"], procs["session"], strict=True)) == [(10, 0), (10, 1),
+                                                                     (10, 2)]
+    ops = a.operations()
+    for n, name, wall in ((0, "a", 1.0), (1, "b", 0.6), (2, "c", 0.1)):
+        rows = ops[(ops["session"] == n) & (ops["operation"] != "(unannotated)")]
+        # a later session's start is no process start-up
+        assert list(rows["operation"]) == ([name] if n == 1 else ["(start-up)", name])
+        rows = rows[rows["operation"] == name]
+        assert rows["wall_s"].iloc[0] == pytest.approx(wall)
+    assert (ops["wall_pct"] <= 100.0 + 1e-9).all()
+    tree = a.process_tree().set_index("index")
+    assert list(tree["role"]) == ["main", "main", "subprocess"]
+    assert tree.loc[1, "continues"] == 0 and tree.loc[2, "continues"] == -1
+    assert tree.loc[1, "name"].endswith("[session 2]")
+    summary = a.run_summary().set_index("role")
+    assert summary.loc["all processes", "processes"] == 2  # two processes, three traces
+    text = table.render_text(a)
+    assert "Processes: 2 in 3 recording sessions" in text
+    assert text.count("Process 10 ") == 3
+    assert "[session 2] (main)" in text

@@ -34,7 +34,7 @@ def _analysis(**case):
 
 def test_text_report_has_split_columns_and_extrapolation():
     out = table.render(_analysis(**GPU_CASE), "text")
-    for word in ("Python", "CUDA API", "GPU only", "CPU+GPU", "CPU only", "(unannotated)",
+    for word in ("Python", "CUDA API", "GPU only", "CPU+GPU", "CPU only", "(start-up)",
                  "Progress: 200 timesteps of 400 (50.0%)", "estimated full training run"):
         assert word in out, word
     # A CPU-only run shows no GPU columns.
@@ -46,6 +46,7 @@ def test_csv_json_markdown():
     a = _analysis(**GPU_CASE)
     csv = table.render(a, "csv").splitlines()
     assert csv[0].startswith("pid,process,phase,operation,depth,calls,wall_s,self_s")
+    assert csv[0].endswith(",session")
     for col in ("python_s", "gpu_s", "cpu_only_s", "gpu_only_s", "cpu_gpu_s"):
         assert col in csv[0]
     doc = json.loads(table.render(a, "json"))
@@ -71,7 +72,7 @@ def test_plots_are_written_as_png_and_svg(tmp_path: Path):
         assert f.stat().st_size > 1000
     assert (tmp_path / "breakdown.png").read_bytes()[:4] == b"\x89PNG"
     seg = plots.operation_segments(a, a.processes()["pid"][0])
-    assert list(seg.index)[-1] == "(unannotated)"
+    assert seg.index[0] == "(start-up)"
     assert round(seg.to_numpy().sum() * 1e9) == 120  # every covered ns, once
 
 

@@ -87,7 +87,11 @@ def test_json_structure_all_events_and_no_overlap():
     assert by["MainThread: CUDA API"] == ["cudaLaunchKernel", "cudaMemcpyAsync"]
     assert by["thread-1: CUDA API"] == ["cudaLaunchKernel", "cudaStreamSynchronize"]
     assert by["GPU 0 stream 1"] == ["kernel", "kernel"] and by["GPU 0 stream 2"] == ["memcpy"]
-    assert [e["args"] for e in ev if e["ph"] == "C"] == [{"timesteps": 10}, {"timesteps": 20}]
+    assert [e["args"] for e in ev if e["ph"] == "C" and e["name"] == "timesteps"] == [
+        {"timesteps": 10}, {"timesteps": 20}]
+    # rlscope's GPU busy counter (0.1 s bins: one here), beside the timesteps.
+    (busy,) = [e for e in ev if e["ph"] == "C" and e["name"].startswith("GPU busy")]
+    assert busy["args"] == {"%": pytest.approx(100 * 30 / 1e8)}  # 30 ns (union) of 0.1 s
     ops = {e["name"]: e for e in tracks["MainThread: operations"]}
     assert ops["a"]["ts"] == 0.01 and ops["a"]["dur"] == 0.08  # µs, from the first event
     assert ops["open"]["dur"] == 0.005  # unclosed: runs to the process end
@@ -125,8 +129,11 @@ def test_perfetto_holds_what_json_holds(tmp_path: Path):
                    if b is not None)
     assert pairs == [("cudaLaunchKernel", 12, "kernel", 40), ("cudaLaunchKernel", 22, "kernel", 60),
                      ("cudaMemcpyAsync", 25, "memcpy", 45)]
-    (counter,) = d.counters.values()
-    assert counter == [(50, 10), (80, 20)]
+    names = {uuid: d.tracks[uuid].name for uuid in d.counters}
+    (steps,) = [v for u, v in d.counters.items() if names[u] == "timesteps"]
+    assert steps == [(50, 10), (80, 20)]
+    (busy,) = [v for u, v in d.counters.items() if names[u].startswith("GPU busy")]
+    assert busy == [(0, pytest.approx(100 * 30 / 1e8))]  # one 0.1 s bin from the first event
 
 
 def test_pbrows_bytes_equal_protobufs_own_serialization():

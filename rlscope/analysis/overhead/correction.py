@@ -31,6 +31,7 @@ from rlscope.analysis.overhead.kinds import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, 
 from rlscope.analysis.overhead.model import Calibration, KindCost
 from rlscope.analysis.summary import process_span
 from rlscope.trace import format as fmt
+from rlscope.trace.argv import shell_line
 from rlscope.trace.data import Events, ProcessTrace, Progress, Trace
 
 
@@ -335,6 +336,7 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
     """Corrected total of the run beside the uninstrumented runs of the calibration."""
     info: dict = {"applied": True, "metric": cal.metric,
                   "costs_ns": {k: round(c.per_event_ns, 1) for k, c in cal.costs.items()},
+                  "cost_sources": {k: _source(c) for k, c in cal.costs.items()},
                   "removed_s": summary.run_overhead_s(), "warnings": []}
     # Compare like with like: rls-prof records the run's CPU time (cpu_s) and wall time.
     raw = run.get("cpu_s") if cal.metric == "cpu" else run.get("duration_s")
@@ -370,8 +372,19 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
             "machine with more --repetitions")
     if cal.command and run.get("command") and list(run["command"]) != list(cal.command):
         info["warnings"].append("the calibration was made for another command ("
-                                + " ".join(cal.command) + "); costs may not transfer")
+                                + shell_line(cal.command, 120) + "); costs may not transfer")
     return info
+
+
+def _source(c: KindCost) -> str:
+    """Where a cost came from, in a few words (the report's costs line)."""
+    if c.source != "microbenchmark":
+        return "measured" + (", partly diffuse" if c.diffuse_ns > 0 else "")
+    if math.isfinite(c.estimate_ns) and c.estimate_ns < c.per_event_ns:
+        return "microbenchmark: the estimate was below it"
+    if math.isfinite(c.estimate_ns):
+        return "microbenchmark: not resolved on this workload"
+    return "microbenchmark"
 
 
 def _num(v: object) -> float:

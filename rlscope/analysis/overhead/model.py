@@ -40,6 +40,10 @@ class KindCost:
     # at all slows the program a little; that scales with the events, not located at
     # them): removed as a uniform stretch of the thread's timeline.
     diffuse_ns: float = 0.0
+    # What the runs/chunks estimated (before the rules above) and the tight-loop
+    # microbenchmark of the hook (nan: none), so a report can explain the cost used.
+    estimate_ns: float = math.nan
+    microbenchmark_ns: float = math.nan
 
     @property
     def outside_ns(self) -> float:
@@ -113,13 +117,18 @@ def read_calibration(path: str | os.PathLike[str]) -> Calibration:
             float(c["per_event_ns"]), float(c.get("inside_ns") or 0.0),
             math.nan if c.get("error_ns") is None else float(c["error_ns"]),
             str(c.get("source", "")), int(c.get("events", 0)), str(c.get("note", "")),
-            float(c.get("diffuse_ns") or 0.0))
+            float(c.get("diffuse_ns") or 0.0), _float(c.get("estimate_ns")),
+            _float(c.get("microbenchmark_ns")))
     known = {"command", "machine", "repetitions", "configurations", "runs",
              "uninstrumented", "validation", "microbenchmark", "warnings",
              "rlscope_version", "metric", "mode"}
     rest = {k: v for k, v in d.items() if k in known}
     rest.setdefault("command", [])
     return Calibration(costs=costs, **rest)
+
+
+def _float(v: Any) -> float:
+    return math.nan if v is None else float(v)
 
 
 def find_calibration(directory: str | os.PathLike[str]) -> Calibration | None:

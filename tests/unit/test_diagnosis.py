@@ -1,0 +1,112 @@
+"""The report's diagnosis on synthetic timelines whose split is known exactly: each verdict
+pinned, and a balanced operation gets none."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlscope.analysis import analyze
+from rlscope.analysis.diagnosis import diagnose
+from rlscope.analysis.synthetic import process_trace
+from rlscope.reporters import diagnosis as render
+from rlscope.trace import format as fmt
+from rlscope.trace.data import Trace
+
+OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
+CALLS = {"backend": (fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END),
+         "simulator": (fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END),
+         "wait": (fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END)}
+US = 1000
+
+
+def _op(t0: int, name: str, python_us: float, calls: dict[str, tuple[int, float]],
+        rows: list) -> int:
+    """One call of operation ``name`` from t0: ``python_us`` of Python spread between the
+    intercepted calls, and per kind (n, total µs) of calls. Returns the end time."""
+    rows.append((t0, 0, OB, name))
+    t = t0
+    pieces = [(k, n, us) for k, (n, us) in calls.items()]
+    slots = sum(n for _, n, _ in pieces) + 1
+    gap = int(python_us * US / slots)
+    for kind, n, us in pieces:
+        b, e = CALLS[kind]
+        for _ in range(n):
+            t += gap
+            rows.append((t, 0, b, f"{kind}.call"))
+            t += int(us * US / n)
+            rows.append((t, 0, e, f"{kind}.call"))
+    t += gap
+    rows.append((t, 0, OE, name))
+    return t
+
+
+def _diagnose(ops: list[tuple[str, float, dict[str, tuple[int, float]]]], repeat: int = 20):
+    rows: list = [(0, 0, fmt.PROCESS_START, "")]
+    t = 1000
+    for _ in range(repeat):
+        for name, py, calls in ops:
+            t = _op(t, name, py, calls, rows) + 10
+    rows.append((t + 10, 0, fmt.PROCESS_END, ""))
+    a = analyze(Trace(None, {}, [process_trace(rows, name="loop.py")]))  # type: ignore[arg-type]
+    return {v.operation: v for v in diagnose(a.operations(), a.processes())}
+
+
+def test_each_limit_is_named_with_its_evidence_and_bound():
+    v = _diagnose([
+        ("python_glue", 900, {"backend": (2, 100)}),  # 90% Python
+        ("inference", 300, {"backend": (50, 700)}),  # 70% backend, 14 µs calls: launch
+        ("backprop", 100, {"backend": (2, 900)}),  # 90% backend, 450 µs calls: compute
+        ("simulation", 100, {"simulator": (4, 900)}),  # 90% simulator
+        ("wait_for_workers", 100, {"wait": (1, 900)}),  # 90% waiting
+    ])
+    assert v["python_glue"].bound == "Python"
+    assert v["python_glue"].max_saving_s == pytest.approx(20 * 900e-6, rel=0.02)
+    assert v["inference"].bound.startswith("ML backend (launch-bound")
+    assert "50.0 backend calls per call, 14.0 µs each" in v["inference"].evidence[1]
+    assert v["inference"].max_saving_s == pytest.approx(20 * 300e-6, rel=0.02)  # the Python
+    assert v["backprop"].bound == "ML backend (compute)"
+    assert v["backprop"].max_saving_s == pytest.approx(20 * 900e-6, rel=0.02)
+    assert v["simulation"].bound == "simulator"
+    assert v["wait_for_workers"].bound == "waiting"
+    assert v["wait_for_workers"].max_saving_share == pytest.approx(0.9, abs=0.01)
+    text = "\n".join(render.lines(list(v.values())))
+    assert "python_glue in loop.py" in text and "bound by Python" in text
+    assert "saves at most" in text and "the waiting time (90% of the operation" in text
+
+
+def test_a_balanced_operation_gets_no_verdict():
+    v = _diagnose([("step", 450, {"backend": (3, 400), "simulator": (3, 150)})])
+    # Python 45%, backend 40%, simulator 15%: no single limit
+    assert v["step"].bound is None and v["step"].max_saving_s == 0
+    assert "balanced, no single limit" in "\n".join(render.lines(list(v.values())))
+    close = _diagnose([("step", 550, {"backend": (3, 450)})])  # 55% vs 45%: too close
+    assert close["step"].bound is None
+
+
+def test_small_operations_are_not_diagnosed():
+    v = _diagnose([("big", 1000, {}), ("tiny", 10, {"backend": (1, 10)})])
+    assert "big" in v and "tiny" not in v
+
+
+def _gpu_diagnosis(api, gpu):
+    rows = [(0, 0, fmt.PROCESS_START, ""), (1000 * US, 0, OB, "train"),
+            (2000 * US, 0, OE, "train"), (2001 * US, 0, fmt.PROCESS_END, "")]
+    p = process_trace(rows, api=api, gpu=gpu, name="gpu.py")
+    a = analyze(Trace(None, {}, [p]))  # type: ignore[arg-type]
+    return {v.operation: v for v in diagnose(a.operations(), a.processes())}["train"]
+
+
+def test_gpu_and_cuda_api_limits():
+    tid = 1000  # thread 0's OS tid in synthetic traces
+    # One launch, a 900 µs kernel, and a synchronisation waiting for it: GPU-bound.
+    v = _gpu_diagnosis([(tid, 1010 * US, 1020 * US, 1, "cudaLaunchKernel"),
+                        (tid, 1025 * US, 1950 * US, 2, "cudaDeviceSynchronize")],
+                       [(1, 7, 1030 * US, 1930 * US, 1)])
+    assert v.bound == "GPU" and v.max_saving_share == pytest.approx(0.9, abs=0.02)
+    assert any(e.startswith("GPU idle while the CPU works") for e in v.evidence)
+    # 90 launches of 10 µs each, 1 µs kernels: the CPU is in the CUDA API.
+    api = [(tid, (1000 + 11 * i) * US, (1010 + 11 * i) * US, i + 1, "cudaLaunchKernel")
+           for i in range(90)]
+    gpu = [(1, 7, (1010 + 11 * i) * US, (1011 + 11 * i) * US, i + 1) for i in range(90)]
+    v = _gpu_diagnosis(api, gpu)
+    assert v.bound == "CUDA API" and v.shares["CUDA API"] > 0.8
