@@ -80,7 +80,7 @@ def figure(a: Analysis) -> Any:
     bottom (when the run used or sampled a GPU): NVML's utilisation per device and each
     process's GPU time in kernels/copies per 0.1 s. None when the run was not sampled."""
     from rlscope.analysis import utilisation as U
-    from rlscope.reporters.plots import pyplot
+    from rlscope.reporters.plots import RUN_COLOURS, plotted_processes, pyplot
 
     if a.samples is None:
         return None
@@ -88,26 +88,27 @@ def figure(a: Analysis) -> Any:
     gpu = ts[ts["series"].isin([U.GPU_UTIL, U.GPU_BUSY])]
     plt = pyplot()
     rows = 2 if len(gpu) else 1
-    fig, axes = plt.subplots(rows, 1, figsize=(9, 2.6 * rows + 0.6), sharex=True,
-                             squeeze=False)
-    names = {r.pid: f"{r.process} ({r.pid})" for r in a.processes().itertuples()}
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = plt.subplots(rows, 1, figsize=(9, 2.6 * rows + 1.2), sharex=True,
+                             squeeze=False, constrained_layout=True)
+    # The processes the other figures show (idle helpers folded), one colour each
+    # (Okabe-Ito, as everywhere), the same in both panels.
+    shown = plotted_processes(a)
+    names = {int(r.pid): f"{r.process} ({r.pid})" for r in shown.itertuples()}
+    colour = {pid: RUN_COLOURS[i % len(RUN_COLOURS)] for i, pid in enumerate(sorted(names))}
     ax = axes[0][0]
-    for i, pid in enumerate(sorted(names)):
-        c = colours[i % len(colours)]
+    for pid in sorted(names):
         for series, style in ((U.PROC_CPU, "-"), (U.RLSCOPE_CPU, "--")):
             d = ts[(ts["series"] == series) & (ts["pid"] == pid)]
             if len(d):
-                how = "sampled" if series == U.PROC_CPU else "rlscope categories"
-                ax.plot(d["time_s"], d["value"], style, color=c, lw=1,
+                how = "sampled (/proc)" if series == U.PROC_CPU else "rlscope CPU categories"
+                ax.plot(d["time_s"], d["value"], style, color=colour[pid], lw=1,
                         label=f"{names[pid]}: {how}")
     ax.set_ylabel("CPU % of one core")
     ax.set_title("CPU and GPU utilisation: sampled (solid) vs measured by rlscope (dashed)")
-    ax.legend(loc="upper right", fontsize=7, frameon=False)
     if rows == 2:
         ax = axes[1][0]
         for i, d in enumerate(sorted(set(gpu["key"]))):
-            c = colours[i % len(colours)]
+            c = RUN_COLOURS[(len(names) + i) % len(RUN_COLOURS)]
             u = gpu[(gpu["series"] == U.GPU_UTIL) & (gpu["key"] == d)]
             if len(u):
                 ax.plot(u["time_s"], u["value"], "-", color=c, lw=1,
@@ -118,7 +119,10 @@ def figure(a: Analysis) -> Any:
                         label=f"GPU {d}: kernels+copies of {names.get(int(pid), pid)}")
         ax.set_ylabel("GPU %")
         ax.set_ylim(0, 105)
-        ax.legend(loc="upper right", fontsize=7, frameon=False)
-    axes[-1][0].set_xlabel("time (s)")
-    fig.tight_layout()
+    for row in axes:
+        row[0].grid(axis="y", linewidth=0.4, alpha=0.5)
+        if row[0].get_legend_handles_labels()[0]:  # below the plot: never over a line
+            row[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncols=2,
+                          fontsize=7, frameon=False)
+    axes[-1][0].set_xlabel("time (s) from the first process's start")
     return fig
