@@ -26,10 +26,13 @@ pip install -q --upgrade pip
 pip install -q "scikit-build-core>=0.10" "grpcio-tools==1.85.1" ninja "cmake>=3.20"
 # torch first and pinned: a range alone could fetch a multi-GB CUDA build.
 case ",$extras," in
-  *,demo,*|*,test,*|*,torch,*|*,sb3,*|*,ray,*) pip install -q "torch==2.13.0" ;;
+  *,demo,*|*,test,*|*,torch,*|*,sb3,*|*,rllib,*) pip install -q "torch==2.13.0" ;;
 esac
-log "installing rlscope[$extras] (builds the native extension)"
-pip install -q --no-build-isolation -e ".[$extras]"
+# A second venv builds in its own directory (CMake caches the interpreter it found).
+build=()
+[ "$VENV" = .venv ] || build=(-C "build-dir=build/$(basename "$VENV")/{wheel_tag}")
+log "installing rlscope[$extras] into $VENV (builds the native extension)"
+pip install -q --no-build-isolation "${build[@]}" -e ".[$extras]"
 "$VENV/bin/python" -c "import rlscope._native, rlscope.trace.messages" \
   || { log "the native extension did not build; see the pip output above"; exit 1; }
 log "ready: $VENV"

@@ -4,11 +4,18 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k prof -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The TensorFlow, JAX and Ray/RLlib tests skip when those extras are absent; the default
-# installs them (~2 min, and ~2.5 min for Ray, the first time). RLSCOPE_TEST_EXTRAS=test
-# for a quicker, lighter setup.
+# The TensorFlow, JAX and Ray tests skip when those extras are absent; the default
+# installs them (~2 min the first time). RLSCOPE_TEST_EXTRAS=test for a quicker, lighter
+# setup.
 scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test,tensorflow,jax,ray}"
 VENV="${RLSCOPE_VENV:-.venv}"
+# RLlib pins gymnasium below what the test extras need: its own venv (~2.5 min the first
+# time), whose python tests/integration/test_ray.py runs the RLlib workload with.
+# RLSCOPE_TEST_RLLIB=0 skips it (and those tests).
+if [ "${RLSCOPE_TEST_RLLIB:-1}" != 0 ]; then
+  RLSCOPE_VENV=.venv-rllib scripts/setup.sh rllib
+  export RLSCOPE_RLLIB_PYTHON="$PWD/.venv-rllib/bin/python"
+fi
 export OMP_NUM_THREADS=1 RLSCOPE_REQUIRE_NATIVE=1
 "$VENV/bin/ruff" check rlscope tests scripts examples
 "$VENV/bin/mypy"  # configuration in pyproject.toml: rlscope/, strictness kept green

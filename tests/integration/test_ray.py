@@ -1,10 +1,17 @@
 """Ray and RLlib under rls-prof (docs/ray.md): a job with two actors, one twice as slow,
-and an RLlib PPO iteration with no rlscope code. Skipped without the ``ray`` extra; each
-run starts a small local Ray instance (num_cpus=2, no dashboard)."""
+and an RLlib PPO iteration with no rlscope code. Each run starts a small local Ray
+instance (num_cpus=2, no dashboard).
+
+The workloads run with this interpreter when it has Ray (RLlib), else with
+``$RLSCOPE_RLLIB_PYTHON`` (scripts/test.sh sets it: RLlib's exact gymnasium pin keeps it
+in a venv of its own); skipped when neither has it. Analysis runs here."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,15 +23,34 @@ from rlscope.analysis import lockstep
 from rlscope.trace import format as fmt
 from tests.conftest import run_tool, wait_until
 
-pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
 WORKLOADS = Path(__file__).parent / "workloads"
 STEPS = 20  # workloads/ray_actors.py
 
 
-def record(out: Path, script: str, *args: str) -> None:
-    r = run_tool("rls-prof", "-o", str(out), "-q", "--", sys.executable,
+@functools.cache
+def python_with(module: str) -> str | None:
+    """An interpreter that can import ``module``: this one, or $RLSCOPE_RLLIB_PYTHON."""
+    candidates = [sys.executable, os.environ.get("RLSCOPE_RLLIB_PYTHON", "")]
+    for py in filter(None, candidates):
+        if Path(py).exists() and subprocess.run(
+                [py, "-c", f"import {module}"], capture_output=True, timeout=120
+        ).returncode == 0:
+            return py
+    return None
+
+
+def python_or_skip(module: str) -> str:
+    py = python_with(module)
+    if py is None:
+        pytest.skip(f"{module} is not installed (pip install 'rlscope[{module.split('.')[-1]}]'"
+                    ", or let scripts/test.sh make .venv-rllib)")
+    return py
+
+
+def record(out: Path, python: str, script: str, *args: str) -> None:
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--", python,
                  str(WORKLOADS / script), *args, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
 
@@ -44,7 +70,7 @@ def settled(out: Path, roles: tuple[str, ...]) -> rlscope.analysis.Analysis:
 def test_ray_actors_complete_roles_and_slow_actor(tmp_path: Path):
     out = tmp_path / "run"
     ids = tmp_path / "actors.json"
-    record(out, "ray_actors.py", str(ids))
+    record(out, python_or_skip("ray"), "ray_actors.py", str(ids))
     a = settled(out, (fmt.ROLE_RAY_ACTOR, fmt.ROLE_RAY_TASK))
     scale = json.loads(ids.read_text())
     t = a.process_tree()
@@ -91,7 +117,7 @@ def test_ray_actors_complete_roles_and_slow_actor(tmp_path: Path):
 
 def test_rllib_ppo_operations_in_the_right_processes(tmp_path: Path):
     out = tmp_path / "run"
-    record(out, "rllib_ppo.py", "1")
+    record(out, python_or_skip("ray.rllib"), "rllib_ppo.py", "1")
     a = settled(out, (fmt.ROLE_RAY_ACTOR,))
     t = a.process_tree()
     runners = t[t["ray_actor_class"] == "SingleAgentEnvRunner"]
