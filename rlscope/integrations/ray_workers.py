@@ -14,6 +14,8 @@ call but a dict lookup per task.
   native recorder's hook on the ``_raylet`` library's exit calls stops the recording
   first, so the trace is complete (rlscope._native.hook_exit_calls). A SIGKILL still
   loses at most the last flush interval.
+- **Shutdown.** The driver's ``ray.shutdown()`` waits, a bounded time, for its workers
+  to end by themselves before it stops the raylet (which SIGKILLs those still alive).
 """
 
 from __future__ import annotations
