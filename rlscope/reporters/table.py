@@ -13,7 +13,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
-from rlscope.reporters import processes
+from rlscope.reporters import hosts, processes
 from rlscope.reporters.correction import correction_lines
 from rlscope.trace.argv import shell_line
 
@@ -89,6 +89,7 @@ def render_text(a: Analysis) -> str:
                      + "]")
     if run:
         lines.extend(correction_lines(run))
+    lines.extend(hosts.host_lines(a))  # several hosts: their clock alignment
     lines.extend(processes.overview_lines(a))  # tree and run summary, before the tables
     folded = processes.folded_indices(a)
     labels = processes.process_label(a, role=len(procs) > 1)
@@ -158,7 +159,7 @@ def render(a: Analysis, fmt: str) -> str:
         return json.dumps({"run": a.run, "processes": _records(a.processes()),
                            "operations": _records(df),
                            "extrapolation": _records(a.extrapolation()),
-                           **processes.json_sections(a),
+                           **processes.json_sections(a), **hosts.json_section(a),
                            "warnings": a.warnings}, indent=2)
     raise ValueError(f"unknown format {fmt!r}")
 
