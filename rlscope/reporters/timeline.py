@@ -12,6 +12,7 @@ from typing import IO
 from rlscope.analysis.roles import display_name
 from rlscope.analysis.slices import process_tracks
 from rlscope.trace import format as fmt
+from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import ProcessTrace, Trace
 
 _SORT_STRIDE = 10_000_000  # above any track's sort index (slices.process_tracks)
@@ -26,14 +27,17 @@ def _session(p: ProcessTrace) -> str:
 def write_chrome_trace(trace: Trace, out: IO[str]) -> int:
     """Write the trace; return the number of trace events written."""
     procs = trace.processes
-    firsts = [int(p.events.time_ns.min()) for p in procs if len(p.events)]
-    firsts += [int(p.api_calls.start_ns.min()) for p in procs if len(p.api_calls)]
-    firsts += [int(p.gpu.start_ns.min()) for p in procs if len(p.gpu)]
-    t0 = min(firsts, default=0)
+    clock = RunClock.of(trace.run, [p.header for p in procs])  # several hosts: one clock
+    shift = [clock.shift(p.header.host) for p in procs]
+    firsts = []
+    for p, sh in zip(procs, shift, strict=True):
+        firsts += [int(a.min()) + sh for a in (p.events.time_ns, p.api_calls.start_ns,
+                                               p.gpu.start_ns) if len(a)]
+    origin = min(firsts, default=0)
     n = 0
     out.write('{"displayTimeUnit": "ns", "otherData": ')
     out.write(json.dumps({"source": "rlscope", "directory": str(trace.directory),
-                          "origin_monotonic_ns": t0}))
+                          "origin_monotonic_ns": origin}))
     out.write(', "traceEvents": [\n')
     first = True
 
@@ -46,7 +50,8 @@ def write_chrome_trace(trace: Trace, out: IO[str]) -> int:
     # A pid's later traces (recording sessions, docs/rls-analyze.md) are the same process:
     # their tracks follow its first trace's, named and sorted after them.
     seen: dict[int, tuple[int, int]] = {}  # pid -> (traces, tracks) so far
-    for p in procs:
+    for p, sh in zip(procs, shift, strict=True):
+        t0 = origin - sh  # the origin on this process's host's clock
         pid = p.pid
         traces, tid0 = seen.get(pid, (0, 0))
         if not traces:
