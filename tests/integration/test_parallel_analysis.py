@@ -101,3 +101,11 @@ def test_ray_equals_serial(run_dir: Path, monkeypatch: pytest.MonkeyPatch):
         assert_same(load(run_dir, jobs=1), load(run_dir, ray=""))
     finally:
         ray.shutdown()
+
+
+def test_ray_missing_is_one_line(run_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    from rlscope.errors import RLScopeError
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(RLScopeError, match=r"--ray needs Ray: pip install"):
+        load(run_dir, ray="")
