@@ -98,6 +98,7 @@ def plan(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[
     files with no Python file) and the order the serial analysis takes them in (start on
     the run clock, then pid). Reads only headers."""
     d, run, files = trace_files(directory)
+    files = [Path(os.path.abspath(f)) for f in files]  # Ray workers run elsewhere
     py: list[Unit] = []
     cuda: list[tuple[Path, Header]] = []
     for f in files:

@@ -109,3 +109,25 @@ def test_ray_missing_is_one_line(run_dir: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(RLScopeError, match=r"--ray needs Ray: pip install"):
         load(run_dir, ray="")
+
+
+def test_torn_and_corrupt_files(run_dir: Path, tmp_path: Path):
+    from rlscope.errors import TraceError
+
+    d = tmp_path / "run"
+    shutil.copytree(run_dir, d)
+    files = sorted(d.glob("python.*" + fmt.FILE_SUFFIX), key=lambda f: f.stat().st_size)
+    data = files[-1].read_bytes()
+    files[-1].write_bytes(data[:-7])  # a killed process's torn last record
+    serial = load(d, jobs=1)
+    assert any("torn" in w for w in serial.warnings)
+    assert_same(serial, load(d, jobs=2))
+    from rlscope.trace.records import iter_records
+
+    start, header = next(iter(iter_records(files[-1])))
+    at = start + header.ByteSize()  # the first chunk's length: made impossibly long
+    files[-1].write_bytes(data[:at] + b"\xff" * 11 + data[at + 11:])
+    with pytest.raises(TraceError, match="corrupt"):  # raised in a task, one line
+        load(d, jobs=2)
+    r = run_tool("rls-analyze", "report", str(d), "--jobs", "2")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
