@@ -82,6 +82,20 @@ def test_rls_prof_cpp_program(fake: Fake, tmp_path: Path):
     assert p.header.source == "cuda" and len(p.api_calls) == 6 and len(p.gpu) == 4
 
 
+def test_cuda_files_go_to_the_host_directory(fake: Fake, tmp_path: Path):
+    """RLSCOPE_HOST_DIRS / RLSCOPE_HOST (several hosts): the collector writes its file,
+    labelled, into DIR/<host>/, which it creates (no Python process does here)."""
+    import os
+
+    out = tmp_path / "run"
+    env = dict(os.environ, RLSCOPE_HOST_DIRS="1", RLSCOPE_HOST="gpu node")
+    r = run_tool("rls-prof", "-o", str(out), "--", str(fake.app), "basic", env=env)
+    assert r.returncode == 0, r.stderr
+    (f,) = (out / "gpu_node").glob("cuda.*" + fmt.FILE_SUFFIX)
+    (p,) = read_trace(out).processes
+    assert p.header.host == "gpu_node" and len(p.api_calls) == 6
+
+
 @pytest.fixture(scope="module")
 def nodriver_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nvcc = shutil.which("nvcc")

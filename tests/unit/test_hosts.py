@@ -135,3 +135,29 @@ def test_ordering_uses_the_run_clock(tmp_path: Path):
     # pid order breaks the tie, as on one host.
     assert [p.pid for p in read_trace(d).processes] == [10, 20]
     assert np.array_equal(load(d).processes()["pid"].to_numpy(), [10, 20])
+
+
+def test_worker_env(monkeypatch: pytest.MonkeyPatch):
+    from rlscope.launch import env
+    from rlscope.launch.environment import BOOTSTRAP_DIR, worker_env
+
+    base = {env.OUTPUT_DIR: "runs/x", env.RECORDER: "python", env.HOST: "node-a",
+            env.CHUNK_DIR: "/tmp/c", "HOME": "/root"}
+    e = worker_env(base)
+    assert e[env.OUTPUT_DIR].endswith("/runs/x") and e[env.OUTPUT_DIR].startswith("/")
+    assert e[env.RECORDER] == "python" and e[env.HOST_DIRS] == "1"
+    assert env.HOST not in e and env.CHUNK_DIR not in e and "HOME" not in e
+    assert e["PYTHONPATH"] == BOOTSTRAP_DIR + ":${PYTHONPATH}"
+    with pytest.raises(ValueError, match="run the driver under rls-prof"):
+        worker_env({})
+
+
+def test_host_label_is_a_file_name(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("RLSCOPE_HOST", "a/b c")
+    assert fmt.host_name() == "a_b_c"
+    monkeypatch.setenv("RLSCOPE_HOST", "..")
+    assert fmt.host_name() == "host"
+    monkeypatch.setenv("RLSCOPE_HOST_DIRS", "1")
+    assert fmt.host_directory("/d") == "/d/host"
+    monkeypatch.delenv("RLSCOPE_HOST_DIRS")
+    assert fmt.host_directory("/d") == "/d"
