@@ -91,7 +91,7 @@ def test_cuda_files_go_to_the_host_directory(fake: Fake, tmp_path: Path):
     env = dict(os.environ, RLSCOPE_HOST_DIRS="1", RLSCOPE_HOST="gpu node")
     r = run_tool("rls-prof", "-o", str(out), "--", str(fake.app), "basic", env=env)
     assert r.returncode == 0, r.stderr
-    (f,) = (out / "gpu_node").glob("cuda.*" + fmt.FILE_SUFFIX)
+    assert len(list((out / "gpu_node").glob("cuda.*" + fmt.FILE_SUFFIX))) == 1
     (p,) = read_trace(out).processes
     assert p.header.host == "gpu_node" and len(p.api_calls) == 6
 
