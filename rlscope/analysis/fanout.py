@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlscope.analysis.overlap import ProcessResult
-from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.analysis.paths import FIRST_OPERATION_ID, NameTable, PathTable
 from rlscope.errors import RLScopeError
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
@@ -81,6 +81,7 @@ class UnitOut:
     scan_phases: int  # phases interned by the first pass (streaming), the rest later
     correction: Any = None  # overhead.correction.ProcessCorrection
     bytes: int = 0
+    gpu_truth: Any = None  # utilisation.GpuTruth (phase ids of the task's table)
 
 
 @dataclass
@@ -157,10 +158,10 @@ def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) ->
             a.feed(ev if plan_ is None else plan_.batch(ev))
         if plan_ is not None:
             a.feed(plan_.rest())
-    p = s.trace
-    return UnitOut(a.finish(), p.header, s.complete, s.events, p.metadata, p.progress,
+    p, r = s.trace, a.finish()
+    return UnitOut(r, p.header, s.complete, s.events, p.metadata, p.progress,
                    p.torn_bytes, p.path.name, list(p.warnings), paths.parent, paths.name,
-                   phases.names, n_scan, bytes=unit.bytes)
+                   phases.names, n_scan, bytes=unit.bytes, gpu_truth=_truth(p, r))
 
 
 def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
@@ -178,7 +179,16 @@ def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> Un
                         opts.batch_events)
     return UnitOut(r, p.header, p.complete, len(p.events), p.metadata, p.progress,
                    p.torn_bytes, p.path.name, list(p.warnings), paths.parent, paths.name,
-                   phases.names, 1, corr, unit.bytes)
+                   phases.names, 1, corr, unit.bytes, _truth(p, r))
+
+
+def _truth(p: Any, r: ProcessResult) -> Any:
+    """The GPU time CUPTI recorded, per phase and device (as the data API keeps it)."""
+    if not len(p.gpu):
+        return None
+    from rlscope.analysis.utilisation import gpu_truth
+
+    return gpu_truth(p.gpu, r.span, r.phase_times, r.phase_ids)
 
 
 # -- running the tasks -----------------------------------------------------------------
@@ -273,11 +283,14 @@ def merge(outs: Sequence[UnitOut], order: Sequence[int]) -> Merged:
     for i in order:  # then each process's analysis, in run order
         o = outs[i]
         ph = np.array([phases.intern(n) for n in o.phase_names], np.int64)
-        pa = np.zeros(len(o.path_parent), np.int64)
-        for k in range(1, len(o.path_parent)):  # a parent comes before its children
+        pa = np.arange(len(o.path_parent), dtype=np.int64)  # reserved ids stay
+        for k in range(FIRST_OPERATION_ID, len(o.path_parent)):  # parents come first
             pa[k] = paths.intern(int(pa[o.path_parent[k]]) if o.path_parent[k] > 0 else 0,
                                  o.path_name[k])
         results.append(_renumbered(o.result, ph, pa))
+        if o.gpu_truth is not None:
+            o.gpu_truth.by_phase = {(int(ph[k]), d): v
+                                    for (k, d), v in o.gpu_truth.by_phase.items()}
     ordered = [outs[i] for i in order]
     return Merged(results, ordered, paths, phases,
                   [o.correction for o in ordered if o.correction is not None])
@@ -297,7 +310,10 @@ def _renumbered(r: ProcessResult, ph: np.ndarray, pa: np.ndarray) -> ProcessResu
         g[:, 1], g[:, 2] = ph[g[:, 1]], pa[g[:, 2]]
     go = (np.lexsort((g[:, 4], g[:, 3], g[:, 2], g[:, 1], g[:, 0])) if len(g)
           else np.zeros(0, np.int64))
-    return ProcessResult(
-        r.pid, r.process, r.span, r.threads, r.thread[o], phase[o].astype(r.phase.dtype),
-        path[o].astype(r.path.dtype), r.category[o], r.region[o], r.ns[o], c[co],
-        r.count_n[co], g[go], r.regions_ns, r.covered_ns, r.warnings)
+    return replace(
+        r, thread=r.thread[o], phase=phase[o].astype(r.phase.dtype),
+        path=path[o].astype(r.path.dtype), category=r.category[o], region=r.region[o],
+        ns=r.ns[o], count_rows=c[co], count_n=r.count_n[co], gpu_rows=g[go],
+        phase_ids=ph[r.phase_ids].astype(r.phase_ids.dtype),
+        first_ns={int(pa[k]): v for k, v in r.first_ns.items()},
+        phase_first_ns={int(ph[k]): v for k, v in r.phase_first_ns.items()})

@@ -22,6 +22,7 @@ import numpy as np
 from rlscope.analysis import inferred
 from rlscope.analysis.overlap import ProcessAnalyzer, ProcessInfo
 from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.analysis.startup import first_user_time
 from rlscope.analysis.summary import ProcessSpan
 from rlscope.analysis.threadstate import phase_changes
 from rlscope.errors import TraceError
@@ -60,6 +61,7 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> 
     t_min, t_max = None, None
     start = end = None
     start_thread = first_thread = None
+    first_user: int | None = None
     max_name = 0
     torn: list[int] = []
     collector = inferred.Collector()
@@ -82,8 +84,11 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> 
         t_min = lo if t_min is None else min(t_min, lo)
         t_max = hi if t_max is None else max(t_max, hi)
         max_name = max(max_name, int(ev.name.max()))
-        special = np.flatnonzero(ev.kind <= fmt.PROCESS_END)
+        special = np.flatnonzero(ev.kind <= fmt.ENV_RESET_END)  # not the calls
         k = ev.kind[special]
+        u = first_user_time(ev.time_ns[special], k)
+        if u is not None and (first_user is None or u < first_user):
+            first_user = u
         for i in special[k == fmt.PROCESS_START][:1].tolist():
             if start is None:
                 start, start_thread = int(ev.time_ns[i]), int(ev.thread[i])
@@ -114,7 +119,7 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> 
     mine = mine[np.argsort(mine[:, 0], kind="stable")]
     _, p_times, p_ids, _ = phase_changes(mine[:, 0], mine[:, 2], mine[:, 3], string_list,
                                          phases)
-    info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()))
+    info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()), first_user)
     plan = inferred.plan(collector, string_list, infer)
     if plan is not None:
         string_list = plan.strings

@@ -21,10 +21,11 @@ on a LAN typically within a millisecond, PTP within microseconds).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from rlscope.trace.data import Header
+from rlscope.trace.data import Events, Header, ProcessTrace, Trace
+from rlscope.trace.format import ClockPair
 
 
 @dataclass(frozen=True)
@@ -102,3 +103,34 @@ def _own(headers: list[Header]) -> tuple[int, int, int]:
 def _int(d: dict[str, Any] | None, key: str) -> int | None:
     v = d.get(key) if d else None
     return v if isinstance(v, int) else None
+
+
+def on_run_clock(trace: Trace) -> Trace:
+    """``trace`` with every process's times on the run's clock: the processes of hosts
+    other than the reference shifted (events, progress, env steps, CUDA API calls, GPU
+    work, the header's clock reading), for consumers that compare times across processes
+    (the timeline). A one-host trace is returned as it is."""
+    clock = RunClock.of(trace.run, [p.header for p in trace.processes])
+    shifts = [clock.shift(p.header.host) for p in trace.processes]
+    if not any(shifts):
+        return trace
+    return replace(trace, processes=[p if s == 0 else _shifted(p, s)
+                                     for p, s in zip(trace.processes, shifts, strict=True)])
+
+
+def _shifted(p: ProcessTrace, s: int) -> ProcessTrace:
+    c = p.header.clock
+    header = replace(p.header, clock=ClockPair(c.monotonic_ns + s, c.realtime_ns,
+                                               c.uncertainty_ns))
+    ev = p.events
+    cuda = p.cuda
+    if cuda is not None:
+        o = cuda.overhead
+        cuda = replace(cuda, overhead=replace(o, start_ns=o.start_ns + s, end_ns=o.end_ns + s))
+    return replace(p, header=header, events=Events(ev.time_ns + s, ev.thread, ev.kind, ev.name),
+                   progress=replace(p.progress, time_ns=p.progress.time_ns + s),
+                   env=replace(p.env, time_ns=p.env.time_ns + s),
+                   api_calls=replace(p.api_calls, start_ns=p.api_calls.start_ns + s,
+                                     end_ns=p.api_calls.end_ns + s),
+                   gpu=replace(p.gpu, start_ns=p.gpu.start_ns + s, end_ns=p.gpu.end_ns + s),
+                   cuda=cuda)

@@ -15,6 +15,11 @@ FORMAT_VERSION = 1
 FILE_SUFFIX = ".rlscope"
 RUN_FILE = "run.json"  # run metadata rls-prof writes beside the trace files
 LOCK_FILE = "rlscope.lock"  # held by a live rls-prof (rlscope.trace.rundir)
+# rls-prof's utilisation samples (samples.<launcher pid>.rlsamples): the same framing as a
+# trace file (magic, header, records) under another suffix, so that "*.rlscope" keeps
+# meaning "one file per recorded process".
+SAMPLES_SUFFIX = ".rlsamples"
+SOURCE_SAMPLES = "samples"
 
 OPERATION_BEGIN = 1
 OPERATION_END = 2
@@ -73,6 +78,9 @@ META_SESSION = "rlscope.session"
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"
 META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env it serves
+# One outermost import on the recording thread (rlscope.launch.imports): the key is this
+# prefix and the module's name, the value [begin_ns, end_ns] (CLOCK_MONOTONIC).
+META_IMPORT_PREFIX = "rlscope.import:"
 VECTOR_ENV_INDEX = -1  # env index of a vector-level ENV event (all envs of a vector env)
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"
@@ -112,17 +120,17 @@ KIND_ARGS = {PROGRESS: 2, ENV_STEP_BEGIN: 1, ENV_RESET_BEGIN: 1}
 
 
 def trace_file_path(output_dir: str | os.PathLike[str], source: str = "python",
-                    pid: int | None = None) -> str:
+                    pid: int | None = None, suffix: str = FILE_SUFFIX) -> str:
     """A fresh file name for one process's trace: ``<source>.<pid>[.<n>].rlscope``.
 
     A numeric suffix avoids clobbering a file left by an earlier process with the same pid.
     """
     pid = os.getpid() if pid is None else pid
     base = os.path.join(os.fspath(output_dir), f"{source}.{pid}")
-    path, n = base + FILE_SUFFIX, 0
+    path, n = base + suffix, 0
     while os.path.exists(path):
         n += 1
-        path = f"{base}.{n}{FILE_SUFFIX}"
+        path = f"{base}.{n}{suffix}"
     return path
 
 

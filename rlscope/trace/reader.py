@@ -27,6 +27,7 @@ from rlscope.trace.data import (
 )
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
 from rlscope.trace.rundir import host_directories
+from rlscope.trace.samples_reader import read_samples, sample_files
 
 
 def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Path]]:
@@ -66,7 +67,7 @@ def read_trace(directory: str | os.PathLike[str]) -> Trace:
                          "files of one rlscope version at a time")
     clock = RunClock.of(run, [p.header for p in processes])  # several hosts: one clock
     processes.sort(key=lambda p: (clock.start(p.header), p.pid))
-    return Trace(d, run, processes)
+    return Trace(d, run, processes, read_samples(sample_files(d)))
 
 
 def read_process(path: str | os.PathLike[str]) -> ProcessTrace:

@@ -286,14 +286,16 @@ def host_directories(directory: str | os.PathLike[str]) -> list[str]:
 
 def previous_run(directory: str | os.PathLike[str]) -> list[str]:
     """What a previous run left in DIR (names relative to it): trace files, host
-    directories, run.json, calibration, plots, timeline. Empty when DIR does not exist."""
+    directories, run.json, utilisation samples, calibration, plots, timeline. Empty when
+    DIR does not exist."""
     d = os.fspath(directory)
     try:
         names = sorted(os.listdir(d))
     except OSError:
         return []
     hosts = set(host_directories(d))
-    return [n for n in names if n.endswith(fmt.FILE_SUFFIX) or n in RUN_FILES or n in hosts
+    return [n for n in names if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX))
+            or n in RUN_FILES or n in hosts
             or (n in RUN_DIRS and os.path.isdir(os.path.join(d, n)))]
 
 

@@ -23,7 +23,8 @@ from tests.conftest import REPO, run_tool
 
 WORKLOAD = REPO / "tests" / "integration" / "workloads" / "fanout_mix.py"
 FRAMES = ("processes", "threads", "operations", "breakdown", "process_tree", "run_summary",
-          "role_operations", "iterations", "extrapolation", "gpu", "hosts")
+          "role_operations", "iterations", "extrapolation", "gpu", "hosts", "imports",
+          "utilisation", "utilisation_over_time")
 
 
 @pytest.fixture(scope="module")

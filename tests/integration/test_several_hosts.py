@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis import load
+from rlscope.analysis.timeline import plan as timeline_plan
 from rlscope.reporters.timeline import write_chrome_trace
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
@@ -183,7 +184,7 @@ def test_two_ray_nodes_one_run_one_clock(tmp_path: Path, two_nodes: str):
     # stated bound of its host, the reference pair's reading error and the realtime
     # clock's drift since the pairs were read (NTP slews it by at most 500 ppm).
     buf = io.StringIO()
-    write_chrome_trace(read_trace(out), buf)
+    write_chrome_trace(timeline_plan(read_trace(out)), buf)
     doc = json.loads(buf.getvalue())
     origin = doc["otherData"]["origin_monotonic_ns"]
     begins: dict[int, list[int]] = {}

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from rlscope.analysis import load
+from rlscope.analysis.timeline import plan as timeline_plan
 from rlscope.reporters import table
 from rlscope.reporters.timeline import write_chrome_trace
 from rlscope.trace import format as fmt
@@ -82,7 +83,7 @@ def test_timeline_on_one_clock(tmp_path: Path):
     d = tmp_path / "run"
     two_hosts(d)
     buf = io.StringIO()
-    write_chrome_trace(read_trace(d), buf)
+    write_chrome_trace(timeline_plan(read_trace(d)), buf)
     ev = json.loads(buf.getvalue())["traceEvents"]
     first = {pid: min(e["ts"] for e in ev if e["ph"] == "X" and e["pid"] == pid)
              for pid in (10, 20)}

@@ -99,3 +99,9 @@ def test_plot_has_the_significance_marks(tmp_path: Path):
     assert "*" in texts and "~" in texts
     fig.savefig(tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_the_same_run_twice_gets_two_columns():
+    assert cmp.unique_labels(["a", "a", "b", "a"]) == ["a", "a #2", "b", "a #3"]
+    df = cmp.compare([[run(1000, 500)], [run(1000, 500)]], ["a", "a #2"])
+    assert "Δ a #2" in cmp.render(df, ["a", "a #2"], "text")
