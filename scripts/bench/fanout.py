@@ -64,10 +64,20 @@ def ensure_run(cache: Path, processes: int, events: int) -> Path:
     return d
 
 
-def timed(fn) -> tuple[float, object]:
-    t = time.perf_counter()
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (the local workers)."""
+    import resource
+
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def timed(fn) -> tuple[float, float, object]:
+    """Wall and CPU seconds of ``fn()`` (CPU: not Ray's workers), and its result."""
+    c, t = _cpu_s(), time.perf_counter()
     out = fn()
-    return time.perf_counter() - t, out
+    return time.perf_counter() - t, _cpu_s() - c, out
 
 
 def main() -> None:
@@ -103,6 +113,7 @@ def main() -> None:
         ray.get([warm.remote() for _ in range(jobs)])
 
     times: dict[str, list[float]] = {"serial": [], "fanout": [], "ray": []}
+    cpu: dict[str, list[float]] = {"serial": [], "fanout": []}
     ref = None
     events = 0
     for _ in range(a.rounds):
@@ -110,21 +121,32 @@ def main() -> None:
         if ray is not None:
             runs.append(("ray", lambda: load(d, ray="")))
         for key, fn in runs:
-            s, an = timed(fn)
+            s, c, an = timed(fn)
             times[key].append(s)
+            if key in cpu:
+                cpu[key].append(c)
             ops = an.operations()  # type: ignore[attr-defined]
             if ref is None:
                 ref = ops
                 events = int(an.processes()["events"].sum())  # type: ignore[attr-defined]
             else:
                 pd.testing.assert_frame_equal(ref, ops, check_exact=True)
-            print(f"{key}: {s:.2f} s ({events / s / 1e6:.2f}M events/s)", file=sys.stderr)
+            print(f"{key}: {s:.2f} s wall, {c:.2f} s CPU ({events / s / 1e6:.2f}M "
+                  "events/s)", file=sys.stderr)
     if ray is not None:
         ray.shutdown()
     rate = {k: events / statistics.median(v) for k, v in times.items() if v}
+    # cpu_ratio: CPU the fanned-out analysis spent over the serial one's (near 1: no work
+    # duplicated, so on idle CPUs the wall time divides by min(jobs, processes));
+    # *_cpu_per_wall: CPUs each actually got (below 1 / jobs: a shared machine).
     extra = f" ray_events_per_s={rate['ray']:.0f}" if "ray" in rate else ""
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    wall = {k: statistics.median(v) for k, v in times.items() if v}
     print(f"events={events} processes={a.processes} jobs={jobs} cpus={os.cpu_count()} "
-          f"speedup={rate['fanout'] / rate['serial']:.2f}")
+          f"speedup={rate['fanout'] / rate['serial']:.2f} "
+          f"cpu_ratio={med['fanout'] / med['serial']:.2f} "
+          f"serial_cpu_per_wall={med['serial'] / wall['serial']:.2f} "
+          f"fanout_cpu_per_wall={med['fanout'] / wall['fanout']:.2f}")
     print(f"RESULT fanout_events_per_s={rate['fanout']:.0f} "
           f"serial_events_per_s={rate['serial']:.0f}{extra}")
 
