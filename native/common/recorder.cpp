@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "host.h"
 #include "trace_writer.h"
 
 namespace rlscope {
@@ -74,12 +75,6 @@ Recorder::Recorder() { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 Recorder& R() {
   static Recorder* r = new Recorder();
   return *r;
-}
-
-std::string host_name() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return std::string();
-  return std::string(buf);
 }
 
 // ---- flushing (drain_mu held) ----
@@ -203,7 +198,7 @@ int open_file_locked(Recorder& r, const std::string& path) {
   h.source = r.cfg.source;
   h.pid = getpid();
   h.ppid = getppid();
-  h.host = host_name();
+  h.host = host_label();
   h.process_name = r.cfg.process_name;
   h.argv = r.cfg.argv;
   h.clock = read_clock_pair();

@@ -2,9 +2,11 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include "config.h"
 #include "cuda_chunk.h"
 #include "cupti_loader.h"
+#include "host.h"
 #include "log.h"
 #include "pb_encode.h"
 #include "trace_fields.h"
@@ -68,8 +71,7 @@ HeaderInfo make_header(const Cupti& c, const ClockOffset& off) {
   h.source = "cuda";
   h.pid = getpid();
   h.ppid = getppid();
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) == 0) h.host = host;
+  h.host = host_label();
   h.process_name = read_file("/proc/self/comm");
   while (!h.process_name.empty() && h.process_name.back() == '\n') h.process_name.pop_back();
   std::string cmd = read_file("/proc/self/cmdline");
@@ -90,6 +92,8 @@ HeaderInfo make_header(const Cupti& c, const ClockOffset& off) {
 }
 
 int open_trace_file(TraceFile& f) {
+  // A program with no Python process (no rlscope.start) may be first on this host.
+  if (mkdir(config().output_dir.c_str(), 0777) != 0 && errno != EEXIST) return errno;
   std::string base = config().output_dir + "/cuda." + std::to_string(getpid());
   int err = f.open(base + ".rlscope");
   for (int n = 1; err == EEXIST && n < 1000; ++n) {

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "host.h"
+
 namespace rlscope::cuda {
 
 namespace {
@@ -25,7 +27,7 @@ bool env_flag(const char* name, bool dflt) {
 
 Config read_config() {
   Config c;
-  if (const char* d = env("RLSCOPE_OUTPUT_DIR")) c.output_dir = d;
+  if (const char* d = env("RLSCOPE_OUTPUT_DIR")) c.output_dir = host_directory(d);
   c.enabled = !c.output_dir.empty() && env_flag("RLSCOPE_CUDA", true);
   if (const char* v = env("RLSCOPE_FLUSH_INTERVAL_S")) {
     double s = std::strtod(v, nullptr);

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from rlscope.analysis.paths import (
 )
 from rlscope.analysis.startup import without_imports
 from rlscope.analysis.utilisation import GpuTruth, gpu_truth
+from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
 from rlscope.trace.samples import Samples
@@ -53,9 +55,16 @@ class _ProcessMeta:
 def load(directory: str | os.PathLike[str],
          progress: Callable[[int], None] | None = None, correct: bool = True,
          batch_events: int | None = None,
-         on_total: Callable[[int], None] | None = None, infer: str = "auto") -> Analysis:
+         on_total: Callable[[int], None] | None = None, infer: str = "auto",
+         jobs: int | None = 1, ray: str | None = None) -> Analysis:
     """Read and analyse a trace directory. ``progress(n)`` is called as events are done,
     ``on_total(n)`` once with their number.
+
+    ``jobs``: analyse one process per task on that many local processes (None: one per
+    CPU when the run is big enough; 1: serial); ``ray``: on Ray instead, at that address
+    ("" connects or starts as ``ray.init()`` does). Either gives the serial analysis's
+    results exactly (docs/analysis.md#parallel-analysis); ``progress`` and ``on_total``
+    then count trace bytes, a process at a time.
 
     ``infer``: ``inference`` / ``backprop`` operations inferred from the training loop's
     calls where none is recorded ("auto"), never ("off"), or in place of the recorded ones
@@ -70,6 +79,14 @@ def load(directory: str | os.PathLike[str],
     from rlscope.trace.reader import trace_files
 
     d, _, _ = trace_files(directory)  # the directory's errors first
+    if ray is not None or jobs != 1:
+        from rlscope.analysis import fanout
+
+        _, run, units, order = fanout.plan(d)
+        n = fanout.workers(jobs, units)
+        if ray is not None or n > 1:
+            return _load_parallel(d, run, units, order, n, ray, correct, batch_events,
+                                  infer, progress, on_total)
     if correct:
         from rlscope.analysis.overhead.model import find_calibration
 
@@ -102,6 +119,61 @@ def load(directory: str | os.PathLike[str],
 
 def _truth(gpu: Any, r: ProcessResult) -> GpuTruth | None:
     return gpu_truth(gpu, r.span, r.phase_times, r.phase_ids) if len(gpu) else None
+
+
+def _load_parallel(d: Path, run: dict[str, Any], units: list[Any], order: list[int],
+                   n: int, ray: str | None, correct: bool, batch_events: int | None,
+                   infer: str, progress: Callable[[int], None] | None,
+                   on_total: Callable[[int], None] | None) -> Analysis:
+    """:func:`load` one process per task (rlscope.analysis.fanout)."""
+    from rlscope.analysis import fanout, inferred
+    from rlscope.analysis.stream import DEFAULT_BATCH
+
+    inferred.check_mode(infer)
+    cal = None
+    if correct:
+        from rlscope.analysis.overhead.model import find_calibration
+
+        cal = find_calibration(d)
+    if cal is not None:  # read whole and corrected, as the serial analysis does
+        from rlscope.analysis.overhead.correction import scaled_costs
+
+        root = units[order[0]] if order else None
+        root_progress = None
+        if cal.mode == "chunks" and root is not None and root.python is not None:
+            from rlscope.trace.reader import read_process
+
+            root_progress = read_process(root.python).progress.time_ns
+        costs, scale = scaled_costs(cal, root_progress)
+        opts = fanout.Options(batch_events, infer, costs)
+    else:
+        opts = fanout.Options(batch_events or DEFAULT_BATCH, infer)
+    if on_total:
+        on_total(sum(u.bytes for u in units))
+    run_tasks = (fanout.run_ray(units, opts, ray, progress) if ray is not None
+                 else fanout.run_local(units, opts, n, progress))
+    outs: list[Any] = [None] * len(units)
+    for i, out in run_tasks:
+        outs[i] = out
+    m = fanout.merge(outs, order)
+    if cal is not None:
+        from rlscope.analysis.overhead.correction import CorrectionSummary, correction_entry
+
+        run = dict(run, correction=correction_entry(
+            run, cal, CorrectionSummary(m.corrections), scale))
+    elif correct:
+        run = dict(run, correction={"applied": False})
+    metas = [_ProcessMeta(o.header.pid, o.header.ppid, o.header.process_name,
+                          o.header.recorder, o.complete, o.events, o.metadata, o.progress,
+                          o.header, torn_bytes=o.torn_bytes, file=o.file,
+                          gpu_truth=o.gpu_truth) for o in m.outs]
+    warnings = [w for o in m.outs for w in o.warnings]
+    from rlscope.trace.samples_reader import read_samples, sample_files
+
+    samples = read_samples(sample_files(d))
+    if samples is not None:
+        warnings += samples.warnings
+    return Analysis(str(d), run, m.results, metas, m.paths, m.phases, warnings, samples)
 
 
 def assign_sessions(pids: Sequence[int]) -> list[int]:
@@ -264,6 +336,23 @@ class Analysis:
     def role_operations(self) -> pd.DataFrame:
         """Top-level operations per role, summed over the role's processes."""
         return multiprocess.role_operations(self.results, self.process_tree(), self.paths)
+
+    def clock(self) -> RunClock:
+        """The run's clock: the hosts' CLOCK_MONOTONIC aligned by their clock pairs
+        (docs/multiprocess.md#several-hosts)."""
+        return RunClock.of(self.run, [_header(m) for m in self._metas])
+
+    def hosts(self) -> pd.DataFrame:
+        """One row per host, in order of first start: its processes (trace files),
+        whether its clock is the run's (``reference``), the shift that put its times on
+        the run's clock and the bound of that shift's error (seconds; not counting how
+        far the hosts' realtime clocks disagree)."""
+        clock = self.clock()
+        rows = [{"host": h.host, "processes": h.files, "reference": h.reference,
+                 "shift_s": h.shift_ns / 1e9, "error_bound_s": h.error_ns / 1e9,
+                 "pair_uncertainty_s": h.uncertainty_ns / 1e9,
+                 "offset_spread_s": h.spread_ns / 1e9} for h in clock.hosts.values()]
+        return pd.DataFrame(rows, columns=HOST_COLUMNS)
 
     def run_wall_s(self) -> float:
         """The run's wall time (rls-prof's measurement, else first start to last end)."""
@@ -516,3 +605,5 @@ OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "
                      "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
                      *_COUNT_COLS[1:], "session"]
 UNANNOTATED_NAME = UNANNOTATED
+HOST_COLUMNS = ["host", "processes", "reference", "shift_s", "error_bound_s",
+                "pair_uncertainty_s", "offset_spread_s"]

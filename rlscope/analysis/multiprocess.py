@@ -23,6 +23,7 @@ from rlscope.analysis.paths import PathTable
 from rlscope.analysis.proctimes import ProcessTimes, process_times, top_operations
 from rlscope.trace import format as fmt
 from rlscope.trace.argv import shell_line
+from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header
 
 PROCESS_COLUMNS = [
@@ -61,44 +62,20 @@ def is_idle_helper(role: str, t: ProcessTimes, progress_records: int) -> bool:
             and progress_records == 0)
 
 
-@dataclass(frozen=True)
-class _RunClock:
-    """The run's clock: CLOCK_MONOTONIC of the host rls-prof ran on. Processes on other
-    hosts are brought onto it through their clock pairs (realtime)."""
-
-    host: str
-    realtime_minus_monotonic: int
-    start_ns: int | None  # rls-prof's start, when run.json has it
-
-    @staticmethod
-    def of(run: dict[str, Any], headers: Sequence[Header]) -> _RunClock:
-        start, host = run.get("start"), run.get("host")
-        if isinstance(start, dict) and isinstance(start.get("monotonic_ns"), int) \
-                and isinstance(start.get("realtime_ns"), int):
-            name = host.get("name") if isinstance(host, dict) else None
-            return _RunClock(str(name) if name else headers[0].host if headers else "",
-                             start["realtime_ns"] - start["monotonic_ns"],
-                             start["monotonic_ns"])
-        if not headers:
-            return _RunClock("", 0, None)
-        first = min(headers, key=lambda h: h.clock.realtime_ns)
-        return _RunClock(first.host, first.clock.realtime_ns - first.clock.monotonic_ns, None)
-
-    def span(self, r: ProcessResult, h: Header) -> tuple[int, int]:
-        """The process's recorded span on this clock."""
-        shift = 0 if h.host == self.host else \
-            h.clock.realtime_ns - h.clock.monotonic_ns - self.realtime_minus_monotonic
-        if r.span == (0, 0):  # no events: the header's clock reading is all there is
-            return h.clock.monotonic_ns + shift, h.clock.monotonic_ns + shift
-        return r.span[0] + shift, r.span[1] + shift
+def run_span(clock: RunClock, r: ProcessResult, h: Header) -> tuple[int, int]:
+    """A process's recorded span on the run's clock (trace.clocks: hosts aligned)."""
+    shift = clock.shift(h.host)
+    if r.span == (0, 0):  # no events: the header's clock reading is all there is
+        return h.clock.monotonic_ns + shift, h.clock.monotonic_ns + shift
+    return r.span[0] + shift, r.span[1] + shift
 
 
 def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEntry],
                   run: dict[str, Any]) -> pd.DataFrame:
     """One row per process in tree order (depth-first, by start time): identity, parent,
     role, name, times relative to the run's start, and where its time went."""
-    clock = _RunClock.of(run, [e.header for e in entries])
-    spans = [clock.span(r, e.header) for r, e in zip(results, entries, strict=True)]
+    clock = RunClock.of(run, [e.header for e in entries])
+    spans = [run_span(clock, r, e.header) for r, e in zip(results, entries, strict=True)]
     facts = [proctree.ProcessFacts(e.header.pid, e.header.ppid, e.header.host, s[0],
                                    tuple(e.header.argv), e.metadata)
              for e, s in zip(entries, spans, strict=True)]

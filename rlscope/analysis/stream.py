@@ -27,6 +27,7 @@ from rlscope.analysis.summary import ProcessSpan
 from rlscope.analysis.threadstate import phase_changes
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
+from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
 from rlscope.trace.data import EnvEvents, Events, Header, ProcessTrace, Progress, ThreadInfo
@@ -177,7 +178,8 @@ def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases
 
             s = ScannedProcess(p, process_info(p.events, p.strings, phases), 0, False)
         out.append(s)
-    out.sort(key=lambda s: (s.trace.header.clock.monotonic_ns, s.trace.pid))
+    clock = RunClock.of(run, [s.trace.header for s in out])  # hosts on one clock
+    out.sort(key=lambda s: (clock.start(s.trace.header), s.trace.pid))
     if on_scanned:
         on_scanned(sum(s.events + 2 * len(s.trace.api_calls) for s in out))
     results = []

@@ -27,6 +27,7 @@ from rlscope.analysis.slices import (
 from rlscope.analysis.timeline_counters import CounterGroup, gpu_busy_tracks, sample_tracks
 from rlscope.errors import UsageError
 from rlscope.trace import format as fmt
+from rlscope.trace.clocks import on_run_clock
 from rlscope.trace.data import ProcessTrace, Trace
 
 TRACK_GROUPS = {"all": TRACK_KINDS, "calls": CALL_KINDS}
@@ -257,6 +258,7 @@ class Plan:
 
 def plan(trace: Trace, kinds: frozenset[str] = frozenset(TRACK_KINDS),
          window: WindowSpec | None = None, processes: Sequence[str] = ()) -> Plan:
+    trace = on_run_clock(trace)  # several hosts: every process on the run's clock
     origin = origin_ns(trace)
     chosen = select_processes(trace, processes)
     ids = identities(trace)

@@ -50,6 +50,22 @@ def _infer_mode() -> str:
     return str(click.get_current_context().meta.get("rlscope.infer", "auto"))
 
 
+def _parallel_options(f):
+    """--jobs / --ray: one process per task, locally or on Ray (docs/rls-analyze.md)."""
+    def store(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        ctx.meta[f"rlscope.{param.name}"] = value
+
+    f = click.option("--ray", "ray", default=None, is_flag=False, flag_value="",
+                     metavar="[ADDRESS]", expose_value=False, callback=store,
+                     help="Analyse one process per Ray task, on the cluster at ADDRESS (or "
+                          "as ray.init() finds or starts one). The trace must be at the "
+                          "same path on every node.")(f)
+    return click.option("--jobs", "-j", "jobs", type=click.IntRange(min=1), default=None,
+                        expose_value=False, callback=store,
+                        help="Local processes analysing one trace file each [default: one "
+                             "per CPU for large runs; 1: serial]. Same results.")(f)
+
+
 def _no_correct_option(f):
     """--no-correct: raw numbers, book-keeping overhead left in (overhead-correction.md)."""
     def store(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -68,7 +84,7 @@ def _analysis(directory: Path) -> Analysis:
     def on_total(n: int) -> None:
         nonlocal bar
         if n >= _PROGRESS_MIN_EVENTS and sys.stderr.isatty():
-            bar = click.progressbar(length=n, label=f"analysing {n:,} events",
+            bar = click.progressbar(length=n, label=label.format(n),
                                     file=sys.stderr)
             bar.__enter__()
 
@@ -76,9 +92,15 @@ def _analysis(directory: Path) -> Analysis:
         if bar is not None:
             bar.update(n)
 
-    correct = not click.get_current_context().meta.get("rlscope.no_correct")
+    meta = click.get_current_context().meta
+    correct = not meta.get("rlscope.no_correct")
+    jobs, ray = meta.get("rlscope.jobs"), meta.get("rlscope.ray")
+    label = "analysing {:,} events"
+    if ray is not None or jobs != 1:
+        label = "analysing {:,} bytes of traces"  # in parallel: counted by file
     try:
-        a = load(directory, step, correct=correct, on_total=on_total, infer=_infer_mode())
+        a = load(directory, step, correct=correct, on_total=on_total, infer=_infer_mode(),
+                 jobs=jobs, ray=ray)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -126,6 +148,7 @@ def dump(directory: Path, limit: int | None) -> None:
 
 
 @analyze.command()
+@_parallel_options
 @_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
@@ -185,6 +208,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
 
 
 @analyze.command()
+@_parallel_options
 @_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
@@ -366,6 +390,7 @@ def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) ->
 
 
 @analyze.command()
+@_parallel_options
 @_infer_option
 @_no_correct_option
 @click.argument("runs", nargs=-1, required=True)

@@ -86,7 +86,9 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
 
         apply_annotation_switch()
     from rlscope import annotate
+    from rlscope.trace import format as fmt
 
+    out = fmt.host_directory(out)  # OUTPUT_DIR/<host> for runs over several hosts
     annotate.set_launcher_directory(out)
     try:
         rlscope.start(out, recorder=os.environ.get(env.RECORDER, "native"),

@@ -18,6 +18,11 @@ BOOTSTRAP_DIR = "RLSCOPE_BOOTSTRAP_DIR"  # directory of rlscope's sitecustomize.
 INTERCEPT = "RLSCOPE_INTERCEPT"  # "auto" (default), "none", or "torch,gym,..."
 CUDA = "RLSCOPE_CUDA"  # "1" when the CUDA collector is injected
 
+# Several hosts (docs/multiprocess.md#several-hosts); set by the user or rlscope's Ray
+# worker environment (launch.environment.worker_env), never by rls-prof itself.
+HOST = "RLSCOPE_HOST"  # host label in headers and host directories (default: hostname)
+HOST_DIRS = "RLSCOPE_HOST_DIRS"  # "1": write into $RLSCOPE_OUTPUT_DIR/<host>/
+
 # Calibration runs.
 ANNOTATIONS = "RLSCOPE_ANNOTATIONS"  # "0": recording, but annotations are not recorded
 MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"  # end each process at its N-th progress report

@@ -119,3 +119,27 @@ def chunk_calibration(rec: Recording, copies_dir: str | os.PathLike[str], config
     e.update({env.CHUNK_DIR: os.fspath(copies_dir), env.CHUNK_CONFIGS: configs,
               env.CHUNK_S: repr(chunk_s), env.MAX_CHUNKS: str(max_chunks)})
     return e
+
+
+def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Variables that make processes started outside rls-prof's tree, on any host, record
+    into the same run: e.g. Ray workers, as ``ray.init(runtime_env={"env_vars":
+    worker_env()})`` in a driver that runs under rls-prof (docs/multiprocess.md#several-hosts).
+
+    The profiled process's recording settings (``base``: default this process's
+    environment), ``RLSCOPE_HOST_DIRS=1`` so that each host writes into
+    ``OUTPUT_DIR/<host>/``, and the bootstrap first on PYTHONPATH (``${PYTHONPATH}`` is the
+    node's own, which Ray expands). Node-specific settings (``RLSCOPE_HOST``) are left to
+    each node's environment. rlscope must be installed at the same path on every node.
+    """
+    src = os.environ if base is None else base
+    if not src.get(env.OUTPUT_DIR):
+        raise ValueError(f"{env.OUTPUT_DIR} is not set: run the driver under rls-prof "
+                         "(rls-prof -o DIR -- python driver.py)")
+    skip = {env.HOST, env.BOOTSTRAP_DIR, *env.CHUNK_VARIABLES}
+    e = {k: v for k, v in src.items() if k.startswith(env.PREFIX) and k not in skip}
+    e[env.OUTPUT_DIR] = os.path.abspath(src[env.OUTPUT_DIR])
+    e[env.HOST_DIRS] = "1"
+    e[env.BOOTSTRAP_DIR] = BOOTSTRAP_DIR
+    e["PYTHONPATH"] = BOOTSTRAP_DIR + os.pathsep + "${PYTHONPATH}"
+    return e

@@ -91,7 +91,7 @@ def in_use_message(out: Path, holder: rundir.Holder | None, force: bool = False)
     msg = f"{out} is in use by {who}; wait for it to end or choose another -o"
     if force:
         msg += " (--force never takes a live run's directory)"
-    if holder is not None and holder.host and holder.host != fmt.host_name():
+    if holder is not None and holder.host and holder.host != fmt.machine_name():
         msg += f"; if that run is over, delete {out / rundir.LOCK_FILE}"
     return msg
 
@@ -116,7 +116,7 @@ def prepare_output(out: Path, force: bool) -> None:
                          f"{name}{more}); wait for {'them' if more else 'it'} to end or "
                          "choose another -o")
     if not force:
-        raise UsageError(f"{out} already holds a previous run ({_listing(left)}); choose "
+        raise UsageError(f"{out} already holds a previous run ({_listing(out, left)}); choose "
                          "another -o or pass --force to replace it")
     blocked = _undeletable(out, left)
     if blocked:
@@ -129,10 +129,10 @@ def prepare_output(out: Path, force: bool) -> None:
                          "nothing was run") from None
 
 
-def _listing(names: list[str]) -> str:
+def _listing(out: Path, names: list[str]) -> str:
     traces = [n for n in names if n.endswith(fmt.FILE_SUFFIX)]
     samples = [n for n in names if n.endswith(fmt.SAMPLES_SUFFIX)]
-    rest = [n + ("/" if n in rundir.RUN_DIRS else "") for n in names
+    rest = [n + ("/" if n in rundir.RUN_DIRS or (out / n).is_dir() else "") for n in names
             if n not in traces and n not in samples and not n.endswith(".tmp")]
     head = [f"{len(traces)} trace file{'s' if len(traces) != 1 else ''}"] if traces else []
     head += ["utilisation samples"] if samples else []
@@ -215,6 +215,8 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
     meta["cpu_s"] = _children_cpu_s() - cpu0
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
+    for host in rundir.host_directories(out):  # RLSCOPE_HOST_DIRS=1 (several hosts)
+        files += sorted((out / host).glob("*" + fmt.FILE_SUFFIX))
     cuda = [f for f in files if f.name.startswith("cuda.")]
     return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda,
                        summary)

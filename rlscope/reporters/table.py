@@ -13,7 +13,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
-from rlscope.reporters import processes
+from rlscope.reporters import hosts, processes
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.trace.argv import shell_line
@@ -107,6 +107,7 @@ def render_text(a: Analysis) -> str:
                      + "]")
     if run:
         lines.extend(correction_lines(run))
+    lines.extend(hosts.host_lines(a))  # several hosts: their clock alignment
     lines.extend(processes.overview_lines(a))  # tree and run summary, before the tables
     folded = processes.folded_indices(a)
     labels = processes.process_label(a, role=len(procs) > 1)
@@ -186,6 +187,7 @@ def render(a: Analysis, fmt: str) -> str:
                            "operations": _records(df),
                            "extrapolation": _records(a.extrapolation()),
                            **processes.json_sections(a), **_utilisation_json(a),
+                           **hosts.json_section(a),
                            "warnings": a.warnings}, indent=2)
     raise ValueError(f"unknown format {fmt!r}")
 

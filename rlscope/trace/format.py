@@ -180,5 +180,28 @@ def read_clock_pair() -> ClockPair:
     return best
 
 
+# Several hosts (docs/multiprocess.md#several-hosts); launch.env lists these too. The
+# native recorder and the CUDA collector read them the same way (native/common/host.h).
+HOST_ENV = "RLSCOPE_HOST"  # the host label, when the hostname does not tell nodes apart
+HOST_DIRS_ENV = "RLSCOPE_HOST_DIRS"  # "1": each host writes into OUTPUT_DIR/<host>/
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
 def host_name() -> str:
-    return os.uname().nodename  # what socket.gethostname() returns, without importing it
+    """This process's host label: $RLSCOPE_HOST, else the hostname, as a file name."""
+    # os.uname().nodename is what socket.gethostname() returns, without importing socket.
+    s = os.environ.get(HOST_ENV) or os.uname().nodename
+    s = "".join(c if c in _LABEL_CHARS else "_" for c in s)
+    return "host" if s in ("", ".", "..") else s
+
+
+def machine_name() -> str:
+    """The hostname itself (locks: is a pid on this machine), whatever RLSCOPE_HOST says."""
+    return os.uname().nodename
+
+
+def host_directory(output_dir: str) -> str:
+    """Where this process's trace goes: ``output_dir/<host>`` when RLSCOPE_HOST_DIRS=1."""
+    if os.environ.get(HOST_DIRS_ENV) != "1" or not output_dir:
+        return output_dir
+    return os.path.join(output_dir, host_name())

@@ -13,6 +13,7 @@ from typing import Any
 
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
+from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
 from rlscope.trace.data import (
@@ -25,11 +26,13 @@ from rlscope.trace.data import (
     Trace,
 )
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
+from rlscope.trace.rundir import host_directories
 from rlscope.trace.samples_reader import read_samples, sample_files
 
 
 def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Path]]:
-    """The directory, its run.json and its trace files (same errors as read_trace)."""
+    """The directory, its run.json and its trace files: those in it, then those of its host
+    directories (DIR/<host>/, one per host of a run over several hosts) in name order."""
     d = Path(directory)
     if not d.exists():
         raise TraceError(f"trace directory {d} does not exist; pass the directory given "
@@ -45,6 +48,8 @@ def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]
             raise TraceError(f"{run_path} is not valid JSON ({e}); the run metadata is "
                              "corrupt") from None
     files = sorted(d.glob("*" + fmt.FILE_SUFFIX))
+    for h in host_directories(d):  # a run over several hosts: DIR/<host>/ each
+        files += sorted((d / h).glob("*" + fmt.FILE_SUFFIX))
     if len(files) > 1:
         from rlscope.trace.stubs import without_exec_stubs
 
@@ -64,7 +69,8 @@ def read_trace(directory: str | os.PathLike[str]) -> Trace:
     if len(versions) > 1:
         raise TraceError(f"{d} mixes trace format versions {sorted(versions)}; analyse the "
                          "files of one rlscope version at a time")
-    processes.sort(key=lambda p: (p.header.clock.monotonic_ns, p.pid))
+    clock = RunClock.of(run, [p.header for p in processes])  # several hosts: one clock
+    processes.sort(key=lambda p: (clock.start(p.header), p.pid))
     return Trace(d, run, processes, read_samples(sample_files(d)))
 
 

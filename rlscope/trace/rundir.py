@@ -61,7 +61,7 @@ class Holder:
         """``rls-prof pid 123 on host, since ..., running: python train.py``"""
         from rlscope.trace.argv import shell_line
 
-        where = f" on {self.host}" if self.host and self.host != fmt.host_name() else ""
+        where = f" on {self.host}" if self.host and self.host != fmt.machine_name() else ""
         cmd = shell_line(self.command, 80)
         return (f"{self.tool} pid {self.pid}{where}"
                 + (f", since {self.since}" if self.since else "")
@@ -70,7 +70,7 @@ class Holder:
     def alive(self) -> bool:
         """Whether the holder is still running (on another host: assumed so, as it cannot
         be checked from here)."""
-        if self.host and self.host != fmt.host_name():
+        if self.host and self.host != fmt.machine_name():
             return True
         if self.pid <= 0:
             return False
@@ -219,7 +219,7 @@ class RunLock:
                 # no-op, or a holder on another host.
                 os.close(fd)
                 raise DirectoryInUse(d, old)
-            _write_holder(fd, Holder(me, process_start_ticks(me), fmt.host_name(), tool,
+            _write_holder(fd, Holder(me, process_start_ticks(me), fmt.machine_name(), tool,
                                      command, _now_iso()))
             return RunLock(path, fd, old if old is not None and old.pid != me else None)
         raise DirectoryInUse(d, None)
@@ -262,15 +262,40 @@ def _now_iso() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
 
 
-def previous_run(directory: str | os.PathLike[str]) -> list[str]:
-    """What a previous run left in DIR (names relative to it): trace files, run.json,
-    utilisation samples, calibration, plots, timeline. Empty when DIR does not exist."""
+def host_directories(directory: str | os.PathLike[str]) -> list[str]:
+    """Names of DIR's host directories (a run over several hosts: each writes into
+    ``DIR/<host>/``, docs/multiprocess.md#several-hosts): the subdirectories, other than
+    rlscope's own (calibration, plots), that hold trace files."""
     d = os.fspath(directory)
     try:
         names = sorted(os.listdir(d))
     except OSError:
         return []
-    return [n for n in names if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX)) or n in RUN_FILES
+    out = []
+    for n in names:
+        p = os.path.join(d, n)
+        if n in RUN_DIRS or n.startswith(".") or not os.path.isdir(p):
+            continue
+        try:
+            if any(f.endswith(fmt.FILE_SUFFIX) for f in os.listdir(p)):
+                out.append(n)
+        except OSError:
+            continue
+    return out
+
+
+def previous_run(directory: str | os.PathLike[str]) -> list[str]:
+    """What a previous run left in DIR (names relative to it): trace files, host
+    directories, run.json, utilisation samples, calibration, plots, timeline. Empty when
+    DIR does not exist."""
+    d = os.fspath(directory)
+    try:
+        names = sorted(os.listdir(d))
+    except OSError:
+        return []
+    hosts = set(host_directories(d))
+    return [n for n in names if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX))
+            or n in RUN_FILES or n in hosts
             or (n in RUN_DIRS and os.path.isdir(os.path.join(d, n)))]
 
 
@@ -279,13 +304,16 @@ def live_writers(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:
     has open: a live recording (a process rls-prof started that outlived it, or one that
     called ``rlscope.start(DIR)`` itself). Empty where there is no /proc."""
     d = os.path.realpath(os.fspath(directory))
-    try:
-        names = sorted(n for n in os.listdir(d) if n.endswith(fmt.FILE_SUFFIX))
-    except OSError:
-        return []
+    names = []
+    for sub in ["", *host_directories(d)]:  # host directories' files named "host/file"
+        try:
+            names += sorted(os.path.join(sub, n) for n in os.listdir(os.path.join(d, sub))
+                            if n.endswith(fmt.FILE_SUFFIX))
+        except OSError:
+            continue
     out = []
     for n in names:
-        parts = n.split(".")
+        parts = os.path.basename(n).split(".")
         if len(parts) < 3 or not parts[1].isdigit():
             continue
         pid = int(parts[1])
@@ -309,9 +337,16 @@ def clear_previous_run(directory: str | os.PathLike[str]) -> None:
     import shutil
 
     d = os.fspath(directory)
+    hosts = set(host_directories(d))
     for n in previous_run(d):
         p = os.path.join(d, n)
-        if os.path.isdir(p) and not os.path.islink(p):
+        if n in hosts:  # only the traces: a host directory may hold the user's files too
+            for f in os.listdir(p):
+                if f.endswith(fmt.FILE_SUFFIX):
+                    os.unlink(os.path.join(p, f))
+            if not os.listdir(p):
+                os.rmdir(p)
+        elif os.path.isdir(p) and not os.path.islink(p):
             shutil.rmtree(p)
         else:
             os.unlink(p)

@@ -115,17 +115,20 @@ def _delimited(payload: bytes) -> bytes:
 
 def write_process(path: Path, pid: int, threads: list[tuple[np.ndarray, np.ndarray,
                                                            np.ndarray]],
-                  steps: int, chunk_events: int) -> int:
-    """Write one process file; ``threads`` holds (time, kind, name) per thread."""
+                  steps: int, chunk_events: int, host: str = "synthetic",
+                  realtime_offset_ns: int = 0) -> int:
+    """Write one process file; ``threads`` holds (time, kind, name) per thread. Its
+    clock pair says realtime = monotonic + ``realtime_offset_ns`` on ``host``."""
     rec = messages.Record()
     h = rec.header
     h.format_version = fmt.FORMAT_VERSION
     h.source = "python"
-    h.pid, h.ppid, h.host = pid, 1, "synthetic"
+    h.pid, h.ppid, h.host = pid, 1, host
     h.process_name = "synthetic-rl"
     h.argv.extend(["make_trace.py"])
     t0 = int(threads[0][0][0])
-    h.clock.monotonic_ns, h.clock.realtime_ns, h.clock.uncertainty_ns = t0, t0, 100
+    h.clock.monotonic_ns, h.clock.realtime_ns = t0, t0 + realtime_offset_ns
+    h.clock.uncertainty_ns = 100
     h.recorder, h.rlscope_version = "synthetic", "0"
     written = 0
     seq = 0

@@ -97,6 +97,20 @@ def test_rls_prof_cpp_program(fake: Fake, tmp_path: Path):
     assert p.header.source == "cuda" and len(p.api_calls) == 6 and len(p.gpu) == 4
 
 
+def test_cuda_files_go_to_the_host_directory(fake: Fake, tmp_path: Path):
+    """RLSCOPE_HOST_DIRS / RLSCOPE_HOST (several hosts): the collector writes its file,
+    labelled, into DIR/<host>/, which it creates (no Python process does here)."""
+    import os
+
+    out = tmp_path / "run"
+    env = dict(os.environ, RLSCOPE_HOST_DIRS="1", RLSCOPE_HOST="gpu node")
+    r = run_tool("rls-prof", "-o", str(out), "--", str(fake.app), "basic", env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(list((out / "gpu_node").glob("cuda.*" + fmt.FILE_SUFFIX))) == 1
+    (p,) = read_trace(out).processes
+    assert p.header.host == "gpu_node" and len(p.api_calls) == 6
+
+
 @pytest.fixture(scope="module")
 def nodriver_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nvcc = shutil.which("nvcc")
@@ -135,3 +149,29 @@ def test_cpu_torch_workload_unaffected(tmp_path: Path):
     assert _gpu_lines(r.stderr) == ["rls-prof: GPU not traced: no process initialised CUDA "
                                     "(CPU-only workload, or no NVIDIA driver)"]
     assert np.all([f.name.startswith("python.") for f in (tmp_path / "run").glob("*.rlscope")])
+
+
+def test_parallel_analysis_with_gpu_work(fake: Fake, tmp_path: Path):
+    """Two processes with CUDA files: rls-analyze --jobs 2 equals the serial analysis
+    (GPU rows, the GPU time per phase the utilisation section uses)."""
+    import pandas as pd
+
+    from rlscope.analysis import load
+
+    runs = []
+    for k in range(2):
+        out = tmp_path / f"r{k}"
+        r = run_tool("rls-prof", "-o", str(out), "--", sys.executable,
+                     str(HERE / "workloads/fake_gpu_train.py"), str(fake.libcupti))
+        assert r.returncode == 0, r.stderr
+        runs.append(out)
+    for f in runs[1].glob("*" + fmt.FILE_SUFFIX):  # one directory, two processes
+        shutil.copy(f, runs[0])
+    serial, two = load(runs[0], jobs=1), load(runs[0], jobs=2)
+    assert len(serial.processes()) == 2 and len(serial.gpu())
+    for name in ("operations", "gpu", "breakdown", "utilisation", "processes"):
+        pd.testing.assert_frame_equal(getattr(serial, name)(), getattr(two, name)(),
+                                      check_exact=True, obj=name)
+    one = run_tool("rls-analyze", "report", str(runs[0]), "--format", "json", "--jobs", "1")
+    par = run_tool("rls-analyze", "report", str(runs[0]), "--format", "json", "--jobs", "2")
+    assert one.returncode == 0 and one.stdout == par.stdout

@@ -293,16 +293,33 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
     if calibration is None:
         run = dict(trace.run, correction={"applied": False})
         return dataclasses.replace(trace, run=run)
-    scale = speed_scale(trace, calibration)
-    costs = calibration.costs if scale is None else {
+    root = trace.processes[0].progress.time_ns if trace.processes else None
+    costs, scale = scaled_costs(calibration, root)
+    corrected, summary = correct_trace(trace, costs)
+    info = correction_entry(trace.run, calibration, summary, scale)
+    return dataclasses.replace(corrected, run=dict(trace.run, correction=info))
+
+
+def scaled_costs(cal: Calibration, root_progress_ns: np.ndarray | None
+                 ) -> tuple[dict[str, KindCost], float | None]:
+    """The costs to remove from every process of a run, scaled by the run's speed
+    (:func:`speed_scale`, from the root process's progress times), and the scale. Each
+    process is then corrected on its own (rls-analyze --jobs/--ray do it in parallel)."""
+    scale = speed_scale_of(root_progress_ns, cal)
+    costs = cal.costs if scale is None else {
         k: dataclasses.replace(c, per_event_ns=c.per_event_ns * scale,
                                inside_ns=c.inside_ns * scale, diffuse_ns=c.diffuse_ns * scale)
-        for k, c in calibration.costs.items()}
-    corrected, summary = correct_trace(trace, costs)
-    info = validation(trace.run, calibration, summary)
+        for k, c in cal.costs.items()}
+    return costs, scale
+
+
+def correction_entry(run: dict, cal: Calibration, summary: CorrectionSummary,
+                     scale: float | None) -> dict:
+    """The ``correction`` entry of a corrected run's dict (what the report shows)."""
+    info = validation(run, cal, summary)
     if scale is not None:
         info["speed_scale"] = scale
-    return dataclasses.replace(corrected, run=dict(trace.run, correction=info))
+    return info
 
 
 SCALE_LIMITS = (0.25, 4.0)
@@ -315,9 +332,14 @@ def speed_scale(trace: Trace, cal: Calibration) -> float | None:
     (up to 2x here), and book-keeping costs in ns change with it, so chunk costs are
     scaled by this before they are removed. None: not a chunk calibration, or no
     progress reports to match."""
-    if cal.mode != "chunks" or not trace.processes:
+    return speed_scale_of(trace.processes[0].progress.time_ns if trace.processes else None,
+                          cal)
+
+
+def speed_scale_of(pt: np.ndarray | None, cal: Calibration) -> float | None:
+    """:func:`speed_scale` from the root process's progress times."""
+    if cal.mode != "chunks" or pt is None:
         return None
-    pt = trace.processes[0].progress.time_ns
     full = sorted((int(r["round"]), int(r.get("boundaries", 0)), float(r["seconds"]))
                   for r in cal.runs if r.get("config") == "full")
     start, run_s, copies_s = 0, 0.0, 0.0
