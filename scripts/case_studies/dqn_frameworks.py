@@ -18,6 +18,7 @@ name, the ``rls-analyze compare`` tables, writes the compare plot, and ends with
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -89,7 +90,8 @@ def main() -> None:
             lines[fw].append(line)
             print(f"[{clock}] {fw} rep {rep}: {line['us_per_step']} us/step (its own clock, "
                   f"profiled), warm-up {line['warmup_s']} s, mean return "
-                  f"{line['mean_return']}", flush=True)
+                  f"{line['mean_return']}"
+                  f", load {os.getloadavg()[0]:.1f}", flush=True)
 
     nums = {f: [run_numbers(d, "training") for d in dirs[f]] for f in fws}
     report(fws, nums, lines, args.steps)

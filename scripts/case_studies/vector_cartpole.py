@@ -20,6 +20,7 @@ writes the plots, and ends with ``RESULT`` lines. The workload: scripts/case_stu
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 from pathlib import Path
@@ -106,7 +107,8 @@ def main() -> None:
             dirs[impl, n].append(d)
             lines[impl, n].append(line)
             print(f"[{clock}] {impl} N={n} rep {rep}: {line['us_per_step']} us per step "
-                  f"(its own clock, profiled), compile {line['compile_s']} s", flush=True)
+                  f"(its own clock, profiled), compile {line['compile_s']} s"
+                  f", load {os.getloadavg()[0]:.1f}", flush=True)
 
     nums = {c: [run_numbers(d, PHASE) for d in dirs[c]] for c in configs}
     steps = {c: int(lines[c][0]["steps"]) for c in configs}
