@@ -109,6 +109,7 @@ def main() -> None:
     print(by_op)
     print("$ rls-analyze compare ... --per-timestep --phase training --by category")
     print(by_cat)
+    split_plot(fws, nums, args.steps, args.plot.with_name("dqn-frameworks-split.png"))
     result(fws, nums, args.steps)
     print(f"[{clock}] done; runs in {out}, plot {args.plot}")
 
@@ -169,6 +170,50 @@ def _table(head: list[str], rows: list[list[str]]) -> None:
     print("  ".join("-" * x for x in w))
     for r in rows:
         print("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)))
+
+
+def split_plot(fws: list[str], nums: dict[str, list[RunNumbers]], steps: int, path: Path
+               ) -> None:
+    """Left: Python and Backend time per step, stacked. Right: Backend time against
+    transitions per step (log-log) with lines of equal time per transition: a framework
+    is slow either through many transitions or through costly ones."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.6), constrained_layout=True)
+    y = range(len(fws))
+    pyt = [mean_sd(_per_step(nums[f], "python_s", steps))[0] * 1e6 for f in fws]
+    be = [mean_sd(_per_step(nums[f], "backend_s", steps))[0] * 1e6 for f in fws]
+    a1.barh(list(y), be, color="#0072B2", label="Backend")
+    a1.barh(list(y), pyt, left=be, color="#E69F00", label="Python")
+    for i, (b, p) in enumerate(zip(be, pyt, strict=True)):
+        a1.text(b + p, i, f" {b + p:,.0f}", va="center", fontsize=8)
+    a1.set_yticks(list(y), fws)
+    a1.invert_yaxis()
+    a1.set_xlabel("µs per DQN step (training phase)")
+    a1.set_xlim(0, 1.25 * max(b + p for b, p in zip(be, pyt, strict=True)))
+    a1.legend(fontsize=8, loc="lower right")
+    colours = ["#D55E00", "#0072B2", "#56B4E9", "#009E73", "#CC79A7", "#000000"]
+    tr = [mean_sd(_per_step(nums[f], "backend_calls", steps))[0] for f in fws]
+    lo, hi = 0.5 * min(tr), 2 * max(tr)
+    for cost in (1, 10, 100, 1000):
+        a2.plot([lo, hi], [lo * cost, hi * cost], ":", color="grey", lw=0.8)
+        a2.text(hi, hi * cost, f" {cost} µs/call", fontsize=7, color="grey", va="center")
+    for f, t, b, c in zip(fws, tr, be, colours, strict=False):
+        a2.scatter([t], [b], color=c, s=30, zorder=3)
+        a2.annotate(f, (t, b), textcoords="offset points", xytext=(5, -10), fontsize=8)
+    a2.set_xscale("log")
+    a2.set_yscale("log")
+    a2.set_xlim(lo, hi * 4)
+    a2.set_xlabel("Python → backend transitions per step")
+    a2.set_ylabel("Backend µs per step")
+    a2.grid(True, alpha=0.3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"split plot: {_short(str(path))}")
 
 
 def result(fws: list[str], nums: dict[str, list[RunNumbers]], steps: int) -> None:
