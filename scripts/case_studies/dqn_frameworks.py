@@ -27,6 +27,7 @@ from profiled_runs import (
     REPO,
     Clock,
     RunNumbers,
+    describe_calibration,
     ensure_environment,
     fmt,
     mean_sd,
@@ -55,6 +56,9 @@ def main() -> None:
                     default=REPO / "docs/case-studies/img/dqn-frameworks-compare.png")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 100 steps, one run each, short calibration")
+    ap.add_argument("--calibration", type=Path, default=None,
+                    help="reuse this calibration.json (of an earlier run of this study) "
+                         "instead of calibrating again")
     ap.add_argument("--no-setup", action="store_true", help="never run scripts/setup.sh")
     args = ap.parse_args()
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
@@ -72,11 +76,14 @@ def main() -> None:
     def command(fw: str, steps: int) -> list[str]:
         return [py, str(WORKLOAD), "--framework", fw, "--steps", str(steps)]
 
-    print(f"[{clock}] calibrating on the PyTorch workload ({args.calibration_steps} steps)",
-          flush=True)
-    rls_prof(out / "calibration", command("torch", args.calibration_steps),
-             calibrate=["--chunks", "6", "--chunk-seconds", "0.05"] if args.quick else [])
-    cal = out / "calibration" / "calibration.json"
+    cal = args.calibration.resolve() if args.calibration else \
+        out / "calibration" / "calibration.json"
+    if args.calibration is None:
+        print(f"[{clock}] calibrating on the PyTorch workload ({args.calibration_steps} steps)",
+              flush=True)
+        rls_prof(out / "calibration", command("torch", args.calibration_steps),
+                 calibrate=["--chunks", "6", "--chunk-seconds", "0.05"] if args.quick else [])
+    print(f"[{clock}] {_short(describe_calibration(cal))}", flush=True)
 
     dirs: dict[str, list[Path]] = {f: [] for f in fws}
     lines: dict[str, list[dict[str, str]]] = {f: [] for f in fws}
@@ -129,7 +136,7 @@ def report(fws: list[str], nums: dict[str, list[RunNumbers]],
           "removed; mean ± sd over runs):")
     head = ["framework", "runs", "us/step", "Python us", "Backend us", "inference us",
             "backprop us", "transitions", "Backend us/tr", "Python us/tr", "warm-up s",
-            "own clock us"]
+            "own clock us", "on-CPU %"]
     rows = []
     for fw in fws:
         ns = nums[fw]
@@ -146,12 +153,15 @@ def report(fws: list[str], nums: dict[str, list[RunNumbers]],
             fmt([p / t for p, t in zip(pyt, tr, strict=True)], 1e6, 2),
             fmt([n.outside.get("setup > warmup", 0.0) for n in ns], 1.0, 2),
             fmt([float(ln["us_per_step"]) for ln in lines[fw]], 1.0),
+            fmt([float(ln["on_cpu"]) for ln in lines[fw]], 100.0, 0),
         ])
     _table(head, rows)
     print("transitions: Python -> backend calls per step (outermost intercepted calls);"
           " us/tr: per transition; warm-up: the first act/update/target copy (tf.function"
           " tracing, XLA compilation), outside the measured steps; own clock: the"
-          " workload's perf_counter over the training loop (profiled, not corrected).")
+          " workload's perf_counter over the training loop (profiled, not corrected); on-CPU:"
+          " the main thread's CPU time over that wall time (the rest it waited for a CPU"
+          " on the shared machine, counted in whatever category was running).")
     print("\nBackend calls by name, the 8 with the most time (raw, main thread, phase "
           "'training', first run): calls per step, raw us per call, share of the raw "
           "backend time")

@@ -74,6 +74,20 @@ def rls_prof(out: Path, command: Sequence[str], calibrate: Sequence[str] | None 
     return r.stdout
 
 
+def describe_calibration(path: Path) -> str:
+    """One line: the per-event costs a calibration.json removes and its held-out check."""
+    import json
+
+    d = json.loads(path.read_text())
+    costs = "; ".join(f"{k} {v['per_event_ns']:.0f} ns ({v['source']})"
+                      for k, v in d.get("costs", {}).items())
+    v = d.get("validation", {})
+    check = (f"held-out check {v['total_error_pct']:+.1f}% corrected, "
+             f"{v['raw_total_error_pct']:+.1f}% raw, on {len(v.get('validation_rounds', []))} "
+             f"{d.get('mode', '')}" if "total_error_pct" in v else "no held-out check")
+    return f"calibration {path}: {costs}; {check}"
+
+
 def rls_analyze(*args: str) -> str:
     r = subprocess.run([sys.executable, "-m", "rlscope.cli.analyze", *args],
                        capture_output=True, text=True, cwd=REPO)

@@ -30,6 +30,7 @@ from profiled_runs import (
     REPO,
     Clock,
     RunNumbers,
+    describe_calibration,
     ensure_environment,
     fmt,
     mean_sd,
@@ -63,6 +64,9 @@ def main() -> None:
                     help="directory of the plots")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: N in 1, 64; 64 steps; one run each; short calibration")
+    ap.add_argument("--calibration", type=Path, default=None,
+                    help="reuse this calibration.json (of an earlier run of this study) "
+                         "instead of calibrating again")
     ap.add_argument("--no-setup", action="store_true", help="never run scripts/setup.sh")
     args = ap.parse_args()
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
@@ -88,11 +92,14 @@ def main() -> None:
 
     # The calibration run reports progress at every step: enough chunks even when quick.
     cal_n, cal_steps = (1, 2000) if args.quick else (256, 40000)
-    print(f"[{clock}] calibrating on the PyTorch workload (N={cal_n}, {cal_steps} steps)",
-          flush=True)
-    rls_prof(out / "calibration", command("torch", cal_n, cal_steps),
-             calibrate=["--chunks", "6", "--chunk-seconds", "0.05"] if args.quick else [])
-    cal = out / "calibration" / "calibration.json"
+    cal = args.calibration.resolve() if args.calibration else \
+        out / "calibration" / "calibration.json"
+    if args.calibration is None:
+        print(f"[{clock}] calibrating on the PyTorch workload (N={cal_n}, {cal_steps} steps)",
+              flush=True)
+        rls_prof(out / "calibration", command("torch", cal_n, cal_steps),
+                 calibrate=["--chunks", "6", "--chunk-seconds", "0.05"] if args.quick else [])
+    print(f"[{clock}] {_short(describe_calibration(cal))}", flush=True)
 
     configs = [(i, n) for n in sizes for i in impls]
     dirs: dict[tuple[str, int], list[Path]] = {c: [] for c in configs}
@@ -156,6 +163,7 @@ def summarize(configs: list[tuple[str, int]], nums: dict[tuple[str, int], list[R
             "transitions": [x.per_step("backend_calls", s) for x in ns],
             "compile": [x.outside.get("setup > warmup", 0.0) for x in ns],
             "own": [float(ln["us_per_step"]) * 1e-6 for ln in lines[c]],
+            "on_cpu": [float(ln["on_cpu"]) for ln in lines[c]],
         })
     return rows
 
@@ -165,7 +173,7 @@ def print_summary(rows: list[Row], k: int) -> None:
           f"over runs; jax-fused: {k} steps per call):")
     head = ["impl", "N", "runs", "steps", "us/step", "ns/env-step", "Python us",
             "Backend us", "Python %", "transitions", "Backend us/tr", "compile s",
-            "own clock us"]
+            "own clock us", "on-CPU %"]
     body = []
     for r in rows:
         tot, pyt, be, tr = (r["total"], r["python"], r["backend"], r["transitions"])
@@ -177,6 +185,7 @@ def print_summary(rows: list[Row], k: int) -> None:
             fmt(tr, 1.0, 3),
             fmt([b / t for b, t in zip(be, tr, strict=True)], 1e6, 2),
             fmt(r["compile"], 1.0, 2), fmt(r["own"], 1e6, 2),
+            fmt(r["on_cpu"], 100.0, 0),
         ])
     w = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w[i]) if i == 0 else h.rjust(w[i]) for i, h in enumerate(head)))
@@ -186,7 +195,8 @@ def print_summary(rows: list[Row], k: int) -> None:
     print("transitions: Python -> backend calls per step of the batch (outermost intercepted"
           " calls); us/tr: Backend time per transition; compile: the first call (the warmup"
           " operation, outside the measured phase); own clock: the workload's perf_counter"
-          " (profiled, not corrected).")
+          " (profiled, not corrected); on-CPU: the main thread's CPU time over that wall"
+          " time (the rest it waited for a CPU on the shared machine).")
 
 
 def _mean(rows: list[Row], impl: str, n: int, key: str) -> float:

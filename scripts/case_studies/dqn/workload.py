@@ -15,8 +15,9 @@ Frameworks: torch (eager), tf-eager, tf-function, jax (jit). Operations:
   loss, gradient, Adam, and every ``target_every`` steps the target copy);
   ``rlscope.report_progress`` after each.
 
-Prints ``dqn: framework=... steps=... wall_s=... us_per_step=... warmup_s=...
-mean_return=...`` last.
+Prints ``dqn: framework=... steps=... wall_s=... us_per_step=... on_cpu=...
+warmup_s=... mean_return=...`` last; ``on_cpu``: the main thread's CPU time over the
+training loop's wall time (below 1 when the machine's load took the CPU away from it).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def main() -> None:
     returns: list[float] = []
     ep_return = 0.0
     decay = max(1, int(cfg.eps_fraction * args.steps))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     with rlscope.phase("training"):
         for t in range(args.steps):
             eps = max(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end) * t / decay)
@@ -103,9 +104,10 @@ def main() -> None:
                     agent.sync_target()
             rlscope.report_progress(t + 1, args.steps)
     wall = time.perf_counter() - t0
+    on_cpu = (time.thread_time() - c0) / wall
     last = returns[-10:] or [ep_return]
     print(f"dqn: framework={args.framework} steps={args.steps} wall_s={wall:.3f} "
-          f"us_per_step={1e6 * wall / args.steps:.1f} setup_s={setup_s:.3f} "
+          f"us_per_step={1e6 * wall / args.steps:.1f} on_cpu={on_cpu:.3f} setup_s={setup_s:.3f} "
           f"warmup_s={warmup_s:.3f} episodes={len(returns)} "
           f"mean_return={sum(last) / len(last):.1f}", flush=True)
 
