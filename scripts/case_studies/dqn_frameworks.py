@@ -160,7 +160,7 @@ def report(fws: list[str], nums: dict[str, list[RunNumbers]],
           " us/tr: per transition; warm-up: the first act/update/target copy (tf.function"
           " tracing, XLA compilation), outside the measured steps; own clock: the"
           " workload's perf_counter over the training loop (profiled, not corrected); on-CPU:"
-          " the main thread's CPU time over that wall time (the rest it waited for a CPU"
+          " the process's CPU time over that wall time (the rest it waited for a CPU"
           " on the shared machine, counted in whatever category was running).")
     print("\nBackend calls by name, the 8 with the most time (raw, main thread, phase "
           "'training', first run): calls per step, raw us per call, share of the raw "

@@ -195,7 +195,7 @@ def print_summary(rows: list[Row], k: int) -> None:
     print("transitions: Python -> backend calls per step of the batch (outermost intercepted"
           " calls); us/tr: Backend time per transition; compile: the first call (the warmup"
           " operation, outside the measured phase); own clock: the workload's perf_counter"
-          " (profiled, not corrected); on-CPU: the main thread's CPU time over that wall"
+          " (profiled, not corrected); on-CPU: the process's CPU time over that wall"
           " time (the rest it waited for a CPU on the shared machine).")
 
 

@@ -16,7 +16,7 @@ Frameworks: torch (eager), tf-eager, tf-function, jax (jit). Operations:
   ``rlscope.report_progress`` after each.
 
 Prints ``dqn: framework=... steps=... wall_s=... us_per_step=... on_cpu=...
-warmup_s=... mean_return=...`` last; ``on_cpu``: the main thread's CPU time over the
+warmup_s=... mean_return=...`` last; ``on_cpu``: the process's CPU time over the
 training loop's wall time (below 1 when the machine's load took the CPU away from it).
 """
 
@@ -79,7 +79,7 @@ def main() -> None:
     returns: list[float] = []
     ep_return = 0.0
     decay = max(1, int(cfg.eps_fraction * args.steps))
-    t0, c0 = time.perf_counter(), time.thread_time()
+    t0, c0 = time.perf_counter(), time.process_time()
     with rlscope.phase("training"):
         for t in range(args.steps):
             eps = max(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end) * t / decay)
@@ -104,7 +104,7 @@ def main() -> None:
                     agent.sync_target()
             rlscope.report_progress(t + 1, args.steps)
     wall = time.perf_counter() - t0
-    on_cpu = (time.thread_time() - c0) / wall
+    on_cpu = (time.process_time() - c0) / wall
     last = returns[-10:] or [ep_return]
     print(f"dqn: framework={args.framework} steps={args.steps} wall_s={wall:.3f} "
           f"us_per_step={1e6 * wall / args.steps:.1f} on_cpu={on_cpu:.3f} setup_s={setup_s:.3f} "

@@ -12,8 +12,8 @@ inside it (the first call: JAX compiles here, apart from the measured calls), th
 (N per step of the batch).
 
 Prints ``vector: impl=... n=... steps=... calls=... wall_s=... us_per_step=... on_cpu=...
-compile_s=...`` last (us_per_step: per step of the whole batch; on_cpu: the main thread's
-CPU time over the measured phase's wall time).
+compile_s=...`` last (us_per_step: per step of the whole batch; on_cpu: the process's CPU
+time over the measured phase's wall time).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main() -> None:
         compile_s = time.perf_counter() - t
     calls = args.steps // per_call
     total = args.steps * args.n
-    t0, c0 = time.perf_counter(), time.thread_time()
+    t0, c0 = time.perf_counter(), time.process_time()
     with rlscope.phase("simulating"):
         for i in range(calls):
             with rlscope.operation("simulation"):
@@ -67,7 +67,7 @@ def main() -> None:
                     sim.sync()
             rlscope.report_progress((i + 1) * per_call * args.n, total)
     wall = time.perf_counter() - t0
-    on_cpu = (time.thread_time() - c0) / wall
+    on_cpu = (time.process_time() - c0) / wall
     print(f"vector: impl={args.impl} n={args.n} k={per_call} steps={args.steps} "
           f"calls={calls} wall_s={wall:.3f} us_per_step={1e6 * wall / args.steps:.2f} "
           f"on_cpu={on_cpu:.3f} "
