@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from profiled_runs import (
     Clock,
     RunNumbers,
     describe_calibration,
+    earlier_run,
     ensure_environment,
     fmt,
     mean_sd,
@@ -59,6 +61,8 @@ def main() -> None:
     ap.add_argument("--calibration", type=Path, default=None,
                     help="reuse this calibration.json (of an earlier run of this study) "
                          "instead of calibrating again")
+    ap.add_argument("--reanalyze", action="store_true",
+                    help="run nothing: analyse the runs an earlier invocation left in --out")
     ap.add_argument("--no-setup", action="store_true", help="never run scripts/setup.sh")
     args = ap.parse_args()
     fws = [f.strip() for f in args.frameworks.split(",") if f.strip()]
@@ -78,7 +82,7 @@ def main() -> None:
 
     cal = args.calibration.resolve() if args.calibration else \
         out / "calibration" / "calibration.json"
-    if args.calibration is None:
+    if args.calibration is None and not args.reanalyze:
         print(f"[{clock}] calibrating on the PyTorch workload ({args.calibration_steps} steps)",
               flush=True)
         rls_prof(out / "calibration", command("torch", args.calibration_steps),
@@ -91,14 +95,16 @@ def main() -> None:
         order = fws[rep % len(fws):] + fws[:rep % len(fws)]
         for fw in order:
             d = out / fw / f"rep{rep}"
-            line = workload_line(rls_prof(d, command(fw, args.steps), calibration=cal),
-                                 "dqn")
+            stdout = earlier_run(d) if args.reanalyze else \
+                rls_prof(d, command(fw, args.steps), calibration=cal)
+            line = workload_line(stdout, "dqn")
             dirs[fw].append(d)
             lines[fw].append(line)
             print(f"[{clock}] {fw} rep {rep}: {line['us_per_step']} us/step (its own clock, "
                   f"profiled), warm-up {line['warmup_s']} s, mean return "
                   f"{line['mean_return']}"
-                  f", load {os.getloadavg()[0]:.1f}", flush=True)
+                  + ("" if args.reanalyze else f", load {os.getloadavg()[0]:.1f}"),
+                  flush=True)
 
     nums = {f: [run_numbers(d, "training") for d in dirs[f]] for f in fws}
     report(fws, nums, lines, args.steps)
@@ -134,7 +140,7 @@ def report(fws: list[str], nums: dict[str, list[RunNumbers]],
            lines: dict[str, list[dict[str, str]]], steps: int) -> None:
     print(f"\nPer measured DQN step (phase 'training', {steps} steps per run, overhead "
           "removed; mean ± sd over runs):")
-    head = ["framework", "runs", "us/step", "Python us", "Backend us", "inference us",
+    head = ["framework", "runs", "us/step", "median", "Python us", "Backend us", "inference us",
             "backprop us", "transitions", "Backend us/tr", "Python us/tr", "warm-up s",
             "own clock us", "on-CPU %"]
     rows = []
@@ -145,6 +151,7 @@ def report(fws: list[str], nums: dict[str, list[RunNumbers]],
         pyt = _per_step(ns, "python_s", steps)
         rows.append([
             fw, str(len(ns)), fmt(_per_step(ns, "self_s", steps), 1e6),
+            f"{1e6 * statistics.median(_per_step(ns, 'self_s', steps)):.1f}",
             fmt(pyt, 1e6), fmt(be, 1e6),
             fmt(_per_step(ns, "self_s", steps, ("inference",)), 1e6),
             fmt(_per_step(ns, "self_s", steps, ("backprop",)), 1e6),
@@ -156,8 +163,9 @@ def report(fws: list[str], nums: dict[str, list[RunNumbers]],
             fmt([float(ln["on_cpu"]) for ln in lines[fw]], 100.0, 0),
         ])
     _table(head, rows)
-    print("transitions: Python -> backend calls per step (outermost intercepted calls);"
-          " us/tr: per transition; warm-up: the first act/update/target copy (tf.function"
+    print("median: of the runs' us/step; transitions: Python -> backend calls per step"
+          " (outermost intercepted calls); us/tr: per transition; warm-up: the first"
+          " act/update/target copy (tf.function"
           " tracing, XLA compilation), outside the measured steps; own clock: the"
           " workload's perf_counter over the training loop (profiled, not corrected); on-CPU:"
           " the process's CPU time over that wall time (the rest it waited for a CPU"
@@ -228,10 +236,13 @@ def split_plot(fws: list[str], nums: dict[str, list[RunNumbers]], steps: int, pa
 
 def result(fws: list[str], nums: dict[str, list[RunNumbers]], steps: int) -> None:
     us = {f: mean_sd(_per_step(nums[f], "self_s", steps))[0] * 1e6 for f in fws}
+    med = {f: statistics.median(_per_step(nums[f], "self_s", steps)) * 1e6 for f in fws}
     tr = {f: mean_sd(_per_step(nums[f], "backend_calls", steps))[0] for f in fws}
     kv = [f"{f.replace('-', '_')}_us_per_step={us[f]:.1f}" for f in fws]
     if "torch" in us:
         kv += [f"{f.replace('-', '_')}_over_torch={us[f] / us['torch']:.2f}"
+               for f in fws if f != "torch"]
+        kv += [f"median_{f.replace('-', '_')}_over_torch={med[f] / med['torch']:.2f}"
                for f in fws if f != "torch"]
     kv += [f"{f.replace('-', '_')}_transitions_per_step={tr[f]:.1f}" for f in fws]
     print("RESULT " + " ".join(kv))

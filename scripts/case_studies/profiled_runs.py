@@ -51,6 +51,18 @@ def ensure_environment(extras: str, modules: Sequence[str], setup: bool) -> None
     os.environ.update(THREAD_ENV)
 
 
+WORKLOAD_OUT = "workload.out"  # the workload's stdout, kept in its run directory
+
+
+def earlier_run(out: Path) -> str:
+    """The stdout a run directory's workload printed (``--reanalyze``)."""
+    try:
+        return (out / WORKLOAD_OUT).read_text()
+    except OSError:
+        sys.exit(f"{out} holds no earlier run ({WORKLOAD_OUT} missing): run without "
+                 "--reanalyze, or with the --out, sizes and --reps of the earlier run")
+
+
 def rls_prof(out: Path, command: Sequence[str], calibrate: Sequence[str] | None = None,
              calibration: Path | None = None, timeout: float = 1800) -> str:
     """Run ``command`` under rls-prof into ``out``; its stdout. ``calibrate``: calibrate
@@ -67,6 +79,7 @@ def rls_prof(out: Path, command: Sequence[str], calibrate: Sequence[str] | None 
                        timeout=timeout, cwd=REPO)
     if r.returncode != 0:
         sys.exit(f"rls-prof -o {out} failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
+    (out / WORKLOAD_OUT).write_text(r.stdout)  # for --reanalyze
     if calibrate is not None:  # what the calibration found, as rls-prof said it
         for line in r.stderr.splitlines():
             if "calibrat" in line or "held-out" in line or " per " in line:

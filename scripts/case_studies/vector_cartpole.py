@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import sys
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from profiled_runs import (
     Clock,
     RunNumbers,
     describe_calibration,
+    earlier_run,
     ensure_environment,
     fmt,
     mean_sd,
@@ -67,6 +69,8 @@ def main() -> None:
     ap.add_argument("--calibration", type=Path, default=None,
                     help="reuse this calibration.json (of an earlier run of this study) "
                          "instead of calibrating again")
+    ap.add_argument("--reanalyze", action="store_true",
+                    help="run nothing: analyse the runs an earlier invocation left in --out")
     ap.add_argument("--no-setup", action="store_true", help="never run scripts/setup.sh")
     args = ap.parse_args()
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
@@ -94,7 +98,7 @@ def main() -> None:
     cal_n, cal_steps = (1, 2000) if args.quick else (256, 40000)
     cal = args.calibration.resolve() if args.calibration else \
         out / "calibration" / "calibration.json"
-    if args.calibration is None:
+    if args.calibration is None and not args.reanalyze:
         print(f"[{clock}] calibrating on the PyTorch workload (N={cal_n}, {cal_steps} steps)",
               flush=True)
         rls_prof(out / "calibration", command("torch", cal_n, cal_steps),
@@ -110,12 +114,15 @@ def main() -> None:
         rng.shuffle(order)
         for impl, n in order:
             d = out / f"{impl}-n{n}" / f"rep{rep}"
-            line = workload_line(rls_prof(d, command(impl, n), calibration=cal), "vector")
+            stdout = earlier_run(d) if args.reanalyze else \
+                rls_prof(d, command(impl, n), calibration=cal)
+            line = workload_line(stdout, "vector")
             dirs[impl, n].append(d)
             lines[impl, n].append(line)
             print(f"[{clock}] {impl} N={n} rep {rep}: {line['us_per_step']} us per step "
                   f"(its own clock, profiled), compile {line['compile_s']} s"
-                  f", load {os.getloadavg()[0]:.1f}", flush=True)
+                  + ("" if args.reanalyze else f", load {os.getloadavg()[0]:.1f}"),
+                  flush=True)
 
     nums = {c: [run_numbers(d, PHASE) for d in dirs[c]] for c in configs}
     steps = {c: int(lines[c][0]["steps"]) for c in configs}
@@ -171,7 +178,7 @@ def summarize(configs: list[tuple[str, int]], nums: dict[tuple[str, int], list[R
 def print_summary(rows: list[Row], k: int) -> None:
     print(f"\nPer step of the batch of N envs (phase '{PHASE}', overhead removed; mean ± sd "
           f"over runs; jax-fused: {k} steps per call):")
-    head = ["impl", "N", "runs", "steps", "us/step", "ns/env-step", "Python us",
+    head = ["impl", "N", "runs", "steps", "us/step", "median", "ns/env-step", "Python us",
             "Backend us", "Python %", "transitions", "Backend us/tr", "compile s",
             "own clock us", "on-CPU %"]
     body = []
@@ -179,7 +186,8 @@ def print_summary(rows: list[Row], k: int) -> None:
         tot, pyt, be, tr = (r["total"], r["python"], r["backend"], r["transitions"])
         body.append([
             str(r["impl"]), str(r["n"]), str(r["runs"]), str(r["steps"]),
-            fmt(tot, 1e6, 2), fmt([t / r["n"] for t in tot], 1e9, 1),
+            fmt(tot, 1e6, 2), f"{1e6 * statistics.median(tot):.2f}",
+            fmt([t / r["n"] for t in tot], 1e9, 1),
             fmt(pyt, 1e6, 2), fmt(be, 1e6, 2),
             fmt([p / t for p, t in zip(pyt, tot, strict=True)], 100.0, 0),
             fmt(tr, 1.0, 3),
@@ -204,19 +212,28 @@ def _mean(rows: list[Row], impl: str, n: int, key: str) -> float:
     return mean_sd(r[key])[0]  # type: ignore[arg-type]
 
 
+def _median(rows: list[Row], impl: str, n: int, key: str) -> float:
+    """Robust to the one run in three a loaded machine slows down several times."""
+    r = next(x for x in rows if x["impl"] == impl and x["n"] == n)
+    return statistics.median(r[key])  # type: ignore[arg-type]
+
+
 def crossovers(rows: list[Row], sizes: list[int], impls: list[str]) -> None:
-    print("\nSpeed-up of JAX over eager PyTorch per N (time per step, means):")
+    print("\nSpeed-up of JAX over eager PyTorch per N (time per step; ratio of means, "
+          "ratio of medians):")
     for n in sizes:
-        parts = [f"{i} {_mean(rows, 'torch', n, 'total') / _mean(rows, i, n, 'total'):.2f}x"
+        parts = [f"{i} {_mean(rows, 'torch', n, 'total') / _mean(rows, i, n, 'total'):.2f}x, "
+                 f"{_median(rows, 'torch', n, 'total') / _median(rows, i, n, 'total'):.2f}x"
                  for i in impls if i != "torch" and "torch" in impls]
         print(f"  N={n}: " + ", ".join(parts))
     for impl in impls:
-        share = [(n, _mean(rows, impl, n, "python") / _mean(rows, impl, n, "total"))
+        share = [(n, _median(rows, impl, n, "python") / _median(rows, impl, n, "total"))
                  for n in sizes]
-        per_tr = [(n, _mean(rows, impl, n, "backend") / _mean(rows, impl, n, "transitions"))
+        per_tr = [(n, _median(rows, impl, n, "backend") / _median(rows, impl, n, "transitions"))
                   for n in sizes]
         knee = next((n for n, b in per_tr if b > 2 * per_tr[0][1]), None)
-        print(f"  {impl}: Python share " + ", ".join(f"N={n} {100 * s:.0f}%" for n, s in share)
+        shares = ", ".join(f"N={n} {100 * s:.0f}%" for n, s in share)
+        print(f"  {impl} (medians): Python share {shares}"
               + f"; Backend time per transition doubles its N={sizes[0]} value first at "
               + (f"N={knee}" if knee else f"no N up to {sizes[-1]}"))
 
@@ -270,6 +287,9 @@ def result(rows: list[Row], sizes: list[int], impls: list[str]) -> None:
             kv = [f"n{n}={_mean(rows, 'torch', n, 'total') / _mean(rows, impl, n, 'total'):.2f}"
                   for n in sizes]
             print(f"RESULT speedup_{impl.replace('-', '_')}_over_torch " + " ".join(kv))
+            kv = [f"n{n}={_median(rows, 'torch', n, 'total') / _median(rows, impl, n, 'total'):.2f}"
+                  for n in sizes]
+            print(f"RESULT median_speedup_{impl.replace('-', '_')}_over_torch " + " ".join(kv))
 
 
 if __name__ == "__main__":
