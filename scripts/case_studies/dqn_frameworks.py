@@ -49,7 +49,7 @@ STEP_OPS = ("inference", "simulation", "replay", "backprop", "(unannotated)")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3000, help="measured DQN steps per run")
-    ap.add_argument("--reps", type=int, default=3, help="runs per framework")
+    ap.add_argument("--reps", type=int, default=5, help="runs per framework")
     ap.add_argument("--calibration-steps", type=int, default=15000,
                     help="steps of the PyTorch run that calibrates (chunks)")
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))

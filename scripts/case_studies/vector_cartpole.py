@@ -59,7 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="values of N")
     ap.add_argument("--k", type=int, default=32, help="steps fused per call (jax-fused)")
-    ap.add_argument("--reps", type=int, default=3, help="runs per configuration")
+    ap.add_argument("--reps", type=int, default=5, help="runs per configuration")
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--out", type=Path, default=REPO / "runs/case-studies/vector-cartpole")
     ap.add_argument("--img", type=Path, default=REPO / "docs/case-studies/img",
@@ -252,24 +252,27 @@ def sweep_plot(rows: list[Row], sizes: list[int], impls: list[str], k: int, path
     for impl in impls:
         sel = [r for r in rows if r["impl"] == impl]
         ns = [r["n"] for r in sel]
-        per_env = [mean_sd([t / r["n"] * 1e9 for t in r["total"]]) for r in sel]
-        a1.errorbar(ns, [m for m, _ in per_env], yerr=[0 if s != s else s for _, s in per_env],
+        per_env = [[t / r["n"] * 1e9 for t in r["total"]] for r in sel]
+        med = [statistics.median(v) for v in per_env]
+        a1.errorbar(ns, med, yerr=[[m - min(v) for m, v in zip(med, per_env, strict=True)],
+                                   [max(v) - m for m, v in zip(med, per_env, strict=True)]],
                     marker="o", ms=4, capsize=2, color=colours[impl], label=label[impl])
         for key, style in (("backend", "-"), ("python", "--")):
-            vals = [mean_sd(r[key])[0] * 1e6 for r in sel]
-            a2.plot(ns, vals, style, marker="o", ms=3, color=colours[impl],
-                    label=f"{label[impl]}: {'Backend' if key == 'backend' else 'Python'}")
+            vals = [statistics.median(r[key]) * 1e6 for r in sel]
+            a2.plot(ns, vals, style, marker="o", ms=3, color=colours[impl])
+    a2.plot([], [], "-", color="grey", label="Backend")
+    a2.plot([], [], "--", color="grey", label="Python")
     for ax in (a1, a2):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("N (envs in the batch)")
         ax.grid(True, which="major", alpha=0.3)
     a1.set_ylabel("ns per env step")
-    a1.set_title("Time per env step", fontsize=10)
+    a1.set_title("Time per env step (median; bars: min–max of the runs)", fontsize=9)
     a2.set_ylabel("µs per step of the batch")
-    a2.set_title("Backend (solid) and Python (dashed)", fontsize=10)
+    a2.set_title("Backend and Python time per step of the batch (median)", fontsize=9)
     a1.legend(fontsize=7)
-    a2.legend(fontsize=6, ncol=1)
+    a2.legend(fontsize=7, loc="upper left")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

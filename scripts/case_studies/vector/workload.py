@@ -8,8 +8,9 @@ Implementations: ``torch`` (eager PyTorch, one step per call, ~40 tensor operati
 ``jax`` (one ``jax.jit`` call per step), ``jax-fused`` (one jitted call runs ``--k`` steps
 with ``lax.scan``). Operations: ``setup`` (imports, building the batch) with ``warmup``
 inside it (the first call: JAX compiles here, apart from the measured calls), then one
-``simulation`` per call; ``rlscope.report_progress`` after each call counts env steps
-(N per step of the batch).
+``simulation`` per call; ``rlscope.report_progress`` after each call counts steps of the
+batch (one timestep = N env steps, so ``rls-analyze compare --per-timestep`` reads in
+microseconds per step of the batch at every N).
 
 Prints ``vector: impl=... n=... steps=... calls=... wall_s=... us_per_step=... on_cpu=...
 compile_s=...`` last (us_per_step: per step of the whole batch; on_cpu: the process's CPU
@@ -57,7 +58,6 @@ def main() -> None:
             sim.sync()
         compile_s = time.perf_counter() - t
     calls = args.steps // per_call
-    total = args.steps * args.n
     t0, c0 = time.perf_counter(), time.process_time()
     with rlscope.phase("simulating"):
         for i in range(calls):
@@ -65,7 +65,7 @@ def main() -> None:
                 sim.steps(per_call)
                 if i == calls - 1:
                     sim.sync()
-            rlscope.report_progress((i + 1) * per_call * args.n, total)
+            rlscope.report_progress((i + 1) * per_call, args.steps)
     wall = time.perf_counter() - t0
     on_cpu = (time.process_time() - c0) / wall
     print(f"vector: impl={args.impl} n={args.n} k={per_call} steps={args.steps} "
