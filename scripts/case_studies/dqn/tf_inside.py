@@ -1,12 +1,16 @@
-"""What the TensorFlow eager backward pass (one ``TFE_Py_TapeGradient`` call, which
-rlscope counts as one Backend transition) does inside: how many eager ops it runs
-through ``TFE_Py_FastPathExecute`` and how much of its time those ops take. The rest is
-the Python gradient functions and the tape's own work, all inside the one backend call.
+"""What runs inside TensorFlow's single backend calls of the DQN (rlscope counts each as
+one Backend transition and does not look inside):
 
-    python scripts/case_studies/dqn/tf_tape_check.py [--updates 300]
+* the eager backward pass, one ``TFE_Py_TapeGradient`` call: how many eager ops it runs
+  through ``TFE_Py_FastPathExecute``, and how much of its time those ops take (the rest
+  is the Python gradient functions and the tape's own work);
+* a ``tf.function`` call, one ``TFE_Py_Execute``: how many operations its graph holds.
+
+    python scripts/case_studies/dqn/tf_inside.py [--updates 300]
 
 Prints ``tape: updates=... gradient_us=... nested_ops=... nested_op_us=...
-outside_ops_pct=...`` (per update).
+outside_ops_pct=...`` (per update) and ``graph: act_ops=... update_ops=...
+update_compute_ops=...`` (compute: not placeholders, constants, identities or no-ops).
 """
 
 from __future__ import annotations
@@ -70,6 +74,12 @@ def main() -> None:
     print(f"tape: updates={n} gradient_us={1e6 * state['grad_s'] / n:.1f} "
           f"nested_ops={state['ops'] / n:.1f} nested_op_us={1e6 * state['op_s'] / n:.1f} "
           f"outside_ops_pct={100 * outside:.0f}")
+    graph = TFAgent(init_params(cfg, 0), cfg, function=True)
+    act_ops = graph._act.get_concrete_function().graph.get_operations()
+    update_ops = graph._update.get_concrete_function().graph.get_operations()
+    skip = {"Placeholder", "Const", "Identity", "NoOp"}
+    print(f"graph: act_ops={len(act_ops)} update_ops={len(update_ops)} "
+          f"update_compute_ops={sum(o.type not in skip for o in update_ops)}")
 
 
 if __name__ == "__main__":
