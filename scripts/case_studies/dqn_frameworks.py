@@ -196,6 +196,7 @@ def split_plot(fws: list[str], nums: dict[str, list[RunNumbers]], steps: int, pa
     transitions per step (log-log) with lines of equal time per transition: a framework
     is slow either through many transitions or through costly ones."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -210,6 +211,7 @@ def split_plot(fws: list[str], nums: dict[str, list[RunNumbers]], steps: int, pa
         a1.text(b + p, i, f" {b + p:,.0f}", va="center", fontsize=8)
     a1.set_yticks(list(y), fws)
     a1.invert_yaxis()
+    a1.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))
     a1.set_xlabel("µs per DQN step (training phase)")
     a1.set_xlim(0, 1.25 * max(b + p for b, p in zip(be, pyt, strict=True)))
     a1.legend(fontsize=8, loc="lower right")
@@ -221,7 +223,8 @@ def split_plot(fws: list[str], nums: dict[str, list[RunNumbers]], steps: int, pa
         a2.text(hi, hi * cost, f" {cost} µs/call", fontsize=7, color="grey", va="center")
     for f, t, b, c in zip(fws, tr, be, colours, strict=False):
         a2.scatter([t], [b], color=c, s=30, zorder=3)
-        a2.annotate(f, (t, b), textcoords="offset points", xytext=(5, -10), fontsize=8)
+        a2.annotate(f, (t, b), textcoords="offset points", xytext=(-6, 6), ha="right",
+                    fontsize=8)
     a2.set_xscale("log")
     a2.set_yscale("log")
     a2.set_xlim(lo, hi * 4)
