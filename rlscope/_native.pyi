@@ -7,6 +7,7 @@ FORMAT_VERSION: int
 CALL_BACKEND: int
 CALL_SIMULATOR: int
 CALL_WAIT: int
+CALL_MARK: int
 
 @final
 class Scope:

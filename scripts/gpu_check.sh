@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: build rlscope, run the real-GPU suite (tests/gpu) and
-# print a summary of a traced PyTorch CUDA run. See docs/cuda.md.
+# print a summary of a traced PyTorch CUDA run, the sampled-vs-true utilisation of a
+# short-kernels loop, and the sampler's cost with the real NVML. See docs/cuda.md.
 #   scripts/gpu_check.sh [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ from rlscope.launch.environment import cuda_library
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, GPU available: {torch.cuda.is_available()}")
 print(f"librlscope_cuda: {cuda_library() or 'NOT BUILT (no CUPTI headers at build time)'}")
 PY
-"$PY" -m pytest -q -rs -p no:cacheprovider tests/gpu tests/cuda
+"$PY" -m pytest -q -rs -s -p no:cacheprovider tests/gpu tests/cuda
 out="$(mktemp -d)/run"
 "$VENV/bin/rls-prof" -o "$out" -- "$PY" tests/gpu/workloads/torch_cuda_train.py "${1:-200}"
 "$PY" - "$out" <<'PY'
@@ -45,3 +46,9 @@ for p in t.processes:
         print(f"  warning: {w}")
 PY
 "$VENV/bin/rls-analyze" report "$out"
+# Sampled (NVML) vs true (CUPTI) GPU time: tiny kernels in a CPU-bound loop.
+short="$(mktemp -d)/short"
+"$VENV/bin/rls-prof" -o "$short" --sample-hz 20 -- "$PY" tests/gpu/workloads/torch_short_kernels.py 5
+"$VENV/bin/rls-analyze" report "$short" | sed -n '/^Utilisation:/,/^$/p'
+# What the sampler costs with the driver's NVML (docs/performance.md).
+"$PY" scripts/bench/sampler_overhead.py --rounds 5 --nvml real

@@ -21,8 +21,10 @@ enum CallCategory : uint32_t {
   CALL_BACKEND = 0,    // BACKEND_CALL_BEGIN / END
   CALL_SIMULATOR = 1,  // SIMULATOR_CALL_BEGIN / END
   CALL_WAIT = 2,       // WAIT_CALL_BEGIN / END (blocking calls: off the CPU)
+  CALL_MARK = 3,       // MARK_CALL_BEGIN / END (phase markers: module forward,
+                       // optimizer step; not a CPU category, see docs/attribution.md)
 };
-constexpr uint32_t kCallCategories = 3;
+constexpr uint32_t kCallCategories = 4;
 
 // Bit c set: calls of category c are recorded. Calibration (rlscope.launch
 // .chunk_copies) switches categories off in a forked child to time the others alone.

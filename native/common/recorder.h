@@ -38,6 +38,8 @@ enum EventKind : uint32_t {
   SIMULATOR_CALL_END = 19,
   WAIT_CALL_BEGIN = 20,
   WAIT_CALL_END = 21,
+  MARK_CALL_BEGIN = 22,
+  MARK_CALL_END = 23,
 };
 
 enum Status : int {
@@ -71,7 +73,7 @@ struct ThreadState : BufferedThread {
   uint32_t session = 0;  // recording session the stack belongs to
   uint32_t depth = 0;
   // Per call category (calls.h): 1 while inside an outermost intercepted call.
-  uint8_t in_call[3] = {0, 0, 0};
+  uint8_t in_call[4] = {0, 0, 0, 0};
   StackEntry stack[kMaxDepth];
 };
 

@@ -18,7 +18,7 @@
 namespace rlscope::fields {
 
 namespace record {
-constexpr uint32_t kHeader = 1, kChunk = 2, kCudaChunk = 3;
+constexpr uint32_t kHeader = 1, kChunk = 2, kCudaChunk = 3, kSampleChunk = 4;
 }  // namespace record
 
 namespace clock_pair {
@@ -64,5 +64,20 @@ constexpr uint32_t kOverheadBaseNs = 25, kOverheadStartDeltaNs = 26,
 constexpr uint32_t kDroppedApiCalls = 30, kDroppedActivityRecords = 31,
                    kInvalidActivityRecords = 32;
 }  // namespace cuda_chunk
+
+// Written by rls-prof's sampler (Python, rlscope/recorder/wire.py); listed here so the
+// test sees every message of the schema.
+namespace gpu_def {
+constexpr uint32_t kIndex = 1, kName = 2, kUuid = 3, kMemoryTotalBytes = 4;
+}  // namespace gpu_def
+
+namespace sample_chunk {
+constexpr uint32_t kSequence = 1, kIntervalNs = 2, kGpus = 3, kProcBaseNs = 4,
+                   kProcTimeDeltaNs = 5, kProcPid = 6, kProcCpuNs = 7, kProcRssBytes = 8,
+                   kCoreBaseNs = 9, kCoreTimeDeltaNs = 10, kCoreIndex = 11, kCoreBusyNs = 12,
+                   kGpuBaseNs = 13, kGpuTimeDeltaNs = 14, kGpuIndex = 15, kGpuUtilPct = 16,
+                   kGpuMemoryUtilPct = 17, kGpuMemoryUsedBytes = 18, kGpuSmClockMhz = 19,
+                   kGpuStatus = 20, kSamplerCpuNs = 21, kTicks = 22;
+}  // namespace sample_chunk
 
 }  // namespace rlscope::fields

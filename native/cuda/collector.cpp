@@ -243,7 +243,7 @@ bool collector_start(const char* how) {
     not_traced(err);
     return false;
   }
-  if (!(err = activity_start(config().activity_buffer_bytes)).empty()) {
+  if (config().activity && !(err = activity_start(config().activity_buffer_bytes)).empty()) {
     CUPTI_CALL(c.Unsubscribe(g->subscriber));
     not_traced(err);
     return false;

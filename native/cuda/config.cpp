@@ -42,6 +42,7 @@ Config read_config() {
   c.record_nested = env_flag("RLSCOPE_CUDA_NESTED", false);
   c.verbose = env_flag("RLSCOPE_CUDA_VERBOSE", false);
   c.device_sync_at_exit = env_flag("RLSCOPE_CUDA_SYNC_AT_EXIT", true);
+  c.activity = env_flag("RLSCOPE_CUDA_ACTIVITY", true);
   if (const char* v = env("RLSCOPE_CUPTI_LIBRARY")) c.cupti_library = v;
   return c;
 }

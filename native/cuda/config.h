@@ -17,6 +17,9 @@ struct Config {
   bool record_nested = false;  // RLSCOPE_CUDA_NESTED=1: driver calls made inside runtime calls
   bool verbose = false;        // RLSCOPE_CUDA_VERBOSE=1
   bool device_sync_at_exit = true;  // RLSCOPE_CUDA_SYNC_AT_EXIT=0 turns it off
+  // RLSCOPE_CUDA_ACTIVITY=0: API callbacks only, no activity records (calibration's
+  // full-cuda-api configuration, which separates the two costs).
+  bool activity = true;
   std::string cupti_library;   // RLSCOPE_CUPTI_LIBRARY: explicit libcupti path
 };
 

@@ -421,8 +421,8 @@ PyObject* py_wrap(PyObject*, PyObject* args) {
     return nullptr;
   }
   if (category >= rlscope::kCallCategories) {
-    PyErr_Format(PyExc_ValueError, "wrap(): category must be 0 (backend), 1 (simulator) "
-                 "or 2 (wait), not %u", category);
+    PyErr_Format(PyExc_ValueError, "wrap(): category must be 0 (backend), 1 (simulator), "
+                 "2 (wait) or 3 (mark), not %u", category);
     return nullptr;
   }
   Py_ssize_t len;
@@ -829,6 +829,7 @@ PyMODINIT_FUNC PyInit__native(void) {
       PyModule_AddIntConstant(m, "CALL_BACKEND", rlscope::CALL_BACKEND) < 0 ||
       PyModule_AddIntConstant(m, "CALL_SIMULATOR", rlscope::CALL_SIMULATOR) < 0 ||
       PyModule_AddIntConstant(m, "CALL_WAIT", rlscope::CALL_WAIT) < 0 ||
+      PyModule_AddIntConstant(m, "CALL_MARK", rlscope::CALL_MARK) < 0 ||
       PyModule_AddObjectRef(m, "CallWrapper", reinterpret_cast<PyObject*>(&CallWrapperType)) < 0 ||
       PyModule_AddObjectRef(m, "MethodCallWrapper",
                             reinterpret_cast<PyObject*>(&MethodCallWrapperType)) < 0) {

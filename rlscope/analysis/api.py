@@ -13,9 +13,19 @@ import pandas as pd
 from rlscope.analysis import categories as C
 from rlscope.analysis import multiprocess
 from rlscope.analysis.overlap import ProcessResult, analyze_process
-from rlscope.analysis.paths import UNANNOTATED, NameTable, PathTable
+from rlscope.analysis.paths import (
+    FIRST_OPERATION_ID,
+    STARTUP_ID,
+    STARTUP_IMPORTS_ID,
+    UNANNOTATED,
+    NameTable,
+    PathTable,
+)
+from rlscope.analysis.startup import without_imports
+from rlscope.analysis.utilisation import GpuTruth, gpu_truth
 from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
+from rlscope.trace.samples import Samples
 
 # "session" (docs/rls-analyze.md) comes last in every table: columns added later go at
 # the end, so CSV readers keep their positions.
@@ -37,14 +47,19 @@ class _ProcessMeta:
     session: int = 0  # see assign_sessions
     torn_bytes: int = 0  # a torn last record: lost
     file: str = ""  # the trace file's name
+    gpu_truth: GpuTruth | None = None  # the process's CUPTI GPU time, reduced
 
 
 def load(directory: str | os.PathLike[str],
          progress: Callable[[int], None] | None = None, correct: bool = True,
          batch_events: int | None = None,
-         on_total: Callable[[int], None] | None = None) -> Analysis:
+         on_total: Callable[[int], None] | None = None, infer: str = "auto") -> Analysis:
     """Read and analyse a trace directory. ``progress(n)`` is called as events are done,
     ``on_total(n)`` once with their number.
+
+    ``infer``: ``inference`` / ``backprop`` operations inferred from the training loop's
+    calls where none is recorded ("auto"), never ("off"), or in place of the recorded ones
+    ("only": to compare them with an annotated run); docs/attribution.md.
 
     With ``correct`` and a calibration.json in the directory, rlscope's own overhead is
     removed first (docs/overhead-correction.md); that reads the whole trace. Otherwise the
@@ -64,18 +79,29 @@ def load(directory: str | os.PathLike[str],
             trace = apply_correction(read_trace(d))
             if on_total:
                 on_total(total_events(trace))
-            return analyze(trace, progress, batch_events)
+            return analyze(trace, progress, batch_events, infer)
     paths, phases = PathTable(), NameTable()
     d, run, results, scanned = stream_directory(d, paths, phases, progress,
-                                                batch_events or DEFAULT_BATCH, on_total)
+                                                batch_events or DEFAULT_BATCH, on_total,
+                                                infer)
     if correct:
         run = dict(run, correction={"applied": False})
     metas = [_ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
                           s.trace.header.recorder, s.complete, s.events, s.trace.metadata,
                           s.trace.progress, s.trace.header, torn_bytes=s.trace.torn_bytes,
-                          file=s.trace.path.name) for s in scanned]
+                          file=s.trace.path.name, gpu_truth=_truth(s.trace.gpu, r))
+             for s, r in zip(scanned, results, strict=True)]
     warnings = [w for s in scanned for w in s.trace.warnings]
-    return Analysis(str(d), run, results, metas, paths, phases, warnings)
+    from rlscope.trace.samples_reader import read_samples, sample_files
+
+    samples = read_samples(sample_files(d))
+    if samples is not None:
+        warnings += samples.warnings
+    return Analysis(str(d), run, results, metas, paths, phases, warnings, samples)
+
+
+def _truth(gpu: Any, r: ProcessResult) -> GpuTruth | None:
+    return gpu_truth(gpu, r.span, r.phase_times, r.phase_ids) if len(gpu) else None
 
 
 def assign_sessions(pids: Sequence[int]) -> list[int]:
@@ -97,19 +123,23 @@ def total_events(trace: Trace) -> int:
 
 
 def analyze(trace: Trace, progress: Callable[[int], None] | None = None,
-            batch_events: int | None = None) -> Analysis:
+            batch_events: int | None = None, infer: str = "auto") -> Analysis:
     """Analyse a trace already read; ``batch_events`` feeds each process's events to the
-    engine in batches of that many (as streaming does)."""
+    engine in batches of that many (as streaming does); ``infer`` as in :func:`load`."""
+    from rlscope.analysis import inferred
+
+    inferred.check_mode(infer)
     paths, phases = PathTable(), NameTable()
     results, metas = [], []
     for p in trace.processes:  # CUDA files are merged into their Python process already
-        results.append(analyze_process(p, paths, phases, progress, batch_events))
+        results.append(analyze_process(inferred.apply(p, infer), paths, phases, progress,
+                                       batch_events))
         metas.append(_ProcessMeta(p.pid, p.header.ppid, p.header.process_name,
                                   p.header.recorder, p.complete, len(p.events), p.metadata,
                                   p.progress, p.header, torn_bytes=p.torn_bytes,
-                                  file=p.path.name))
+                                  file=p.path.name, gpu_truth=_truth(p.gpu, results[-1])))
     return Analysis(str(trace.directory), trace.run, results, metas, paths, phases,
-                    trace.warnings)
+                    trace.warnings, trace.samples)
 
 
 class Analysis:
@@ -117,8 +147,9 @@ class Analysis:
 
     def __init__(self, directory: str, run: dict[str, Any], results: list[ProcessResult],
                  metas: list[_ProcessMeta], paths: PathTable, phases: NameTable,
-                 warnings: list[str]) -> None:
+                 warnings: list[str], samples: Samples | None = None) -> None:
         self.directory = directory
+        self.samples = samples  # rls-prof's utilisation samples (None: not sampled)
         self.run = run
         self.results = results
         self._metas = metas
@@ -134,20 +165,33 @@ class Analysis:
 
     # -- per process -------------------------------------------------------------------
     def processes(self) -> pd.DataFrame:
-        """One row per process: recorded span, covered time and its region split."""
+        """One row per process: recorded span, covered time and its region split, and the
+        start-up (recording start to the first user event) with the imports in it."""
         rows = []
         for r, m in zip(self.results, self._metas, strict=True):
             rows.append({
                 "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
                 "complete": m.complete, "events": m.events, "file": m.file,
                 "torn_bytes": m.torn_bytes, "threads": len(r.threads),
-                "metadata": m.metadata,
+                "metadata": without_imports(m.metadata),
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
+                "startup_s": r.startup_ns / 1e9, "imports_s": r.imports_ns / 1e9,
                 "session": m.session,
             })
         return pd.DataFrame(rows)
+
+    def imports(self) -> pd.DataFrame:
+        """The timed imports of each process's start-up (outermost imports of the
+        recording thread, ``import torch`` with everything it imports), slowest first."""
+        rows = [{"pid": r.pid, "module": name, "seconds": ns / 1e9}
+                for r in self.results for name, ns in r.imports]
+        df = pd.DataFrame(rows, columns=["pid", "module", "seconds"])
+        order = {r.pid: i for i, r in enumerate(self.results)}
+        return (df.assign(_p=df["pid"].map(order))
+                .sort_values(["_p", "seconds"], ascending=[True, False], kind="stable")
+                .drop(columns="_p").reset_index(drop=True))
 
     def threads(self) -> pd.DataFrame:
         return pd.DataFrame([{"pid": r.pid, "thread": t.index, "tid": t.tid, "name": t.name,
@@ -227,7 +271,7 @@ class Analysis:
 
     # -- per operation -----------------------------------------------------------------
     def operations(self) -> pd.DataFrame:
-        """One row per (process, phase, operation path), in tree order, with:
+        """One row per (process, phase, operation path), in time order (below), with:
 
         calls; wall_s (inclusive of nested operations) and self_s (exclusive), both
         summed over threads; the self time split by category (python_s, backend_s,
@@ -236,6 +280,11 @@ class Analysis:
         simulator_calls, cuda_api_calls) and intercepted waits (wait_calls) made directly
         in the operation; shares of the
         process's covered time.
+
+        Rows: "(start-up)" (and its "imports") first; then the phases in the order they
+        first began, the operations outside phases where their first one began; within
+        each, operations depth-first, siblings in the order they first began, and
+        "(unannotated)" last. Figures use the same order.
         """
         fine = self._fine()
         cols = ["pid", "session", "phase", "path_id"]
@@ -275,17 +324,38 @@ class Analysis:
         wide["depth"] = [max(self.paths.depth[i], 0) for i in wide["path_id"]]
         order = {k: i for i, k in enumerate(meta)}
         wide["_p"] = [order[k] for k in keys]
-        wide["_tree"] = [self._tree_key(i) for i in wide["path_id"]]
-        phase_order = {n: (i == 0, i) for i, n in enumerate(self.phases.names)}
-        wide["_ph"] = wide["phase"].map(phase_order)  # first seen first, no phase last
-        wide = wide.sort_values(["_p", "_ph", "_tree"], kind="stable")
+        wide["_tree"] = [self._tree_key(meta[k].first_ns, int(i))
+                         for k, i in zip(keys, wide["path_id"], strict=True)]
+        wide["_ph"] = self._group_key(wide, [meta[k] for k in keys])
+        wide = wide.sort_values(["_p", "_ph", "phase", "_tree"], kind="stable")
         return wide[OPERATION_COLUMNS].reset_index(drop=True)
 
-    def _tree_key(self, pid: int) -> tuple[int, ...]:
-        # Unannotated last; otherwise depth-first in first-seen order.
-        if pid == 0:
-            return (1 << 30,)
-        return tuple(reversed(self.paths.ancestors(pid)))
+    def _tree_key(self, first: dict[int, int], path: int) -> tuple[tuple[int, int], ...]:
+        """Depth-first, siblings by first begin; the start-up first, unannotated last."""
+        if path == 0:
+            return ((_LAST, 0),)
+        return tuple((first.get(a, _LAST) if a >= FIRST_OPERATION_ID else -1, a)
+                     for a in reversed(self.paths.ancestors(path)))
+
+    def _group_key(self, wide: pd.DataFrame, rows: list[ProcessResult]) -> list[int]:
+        """Start-up rows first, then each phase at its first begin, the rows outside
+        phases at their first operation's begin (after the phases when they have none).
+        ``rows``: each row's process."""
+        phase_id = {n: i for i, n in enumerate(self.phases.names)}
+        no_phase: dict[int, int] = {}  # id(process) -> first begin outside phases
+        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
+            if not ph and i >= FIRST_OPERATION_ID:
+                t = r.first_ns.get(int(i), _LAST)
+                no_phase[id(r)] = min(no_phase.get(id(r), _LAST), t)
+        out = []
+        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
+            if i in (STARTUP_ID, STARTUP_IMPORTS_ID):
+                out.append(-1)
+            elif ph:
+                out.append(r.phase_first_ns.get(phase_id[ph], _LAST))
+            else:
+                out.append(no_phase.get(id(r), _LAST + 1))
+        return out
 
     def _add_ancestors(self, wide: pd.DataFrame) -> pd.DataFrame:
         """Rows for enclosing operations that have no time of their own in a phase."""
@@ -330,6 +400,44 @@ class Analysis:
         cols = ["pid", "thread", "phase", "operation", "category", "stream", "count",
                 "seconds", "session"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+    # -- sampled utilisation (docs/analysis.md#utilisation) ----------------------------
+    def utilisation(self) -> pd.DataFrame:
+        """Per process and phase: wall seconds; the process's CPU utilisation sampled by
+        rls-prof (cpu_samples, sampled_cpu_pct: mean, % of one core; sampled_cpu_s) next
+        to the time its threads spent in rlscope's CPU categories (rlscope_cpu_s,
+        rlscope_cpu_pct: of the phase's wall time, summed over threads); and, for a
+        process that ran GPU work, over the devices it used (gpu_devices): NVML's view
+        (gpu_samples, sampled_gpu_busy_pct: share of samples with utilisation > 0,
+        sampled_gpu_util_pct: mean utilisation) next to its GPU time in kernels and
+        copies recorded by CUPTI (rlscope_gpu_s, rlscope_gpu_pct: of wall x devices).
+        NVML's readings are device-wide (other processes on the GPU count too)."""
+        from rlscope.analysis import categories as C
+        from rlscope.analysis.utilisation import contrast, contrast_frame
+
+        b = self.breakdown(by=("pid", "phase", "category", "region"))
+        cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]
+        b = b[b["category"].isin(cpu_names) & (b["region"] != C.REGION_NAMES[C.GPU_ONLY])]
+        cpu = b.groupby(["pid", "phase"])["seconds"].sum()
+        rows: list[dict[str, Any]] = []
+        for r, m in zip(self.results, self._metas, strict=True):
+            mine = cpu.loc[r.pid] if r.pid in cpu.index.get_level_values(0) else pd.Series()
+            rows += contrast(r.pid, r.process, r.span, r.phase_times, r.phase_ids,
+                             self.phases.names, mine.to_dict(), m.gpu_truth, self.samples)
+        return contrast_frame(rows)
+
+    def utilisation_over_time(self) -> pd.DataFrame:
+        """Sampled and rlscope series over time, one long table (time_s from the first
+        process's start, series, pid, key, value): per process CPU % and RSS (sampled),
+        CPU % in rlscope's categories (0.1 s bins), per core CPU %, per GPU NVML
+        utilisation %, memory and SM clock, and each process's GPU busy % in kernels and
+        copies (rlscope, 0.1 s bins). Series names: rlscope.analysis.utilisation."""
+        from rlscope.analysis.utilisation import over_time
+
+        t0 = min((r.span[0] for r in self.results), default=0)
+        return over_time(t0, self.samples, [(r.pid, r.span[0], r.cpu_bins, m.gpu_truth)
+                                            for r, m in zip(self.results, self._metas,
+                                                            strict=True)])
 
     # -- progress ----------------------------------------------------------------------
     def iterations(self) -> pd.DataFrame:
@@ -380,6 +488,9 @@ class Analysis:
         cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
                 "fraction_done", "estimated_total_s", "session"]
         return pd.DataFrame(rows, columns=cols)
+
+
+_LAST = 1 << 62  # sorts after every time
 
 
 def _header(m: _ProcessMeta) -> Header:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
+from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
 
 DOMINANT = 0.5  # a limit holds at least this share of the operation's time...
 MARGIN = 0.15  # ...and this much more than the next category
@@ -132,6 +132,27 @@ def _verdict(pid: int, process: str, name: str, t: pd.Series, covered_s: float,
     return v
 
 
+def _startup_verdict(pid: int, process: str, t: pd.Series, covered_s: float,
+                     imports_s: float | None) -> Verdict:
+    """The start-up is paid once per process, not per step: no per-step remedy applies
+    (docs/analysis.md#start-up)."""
+    wall = float(sum(t[c] for c in CATEGORIES))
+    shares = {CATEGORIES[c]: float(t[c]) / wall for c in CATEGORIES if wall > 0}
+    v = Verdict(pid, process, STARTUP, wall, wall / covered_s if covered_s > 0 else 0.0,
+                "start-up, paid once per process", shares)
+    if imports_s is None:  # recorded without rls-prof's import timer
+        v.evidence.append("imports not timed (rls-prof times them), Python "
+                          f"{100 * shares.get('Python', 0.0):.0f}%")
+    else:
+        took = f"{imports_s:.3f} s" if imports_s >= 0.01 else f"{1e3 * imports_s:.2f} ms"
+        v.evidence.append(f"imports {took} ({100 * imports_s / max(wall, 1e-12):.0f}%), the "
+                          "rest the program's own code before its first operation")
+    v.remedy = ("a longer run amortises it; else import less at start (lazily, only what "
+                "the process uses) or start fewer processes")
+    v.max_saving_s, v.saving_of = wall, "the start-up itself, once per process"
+    return v
+
+
 def diagnose(ops: pd.DataFrame, processes: pd.DataFrame) -> list[Verdict]:
     """Verdicts (and balanced operations, bound None) for the top operations of every
     process, largest first. ``ops``/``processes``: Analysis.operations()/processes()."""
@@ -152,6 +173,13 @@ def diagnose(ops: pd.DataFrame, processes: pd.DataFrame) -> list[Verdict]:
             if covered <= 0 or wall / covered < MIN_PROCESS_SHARE:
                 continue
             t = _inclusive(ops, pid, str(name))
+            if name == STARTUP:
+                imports = ops[(ops["pid"] == pid)
+                              & (ops["operation"] == STARTUP + PATH_SEP + "imports")]
+                out.append(_startup_verdict(pid, str(proc["process"]), t, covered,
+                                            float(imports["self_s"].sum())
+                                            if len(imports) else None))
+                continue
             out.append(_verdict(pid, str(proc["process"]), str(name), t, covered,
                                 pid in gpu_pids))
     out.sort(key=lambda v: -v.wall_s)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.trace import format as fmt
-from rlscope.trace.data import EnvEvents, Trace
+from rlscope.trace.data import EnvEvents, Events, Trace
 
 OPTIMIZING_OPS = ("backprop",)  # the SB3 integration's train(); rlscope's usual name
 INFERENCE_OPS = ("inference",)
@@ -134,10 +134,14 @@ def _process(pid: int, process: str, strings: list[str], metadata: dict[str, Any
     return ProcessEvents(pid, process, strings, metadata, env, ops, waits)
 
 
-def from_trace(trace: Trace) -> list[ProcessEvents]:
-    """The processes of a trace already read (rlscope.trace.reader.read_trace)."""
+def from_trace(trace: Trace, infer: str = "auto") -> list[ProcessEvents]:
+    """The processes of a trace already read (rlscope.trace.reader.read_trace), with the
+    operations inferred where none is recorded (rlscope.analysis.inferred)."""
+    from rlscope.analysis import inferred
+
     out = []
     for p in trace.processes:
+        p = inferred.apply(p, infer)
         ev = p.events
         op_ids = [i for i, s in enumerate(p.strings) if _wanted_op(s) or _wanted_wait(s)]
         keep = np.isin(ev.name, op_ids) & np.isin(
@@ -149,10 +153,12 @@ def from_trace(trace: Trace) -> list[ProcessEvents]:
     return out
 
 
-def read(directory: str | os.PathLike[str], warnings: list[str] | None = None
-         ) -> list[ProcessEvents]:
+def read(directory: str | os.PathLike[str], warnings: list[str] | None = None,
+         infer: str = "auto") -> list[ProcessEvents]:
     """Read only what the analysis needs from each Python trace file of a directory, a
-    chunk at a time: env events, metadata, and the operations and waits it names."""
+    chunk at a time: env events, metadata, and the operations and waits it names (with
+    the operations inferred where none is recorded: rlscope.analysis.inferred)."""
+    from rlscope.analysis import inferred
     from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
     from rlscope.trace.reader import trace_files
     from rlscope.trace.records import iter_chunks, read_header, string_table
@@ -170,8 +176,11 @@ def read(directory: str | os.PathLike[str], warnings: list[str] | None = None
         env: list[EnvEvents] = []
         kept: list[tuple[np.ndarray, ...]] = []
         wanted: list[int] = []
+        collector = inferred.Collector()
         for c in iter_chunks(Path(f), warnings):
             strings.update(c.strings)
+            if infer != "off":
+                collector.add(c.events, c.strings)
             metadata.update(c.metadata)
             wanted += [i for i, s in c.strings.items() if _wanted_op(s) or _wanted_wait(s)]
             if len(c.env):
@@ -181,9 +190,16 @@ def read(directory: str | os.PathLike[str], warnings: list[str] | None = None
                 m = np.isin(ev.kind, kinds) & np.isin(ev.name, wanted)
                 if m.any():
                     kept.append((ev.time_ns[m], ev.thread[m], ev.kind[m], ev.name[m]))
+        table = string_table(strings)
+        plan = inferred.plan(collector, table, infer)
+        if plan is not None:  # the inferred operations (all named inference or backprop)
+            table = plan.strings
+            ev = plan.whole(Events(*(np.concatenate([k[i] for k in kept]) if kept
+                                     else np.zeros(0, np.int64) for i in range(4))))
+            kept = [(ev.time_ns, ev.thread, ev.kind, ev.name)]
         cols = [np.concatenate([k[i] for k in kept]) if kept else np.zeros(0, np.int64)
                 for i in range(4)]
-        out.append(_process(header.pid, header.process_name, string_table(strings),
+        out.append(_process(header.pid, header.process_name, table,
                             metadata, EnvEvents.concat(env), *cols))
     return out
 
@@ -303,9 +319,9 @@ class Lockstep:
 
 # -- analysis --------------------------------------------------------------------------
 
-def load(directory: str | os.PathLike[str]) -> Lockstep:
+def load(directory: str | os.PathLike[str], infer: str = "auto") -> Lockstep:
     warnings: list[str] = []
-    result = analyze(read(directory, warnings))
+    result = analyze(read(directory, warnings, infer))
     result.warnings[:0] = warnings
     return result
 

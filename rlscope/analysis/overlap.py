@@ -30,18 +30,21 @@ import numpy as np
 from rlscope.analysis import categories as C
 from rlscope.analysis.aggregate import aggregate, aggregate_keys
 from rlscope.analysis.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
-from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.analysis.paths import STARTUP_IMPORTS_ID, NameTable, PathTable
 from rlscope.analysis.regions import process_regions, runs, thread_regions
+from rlscope.analysis.startup import first_user_time, imports
 from rlscope.analysis.summary import ProcessSpan
 from rlscope.analysis.threadstate import (
     API_BEGIN,
     API_END,
     WAIT_BEGIN,
     WAIT_END,
+    Startup,
     ThreadState,
     phase_changes,
     thread_state,
 )
+from rlscope.analysis.timebins import TimeBins
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 
@@ -81,6 +84,20 @@ class ProcessResult:
     regions_ns: np.ndarray  # int64 [N_REGIONS]: process-wide partition, instants once
     covered_ns: int
     warnings: list[str] = field(default_factory=list)
+    # The main thread's phase changes (times, phase ids: the phase from that time on).
+    phase_times: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    phase_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    # CPU time by rlscope's categories (threads active, not waiting), summed over threads,
+    # per timebins.BIN_NS bin from span[0]: the "over time" view of the breakdown.
+    cpu_bins: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # Start-up (docs/analysis.md#start-up): its length (0: none), the time its imports
+    # cover, and each timed import in it (module, ns, clipped to the start-up).
+    startup_ns: int = 0
+    imports_ns: int = 0
+    imports: list[tuple[str, int]] = field(default_factory=list)
+    # First begin of each operation path, and first time each phase was innermost.
+    first_ns: dict[int, int] = field(default_factory=dict)
+    phase_first_ns: dict[int, int] = field(default_factory=dict)
 
 
 class _ThreadEvents:
@@ -112,6 +129,7 @@ class ProcessInfo:
     main_phase_times: np.ndarray
     main_phase_ids: np.ndarray
     phase_threads: set[int]
+    first_user_ns: int | None = None  # the first user event (startup.USER_KINDS)
 
 
 def process_info(ev: Events, strings: list[str], phases: NameTable,
@@ -123,7 +141,8 @@ def process_info(ev: Events, strings: list[str], phases: NameTable,
     mine = mine[np.argsort(ev.time_ns[mine], kind="stable")]
     _, times, ids, _ = phase_changes(ev.time_ns[mine], ev.kind[mine], ev.name[mine], strings,
                                      phases)
-    return ProcessInfo(span, times, ids, set(np.unique(ev.thread[sel]).tolist()))
+    return ProcessInfo(span, times, ids, set(np.unique(ev.thread[sel]).tolist()),
+                       first_user_time(ev.time_ns, ev.kind))
 
 
 def _span(ev: Events) -> ProcessSpan:
@@ -167,6 +186,7 @@ class ProcessAnalyzer:
             if len(t):  # a CUDA-only process (e.g. a C++ program): no main thread
                 span = info.span = ProcessSpan(int(t.min()), int(t.max()), -1)
         self.span, self.main = span, span.main_thread
+        self.cpu_bins = TimeBins(span.start_ns, span.end_ns)
         self.api_thread, wait, self.extra = api_threads(p)
         api = p.api_calls
         self.api_events: dict[int, list] = {}
@@ -190,12 +210,31 @@ class ProcessAnalyzer:
             acts = np.flatnonzero(self.g_thread == t)
             self.g_launch[t] = [acts[np.argsort(self.g_when[acts], kind="stable")], 0]
             self.g_index[t] = GpuIndex(g, acts)
+        self._setup_startup()
+        self.first_ns: dict[int, int] = {}
+        self.phase_first_ns: dict[int, int] = {}
         self.carry: dict[int, _Carry] = {}
         self.events_seen: dict[int, int] = {}
         self._sid: dict[str, int] = {}
         self._rows: list[list[np.ndarray]] = []
         self._counts: list[np.ndarray] = []
         self._activity: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def _setup_startup(self) -> None:
+        """The main thread's start-up: recording start to the first user event."""
+        span, first = self.span, self.info.first_user_ns
+        self.startup: Startup | None = None
+        self.startup_imports = imports({})
+        if self.main < 0 or first is None or first <= span.start_ns:
+            return
+        session = self.p.metadata.get(fmt.META_SESSION)
+        if isinstance(session, int) and session > 0:  # a later start(): not the process's
+            return
+        end = min(first, span.end_ns)
+        self.startup_imports = imports(self.p.metadata).within(span.start_ns, end)
+        ib, ie = self.startup_imports.union()
+        self.startup = Startup(end, ib, ie)
+        self._startup_cuts = np.sort(np.r_[end, ib, ie])
 
     # -- feeding -----------------------------------------------------------------------
     def feed(self, ev: Events) -> None:
@@ -207,6 +246,9 @@ class ProcessAnalyzer:
                 self.progress(len(tt))
 
     def finish(self) -> ProcessResult:
+        if len(self.startup_imports):  # calls of the imports row: the timed imports
+            self._counts.append(np.array([[self.main, 0, STARTUP_IMPORTS_ID, -1,
+                                           len(self.startup_imports)]], np.int64))
         z = np.zeros(0, np.int64)
         threads = set(self.carry) | set(self.api_events) | set(self.g_launch)
         for t in sorted(threads, key=lambda t: (t != self.main, t)):
@@ -279,12 +321,19 @@ class ProcessAnalyzer:
             _insert_times(te, np.array([end]), append=True)
         else:
             _insert_times(te, np.array([end]))
+        startup = self.startup if t == self.main else None
+        if startup is not None and te.time[0] < startup.end_ns:
+            _insert_times(te, self._startup_cuts)
+        else:
+            startup = None
         info = self.p.threads.get(t)
         tid, tname = (info.tid, info.name) if info else self.extra.get(t, (0, f"thread {t}"))
         s = thread_state(t, tid, tname, t == self.main, te.time, te.kind, te.name,
                          self.p.strings, self.paths, self.phases,
-                         (self.span.start_ns, end), inherited, n_synthetic=len(syn_t))
+                         (self.span.start_ns, end), inherited, n_synthetic=len(syn_t),
+                         startup=startup)
         del te
+        self._firsts(s)
         self.events_seen[t] = self.events_seen.get(t, 0) + len(time) + len(api_t)
         self._launches(t, s, None if final else hi)
         top = None if final else hi
@@ -298,6 +347,7 @@ class ProcessAnalyzer:
                                                  self.g_index.get(t), bottom, top)
         cols, sums = aggregate_keys(key, sizes, dur)
         del key
+        self.cpu_bins.add(b, dur, busy)
         self._rows.append([np.full(len(sums), t, np.int64), *cols, sums])
         if len(b):
             self._activity.append((*runs(b, dur, act), *runs(b, dur, busy)))
@@ -309,8 +359,16 @@ class ProcessAnalyzer:
                                              sizes[:2], np.ones(len(pth)))
                 self._counts.append(np.stack([np.full(len(n), t), ph_k, pa_k,
                                               np.full(len(n), w), n.astype(np.int64)], 1))
-        self.carry[t] = _Carry(int(s.time[-1]), self.paths.ancestors(int(s.path[-1]))[::-1],
+        self.carry[t] = _Carry(int(s.time[-1]), self.paths.ancestors(s.end_path)[::-1],
                                s.end_phases, s.end_calls, s.end_api, s.end_wait)
+
+    def _firsts(self, s: ThreadState) -> None:
+        """Keep the first begin of each operation path and phase (row order by time)."""
+        for out, ids, times in ((self.first_ns, *s.first_begin),
+                                (self.phase_first_ns, s.phase_ids, s.phase_times)):
+            for i, t in zip(ids.tolist(), times.tolist(), strict=True):
+                if t < out.get(i, t + 1):
+                    out[i] = t
 
     def _launches(self, t: int, s: ThreadState, hi: int | None) -> None:
         """Operation and phase at launch of the GPU work this thread launched before hi."""
@@ -361,10 +419,17 @@ class ProcessAnalyzer:
             tid, tname = (info.tid, info.name) if info else self.extra.get(t, (0, f"thread {t}"))
             threads.append(ThreadInfoOut(t, tid, tname, t == self.main,
                                          self.events_seen.get(t, 0)))
+        su, imp = self.startup, self.startup_imports
         return ProcessResult(
             p.pid, p.header.process_name, (self.span.start_ns, self.span.end_ns), threads,
             keys[0], keys[1], keys[2], keys[3], keys[4], ns, count_rows, count_n, gpu_rows,
-            regions, covered, list(p.warnings))
+            regions, covered, list(p.warnings), self.info.main_phase_times,
+            self.info.main_phase_ids, self.cpu_bins.ns,
+            startup_ns=su.end_ns - self.span.start_ns if su is not None else 0,
+            imports_ns=int((su.import_end - su.import_begin).sum()) if su is not None else 0,
+            imports=[(n, int(e - b)) for n, b, e in zip(imp.names, imp.begin.tolist(),
+                                                         imp.end.tolist(), strict=True)],
+            first_ns=self.first_ns, phase_first_ns=self.phase_first_ns)
 
 
 def _by_thread(ev: Events) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from rlscope.analysis import categories as C
 from rlscope.analysis.overlap import ProcessResult
-from rlscope.analysis.paths import PathTable
+from rlscope.analysis.paths import FIRST_OPERATION_ID, PathTable
 
 # The category of time blocked in receive/select/sleep/locks/child waits, once analysis
 # has it (docs/analysis.md); by name, so this module needs no change when it lands.
@@ -51,7 +51,7 @@ def process_times(r: ProcessResult) -> ProcessTimes:
         busy_ns=float(by_cat[busy].sum()),
         waiting_ns=float(by_cat[waiting].sum()) if len(waiting) else 0.0,
         idle_ns=float(max(wall - r.covered_ns, 0)),
-        operations_ns=float(r.ns[r.path != 0].sum()) if len(r.ns) else 0.0,
+        operations_ns=float(r.ns[r.path >= FIRST_OPERATION_ID].sum()) if len(r.ns) else 0.0,
         gpu_ns=float(by_cat[gpu].sum()),
         operation_calls=int(r.count_n[what == -1].sum()) if len(what) else 0,
         # Blocking calls are not work: a helper that only waits stays idle.
@@ -68,7 +68,8 @@ def top_operations(r: ProcessResult, paths: PathTable) -> dict[int, tuple[float,
     uniq, inverse = np.unique(r.path.astype(np.int64), return_inverse=True)
     top = np.array([(paths.ancestors(int(p)) or [0])[-1] for p in uniq.tolist()], np.int64)
     ns = np.bincount(top[inverse], weights=r.ns)
-    out = {int(t): (float(ns[t]), 0) for t in np.unique(top).tolist() if t != 0}
+    out = {int(t): (float(ns[t]), 0) for t in np.unique(top).tolist()
+           if t >= FIRST_OPERATION_ID}
     if len(r.count_rows):
         sel = (r.count_rows[:, 3] == -1) & np.isin(r.count_rows[:, 2], list(out))
         for p, n in zip(r.count_rows[sel, 2].tolist(), r.count_n[sel].tolist(), strict=True):

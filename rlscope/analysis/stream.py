@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from rlscope.analysis import inferred
 from rlscope.analysis.overlap import ProcessAnalyzer, ProcessInfo
 from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.analysis.startup import first_user_time
 from rlscope.analysis.summary import ProcessSpan
 from rlscope.analysis.threadstate import phase_changes
 from rlscope.errors import TraceError
@@ -40,10 +42,12 @@ class ScannedProcess:
     info: ProcessInfo
     events: int
     complete: bool
+    inferred: inferred.Plan | None = None  # operations inferred from the loop's markers
 
 
-def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
-    """First pass: everything but the events, and the ProcessInfo for the sweep."""
+def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> ScannedProcess:
+    """First pass: everything but the events, the ProcessInfo for the sweep, and the
+    operations inferred where none is recorded (rlscope.analysis.inferred)."""
     strings: dict[int, str] = {0: ""}
     threads: dict[int, ThreadInfo] = {}
     metadata: dict[str, Any] = {}
@@ -56,11 +60,15 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     t_min, t_max = None, None
     start = end = None
     start_thread = first_thread = None
+    first_user: int | None = None
     max_name = 0
     torn: list[int] = []
+    collector = inferred.Collector()
     for c in iter_chunks(path, warnings, torn):
         expected = c.sequence + 1
         strings.update(c.strings)
+        if infer != "off":
+            collector.add(c.events, c.strings)
         threads.update((t.index, t) for t in c.threads)
         metadata.update(c.metadata)
         dropped += c.dropped
@@ -75,8 +83,11 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
         t_min = lo if t_min is None else min(t_min, lo)
         t_max = hi if t_max is None else max(t_max, hi)
         max_name = max(max_name, int(ev.name.max()))
-        special = np.flatnonzero(ev.kind <= fmt.PROCESS_END)
+        special = np.flatnonzero(ev.kind <= fmt.ENV_RESET_END)  # not the calls
         k = ev.kind[special]
+        u = first_user_time(ev.time_ns[special], k)
+        if u is not None and (first_user is None or u < first_user):
+            first_user = u
         for i in special[k == fmt.PROCESS_START][:1].tolist():
             if start is None:
                 start, start_thread = int(ev.time_ns[i]), int(ev.thread[i])
@@ -107,11 +118,14 @@ def scan(path: Path, header: Header, phases: NameTable) -> ScannedProcess:
     mine = mine[np.argsort(mine[:, 0], kind="stable")]
     _, p_times, p_ids, _ = phase_changes(mine[:, 0], mine[:, 2], mine[:, 3], string_list,
                                          phases)
-    info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()))
+    info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()), first_user)
+    plan = inferred.plan(collector, string_list, infer)
+    if plan is not None:
+        string_list = plan.strings
     pt = ProcessTrace(path, header, Events.empty(), string_list, threads,
                       Progress.concat(progress), metadata, dropped, expected, warnings,
                       env=EnvEvents.concat(env), torn_bytes=sum(torn))
-    return ScannedProcess(pt, info, n_events, end is not None)
+    return ScannedProcess(pt, info, n_events, end is not None, plan)
 
 
 def batches(path: Path, batch_events: int) -> Iterator[Events]:
@@ -138,10 +152,12 @@ class StreamedProcess:
 def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases: NameTable,
                      progress: Callable[[int], None] | None = None,
                      batch_events: int = DEFAULT_BATCH,
-                     on_scanned: Callable[[int], None] | None = None
+                     on_scanned: Callable[[int], None] | None = None, infer: str = "auto"
                      ) -> tuple[Path, dict[str, Any], list[Any], list[ScannedProcess]]:
     """Scan, merge CUDA files, then analyse every process batch by batch. Returns the
-    directory, run.json, the ProcessResults and the scanned processes (same order)."""
+    directory, run.json, the ProcessResults and the scanned processes (same order).
+    ``infer``: operations inferred from the loop's markers (rlscope.analysis.inferred)."""
+    inferred.check_mode(infer)
     d, run, files = trace_files(directory)
     scanned: list[ScannedProcess] = []
     cuda: list[ProcessTrace] = []
@@ -150,7 +166,7 @@ def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases
         if header.source == SOURCE_CUDA:
             cuda.append(read_cuda_process(f, header, raw))
         else:
-            scanned.append(scan(f, header, phases))
+            scanned.append(scan(f, header, phases, infer))
     merged = merge_cuda([s.trace for s in scanned] + cuda)
     by_id = {id(s.trace): s for s in scanned}
     out: list[ScannedProcess] = []
@@ -167,8 +183,11 @@ def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases
     results = []
     for s in out:
         a = ProcessAnalyzer(s.trace, s.info, paths, phases, progress)
+        plan = s.inferred
         if s.events:
             for ev in batches(s.trace.path, batch_events):
-                a.feed(ev)
+                a.feed(ev if plan is None else plan.batch(ev))
+            if plan is not None:
+                a.feed(plan.rest())
         results.append(a.finish())
     return d, run, results, out

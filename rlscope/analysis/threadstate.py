@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlscope.analysis import categories as C
-from rlscope.analysis.paths import NameTable, PathTable
+from rlscope.analysis.paths import STARTUP_ID, STARTUP_IMPORTS_ID, NameTable, PathTable
 from rlscope.trace import format as fmt
 
 # Pseudo event kinds for CUDA API calls merged into a thread's events.
@@ -32,7 +32,9 @@ class ThreadState:
     name: str
     main: bool
     time: np.ndarray  # int64, sorted event times
-    path: np.ndarray  # int32 innermost operation path id after each event (0: none)
+    # int32 innermost operation path id after each event (0: none; on the main thread
+    # before the first user event, the start-up's ids: see Startup)
+    path: np.ndarray
     phase: np.ndarray  # int32 phase id after each event (0: none)
     category: np.ndarray  # uint8 CPU category after each event
     active: np.ndarray  # bool: the thread counts as running after the event
@@ -49,6 +51,9 @@ class ThreadState:
     end_api: int  # open CUDA API calls (not waiting)
     end_wait: int  # open synchronising CUDA API calls
     end_phases: list[int]  # open phases (phase ids), outermost first
+    end_path: int  # innermost open operation after the last event (0: none)
+    # (path ids, time of each one's first begin in these events)
+    first_begin: tuple[np.ndarray, np.ndarray]
 
     def state_at(self, t: np.ndarray) -> np.ndarray:
         """Index of the last event at or before each time (-1 before the first)."""
@@ -82,8 +87,11 @@ def _active_flags(kind: np.ndarray, begin: int, end: int
 
 def innermost_ops(kind: np.ndarray, name: np.ndarray, strings: list[str],
                   paths: PathTable, begin: int = fmt.OPERATION_BEGIN,
-                  end: int = fmt.OPERATION_END) -> tuple[np.ndarray, np.ndarray]:
-    """(path id after each event, path id of each begin event in order)."""
+                  end: int = fmt.OPERATION_END,
+                  firsts: list[tuple[np.ndarray, np.ndarray]] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(path id after each event, path id of each begin event in order). With
+    ``firsts``, appends (path ids, event index of each one's first begin) per level."""
     n = len(kind)
     idx = np.flatnonzero((kind == begin) | (kind == end))
     m = len(idx)
@@ -109,7 +117,12 @@ def innermost_ops(kind: np.ndarray, name: np.ndarray, strings: list[str],
             continue
         parent_pos = prev_inner[sel]
         parent = np.where(parent_pos >= 0, path_of[np.maximum(parent_pos, 0)], 0)
-        path_of[sel] = paths.intern_many(parent, names[sel], strings)
+        level_firsts: list[tuple[np.ndarray, np.ndarray]] | None = \
+            [] if firsts is not None else None
+        path_of[sel] = paths.intern_many(parent, names[sel], strings, level_firsts)
+        if firsts is not None and level_firsts:
+            ids, first = level_firsts[0]
+            firsts.append((ids, idx[sel[first]]))
     after = np.where(inner >= 0, path_of[np.maximum(inner, 0)], 0).astype(np.int32)
     return _ffill(idx, after, n, np.int32(0)), path_of[is_b]
 
@@ -131,18 +144,50 @@ def phase_changes(time: np.ndarray, kind: np.ndarray, name: np.ndarray, strings:
     return idx, time[idx], np.array(ids, np.int32), stack
 
 
+@dataclass
+class Startup:
+    """The main thread's start-up: before ``end_ns`` (the first user event), time outside
+    every operation is the start-up's, inside the import runs [begin, end) its imports'.
+    The thread's events must have boundaries at ``end_ns`` and at every run's ends."""
+
+    end_ns: int
+    import_begin: np.ndarray
+    import_end: np.ndarray
+
+
+def _mark_startup(time: np.ndarray, path: np.ndarray, startup: Startup) -> None:
+    k = int(np.searchsorted(time, startup.end_ns, side="left"))
+    if not k:
+        return
+    pre = np.flatnonzero(path[:k] == 0)
+    if not len(pre):
+        return
+    ids = np.full(len(pre), STARTUP_ID, np.int32)
+    ib, ie = startup.import_begin, startup.import_end
+    if len(ib):
+        t = time[pre]
+        j = np.searchsorted(ib, t, side="right") - 1
+        ids[(j >= 0) & (t < ie[np.maximum(j, 0)])] = STARTUP_IMPORTS_ID
+    path[pre] = ids
+
+
 def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
                  kind: np.ndarray, names: np.ndarray, strings: list[str], paths: PathTable,
                  phases: NameTable, span: tuple[int, int],
                  inherited_phase: tuple[np.ndarray, np.ndarray] | None,
-                 n_synthetic: int = 0) -> ThreadState:
+                 n_synthetic: int = 0, startup: Startup | None = None) -> ThreadState:
     """State after each event of one thread; events must be sorted by time (stably).
 
     The first ``n_synthetic`` events only re-open the scopes carried over from the previous
-    batch: they set the state but count as no calls.
+    batch: they set the state but count as no calls. ``startup`` (main thread only) marks
+    its start-up in ``path``.
     """
     n = len(time)
-    path, op_begin_path = innermost_ops(kind, names, strings, paths)
+    firsts: list[tuple[np.ndarray, np.ndarray]] = []
+    path, op_begin_path = innermost_ops(kind, names, strings, paths, firsts=firsts)
+    end_path = int(path[-1]) if n else 0
+    if startup is not None and n:
+        _mark_startup(time, path, startup)
     ph_pos, ph_times, ph_ids, ph_stack = phase_changes(time, kind, names, strings, phases)
     if len(ph_pos) or inherited_phase is None or not len(inherited_phase[0]):
         phase = _ffill(ph_pos, ph_ids, n, np.int32(0))
@@ -195,4 +240,13 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
         index, tid, name, main, time, path, phase, category, active, wait_on | wc_on,
         op_begin_path[real], phase[op_b[real]],
         {c: path[p] for c, p in call_pos.items()}, {c: phase[p] for c, p in call_pos.items()},
-        ph_times, ph_ids, end_calls, api_end - wait_end, wait_end, ph_stack)
+        ph_times, ph_ids, end_calls, api_end - wait_end, wait_end, ph_stack, end_path,
+        _first_times(firsts, time))
+
+
+def _first_times(firsts: list[tuple[np.ndarray, np.ndarray]], time: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    if not firsts:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    return (np.concatenate([f[0] for f in firsts]),
+            np.concatenate([time[f[1]] for f in firsts]))

@@ -124,7 +124,8 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
     return Calibration(
         command=list(command), costs=costs, machine=machine_info(), repetitions=rounds,
         configurations={c.name: {"record": str(c.record), "annotations": str(c.annotations),
-                                 "intercept": c.intercept_spec, "cuda": str(c.cuda)}
+                                 "intercept": c.intercept_spec, "cuda": str(c.cuda),
+                                 "cuda_activity": str(c.cuda and c.cuda_activity)}
                         for c in configs},
         runs=runs, uninstrumented=unin,
         validation={"config": "full", "calibration_rounds": cal_rounds,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlscope.analysis.overhead.kinds import BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL
+from rlscope.analysis.overhead.kinds import BACKEND_CALL, CUDA_API, SIMULATOR_CALL, WAIT_CALL
 from rlscope.calibration.estimate import UNINSTRUMENTED
 from rlscope.intercept import ANNOTATING, BACKENDS, SIMULATORS, WAITS
 
@@ -17,6 +17,7 @@ class Config:
     annotations: bool = True  # RLSCOPE_ANNOTATIONS
     intercept: tuple[str, ...] = ()  # RLSCOPE_INTERCEPT libraries
     cuda: bool = False
+    cuda_activity: bool = True  # with cuda: activity records too (not only API callbacks)
     needs: str = ""  # kind whose events make this configuration worth running
 
     @property
@@ -44,7 +45,10 @@ def configurations(intercept: list[str], cuda: bool) -> list[Config]:
         out.append(Config("annotations+wait", intercept=ann + only(WAITS), needs=WAIT_CALL))
     full = tuple(intercept)
     if cuda:
+        # CUDA API callbacks alone, then with activity records: the two costs apart.
         out.append(Config("full-no-cuda", intercept=full))
+        out.append(Config("full-cuda-api", intercept=full, cuda=True, cuda_activity=False,
+                          needs=CUDA_API))
         out.append(Config("full", intercept=full, cuda=True))
     else:
         out.append(Config("full", intercept=full))

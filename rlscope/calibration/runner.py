@@ -38,8 +38,8 @@ def config_recording(rec: Recording, c: Config, directory: Path,
                      max_progress: int | None) -> Recording:
     """The profiled run's settings with configuration ``c``'s switches, into ``directory``."""
     return dataclasses.replace(rec, output_dir=str(directory), intercept=c.intercept_spec,
-                               cuda=c.cuda, annotations=c.annotations,
-                               max_progress=max_progress)
+                               cuda=c.cuda, cuda_activity=c.cuda_activity,
+                               annotations=c.annotations, max_progress=max_progress)
 
 
 def run_once(command: list[str], env: dict[str, str], directory: Path,

@@ -19,7 +19,7 @@ from rlscope.trace.reader import read_trace
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
 
-def _load(directory: Path, correct: bool = False) -> Trace:
+def _load(directory: Path, correct: bool = False, infer: bool = False) -> Trace:
     trace = read_trace(directory)
     for w in trace.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
@@ -27,7 +27,27 @@ def _load(directory: Path, correct: bool = False) -> Trace:
         from rlscope.analysis.overhead.correction import apply_correction
 
         trace = apply_correction(trace)  # with DIR/calibration.json, if there is one
+    if infer:
+        from rlscope.analysis import inferred
+
+        trace.processes = [inferred.apply(p, _infer_mode()) for p in trace.processes]
     return trace
+
+
+def _infer_option(f):
+    """--infer: operations inferred from the training loop's calls (attribution.md)."""
+    def store(ctx: click.Context, _param: click.Parameter, value: str) -> None:
+        ctx.meta["rlscope.infer"] = value
+
+    return click.option("--infer", type=click.Choice(["auto", "off", "only"]), default="auto",
+                        show_default=True, expose_value=False, callback=store,
+                        help="inference/backprop inferred from the loop's calls where none "
+                             "is recorded (auto), never (off), or instead of the recorded "
+                             "ones (only: to check them against your annotations).")(f)
+
+
+def _infer_mode() -> str:
+    return str(click.get_current_context().meta.get("rlscope.infer", "auto"))
 
 
 def _no_correct_option(f):
@@ -58,7 +78,7 @@ def _analysis(directory: Path) -> Analysis:
 
     correct = not click.get_current_context().meta.get("rlscope.no_correct")
     try:
-        a = load(directory, step, correct=correct, on_total=on_total)
+        a = load(directory, step, correct=correct, on_total=on_total, infer=_infer_mode())
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -106,6 +126,7 @@ def dump(directory: Path, limit: int | None) -> None:
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
@@ -153,7 +174,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
         return out
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     if not result.vector_envs:
         return out
     if fmt == "json":
@@ -164,6 +185,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -171,19 +193,34 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
 @click.option("--format", "formats", type=click.Choice(["png", "svg"]), multiple=True,
               default=("png", "svg"), show_default=True, help="Image formats (repeatable).")
 def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None:
-    """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API) and
-    transitions per operation call, as PNG and SVG."""
+    """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API),
+    transitions per operation call, and (when rls-prof sampled the run) CPU and GPU
+    utilisation over time, sampled vs measured, as PNG and SVG."""
     from rlscope.reporters import plots
 
     a = _analysis(directory)
     out = output or directory / "plots"
     _make_dir(out)
-    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory)]:
+    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory),
+                      *_utilisation_figure(a)]:
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
             _save(fig, path)
             click.echo(str(path))
         plots.pyplot().close(fig)
+    skipped = sorted(set(a.processes()["pid"]) - set(plots.plotted_processes(a)["pid"]))
+    if skipped:
+        click.echo(f"rls-analyze: no figures for {len(skipped)} process(es) with nothing to "
+                   f"show (idle helpers: no operation, call or GPU work): "
+                   f"{' '.join(map(str, skipped))}", err=True)
+
+
+def _utilisation_figure(a: Analysis) -> list[tuple[str, Any]]:
+    """Sampled vs measured CPU and GPU over time, when rls-prof sampled the run."""
+    from rlscope.reporters import utilisation
+
+    fig = utilisation.figure(a)
+    return [("utilisation", fig)] if fig is not None else []
 
 
 def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
@@ -194,11 +231,12 @@ def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
         return []
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     return [("lockstep", render.figure(result))] if result.vector_envs else []
 
 
 @analyze.command()
+@_infer_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format (CSV: the per-env table).")
@@ -215,7 +253,7 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None
     from rlscope.reporters import lockstep as render
     from rlscope.reporters import plots
 
-    result = ls.load(directory)
+    result = ls.load(directory, _infer_mode())
     for w in result.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
     if not result.vector_envs:
@@ -233,30 +271,102 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None
         plots.pyplot().close(fig)
 
 
+_TIMELINE_FORMATS = ("perfetto", "json")
+_DEFAULT_NAMES = {"perfetto": "timeline.pftrace", "json": "trace.json"}
+
+
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="Output file [default: DIRECTORY/trace.json].")
-def timeline(directory: Path, output: Path | None) -> None:
-    """Chrome/Perfetto trace JSON (open in ui.perfetto.dev or chrome://tracing)."""
+              help="Output file [default: DIRECTORY/timeline.pftrace, or DIRECTORY/"
+                   "trace.json with --format json]; a name ending in .gz is gzipped.")
+@click.option("--format", "fmt", type=click.Choice(_TIMELINE_FORMATS), default=None,
+              help="perfetto: Perfetto's protobuf trace (compact; ui.perfetto.dev); json: "
+                   "Chrome trace-event JSON (also chrome://tracing) [default: json for an "
+                   "output named .json or .json.gz, else perfetto].")
+@click.option("--window", "window", default=None, metavar="START:END",
+              help="Only this time window: seconds from the run's first event (30s:45s; "
+                   "also ms, us, min) or timesteps (10000steps:20000steps); an empty "
+                   "bound is the run's start or end.")
+@click.option("--process", "processes", multiple=True, metavar="PID|ROLE|NAME",
+              help="Only this process (repeatable): a pid, a role (main, vector-env "
+                   "worker, ...) or part of its name.")
+@click.option("--tracks", "tracks", multiple=True, metavar="LIST",
+              help="Kinds of track, comma-separated: phases, operations, backend, "
+                   "simulator, wait (calls: all three), env, cuda-api, gpu, counters; "
+                   "all; -KIND removes one [default: all, less native calls when they "
+                   "would take the file over --max-size].")
+@click.option("--max-size", "max_mb", type=click.FloatRange(min=0), default=100.0,
+              show_default=True, metavar="MB",
+              help="Without --tracks: leave native calls out when the estimated file "
+                   "size is over this many MB.")
+def timeline(directory: Path, output: Path | None, fmt: str | None, window: str | None,
+             processes: tuple[str, ...], tracks: tuple[str, ...], max_mb: float) -> None:
+    """A timeline to open in ui.perfetto.dev: per process, tracks of phases, operations,
+    native calls and env steps per thread, CUDA API calls, GPU streams with flows from
+    each launch, counters."""
+    import gzip
+    import io
+
+    from rlscope.analysis import timeline as sel
+    from rlscope.analysis.slices import CALL_KINDS, TRACK_KINDS
+    from rlscope.reporters import perfetto
     from rlscope.reporters import timeline as tl
 
-    trace = _load(directory, correct=True)
+    kinds = sel.parse_tracks(tracks) if tracks else frozenset(TRACK_KINDS)
+    spec = sel.parse_window(window) if window is not None else None
+    if fmt is None:
+        fmt = "json" if output is not None and output.name.endswith((".json", ".json.gz")) \
+            else "perfetto"
+    trace = _load(directory, correct=True, infer=True)
     if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
         raise RLScopeError(empty_message(directory, {p.path.name: p.torn_bytes
                                                      for p in trace.processes}))
-    out = output or directory / "trace.json"
+    plan = sel.plan(trace, kinds, spec, processes)
+    writer = perfetto if fmt == "perfetto" else tl
+    if not tracks:
+        counts = plan.counts()
+        size = _timeline_bytes(counts, writer.BYTES_PER_SLICE, writer.BYTES_PER_COUNTER_VALUE)
+        calls = sum(counts.get(k, 0) for k in CALL_KINDS)
+        if size > max_mb * 1e6 and calls:
+            plan.kinds = plan.kinds - set(CALL_KINDS)
+            click.echo(f"rls-analyze: timeline: native calls left out ({calls:,} slices; "
+                       f"about {size / 1e6:,.0f} MB with them, over --max-size "
+                       f"{max_mb:g} MB): keep them with --tracks all, or narrow with "
+                       "--window / --process", err=True)
+    out = output or directory / _DEFAULT_NAMES[fmt]
     _make_dir(out.parent)
     try:
-        with open(out, "w") as f:
-            n = tl.write_chrome_trace(trace, f)
+        with open(out, "wb") as raw:
+            f: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) \
+                if out.name.endswith(".gz") else raw
+            if fmt == "perfetto":
+                stats = perfetto.write_perfetto(plan, f)
+            else:
+                text = io.TextIOWrapper(f, encoding="utf-8", write_through=False)
+                stats = tl.write_chrome_trace(plan, text, str(directory))
+                text.flush()
+                text.detach()
+            if f is not raw:
+                f.close()
+        size_mb = out.stat().st_size / 1e6
     except OSError as e:
         raise RLScopeError(f"cannot write {out}: {e.strerror}") from None
-    click.echo(f"{out}: {n:,} trace events; open it in https://ui.perfetto.dev")
+    click.echo(f"{out}: {stats.slices:,} slices, {stats.flows:,} flows, "
+               f"{stats.counter_values:,} counter values on {stats.tracks:,} tracks "
+               f"({size_mb:,.1f} MB); open it in https://ui.perfetto.dev")
+
+
+def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) -> float:
+    from rlscope.analysis.slices import COUNTERS
+
+    return sum(n * (per_counter if k == COUNTERS else per_slice) for k, n in counts.items())
 
 
 @analyze.command()
+@_infer_option
 @_no_correct_option
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
@@ -294,7 +404,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     analyses = [[_analysis(d) for d in g] for g in groups]
-    names = list(labels) or [cmp.run_label(g) for g in groups]
+    names = list(labels) or cmp.unique_labels([cmp.run_label(g) for g in groups])
     if len(set(names)) != len(names):
         raise click.UsageError("two runs have the same name; name them with --name")
     for w in cmp.correction_warnings(analyses, names):
@@ -303,7 +413,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
     click.echo(cmp.render(df, names, fmt, per_timestep))
     if plot_to is not None:
         _make_dir(plot_to.parent)
-        fig = cmp.figure(df, names, per_timestep)
+        fig = cmp.figure(df, names, by, per_timestep)
         _save(fig, plot_to)
         plots.pyplot().close(fig)
         click.echo(str(plot_to), err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -63,12 +64,19 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
               type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="Reuse the calibration.json of an earlier --calibrate run of the same "
                    "workload on this machine.")
+@click.option("--sample-hz", "sample_hz", type=click.FloatRange(0.1, 1000), default=10.0,
+              show_default=True,
+              help="Utilisation samples per second: CPU and memory of each process of the "
+                   "run, each core's CPU, each GPU's NVML utilisation, memory and SM clock "
+                   "(taken in rls-prof, outside the profiled processes).")
+@click.option("--no-sample", is_flag=True, help="Do not sample utilisation.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
          intercept: str, no_intercept: bool, calibrate: bool, calibrate_by: str,
          max_chunks: int, chunk_s: float, repetitions: int,
-         calibration_file: Path | None, quiet: bool, command: tuple[str, ...]) -> int:
+         calibration_file: Path | None, sample_hz: float, no_sample: bool, quiet: bool,
+         command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
     Example: rls-prof -o runs/ppo -- python train.py --steps 20000
@@ -88,7 +96,8 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
     # Held until calibration is over too: it writes into the directory.
     with claim_output(out, list(command), force,
                       lambda line: click.echo("rls-prof: " + line, err=True)) as lock:
-        result = profile(list(command), rec, lock=lock)
+        result = profile(list(command), rec, lock=lock,
+                         sample_hz=None if no_sample else sample_hz)
         if not quiet:
             _report(command[0], out, result, no_cuda)
         wanted = result.status == 0 and (calibrate or reuse is not None)
@@ -111,6 +120,8 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
         click.echo(f"rls-prof: {exe} {how}; trace of {n} process{'es' if n != 1 else ''} "
                    f"in {out}\nrls-prof: analyse with: rls-analyze report {out}", err=True)
     click.echo("rls-prof: " + _gpu_summary(no_cuda, result), err=True)
+    if result.sampler is not None:
+        click.echo("rls-prof: " + _sampler_summary(result.sampler), err=True)
     left = result.meta.get("descendants", {}).get("still_running", [])
     if left:
         waited = result.meta["descendants"]["waited_s"]
@@ -216,6 +227,23 @@ def _command_start(args: list[str]) -> int | None:
             return i
         i += 2 if a in takes_value else 1  # "--opt=value" and "-oDIR" are one argument
     return None
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def _sampler_summary(s: Any) -> str:
+    """One line: what was sampled, and what the sampler itself cost."""
+    what = [_plural(s.processes, "process", "processes"), _plural(s.cores, "core")]
+    if s.gpus:
+        what.append(_plural(s.gpus, "GPU"))
+    line = (f"sampled {', '.join(what[:-1])} and {what[-1]} at {s.hz:g} Hz "
+            f"({s.ticks} ticks; the sampler used {s.cpu_s * 1e3:.0f} ms CPU, "
+            f"{100 * s.cpu_s / max(s.wall_s, 1e-9):.2f}% of a core)")
+    if s.gpu_status:
+        line += f"; GPU not sampled: {s.gpu_status}"
+    return line
 
 
 def main(argv: list[str] | None = None) -> None:

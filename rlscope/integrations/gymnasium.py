@@ -27,7 +27,7 @@ def mark_env_class(p: Patcher, cls: type) -> int:
     return int(mark_method(p, cls, "step", OP)) + int(mark_method(p, cls, "reset", OP))
 
 
-def _marking_make(make: Callable[..., Any], p: Patcher) -> Callable[..., Any]:
+def marking_make(make: Callable[..., Any], p: Patcher) -> Callable[..., Any]:
     seen: set[type] = set()
 
     @functools.wraps(make)
@@ -51,7 +51,7 @@ def install(gym: ModuleType, p: Patcher) -> int:
             orig = getattr(owner, fname, None) if owner is not None else None
             if orig is None or getattr(orig, "_rlscope_marked", False):
                 continue
-            p.replace(owner, fname, _marking_make(orig, p))
+            p.replace(owner, fname, marking_make(orig, p))
             n += 1
     vector = sys.modules.get("gymnasium.vector")
     for cname in ("SyncVectorEnv", "AsyncVectorEnv"):

@@ -1,8 +1,9 @@
 """Vector environments: each env's ``step``/``reset`` with its env index, and each vector
 step with its send and wait parts, with no code change (docs/multiprocess.md).
 
-Covered: stable-baselines3 ``DummyVecEnv`` / ``SubprocVecEnv`` and gymnasium
-``SyncVectorEnv`` / ``AsyncVectorEnv`` (and subclasses that call their methods).
+Covered: stable-baselines3 ``DummyVecEnv`` / ``SubprocVecEnv``, gymnasium
+``SyncVectorEnv`` / ``AsyncVectorEnv`` and legacy gym's (0.21-0.26) two classes (and
+subclasses that call their methods).
 
 - **Per env.** The vector env's ``__init__`` wraps each env factory in an
   :class:`EnvFactory` that knows the env's index. It pickles by reference, so it reaches
@@ -274,6 +275,17 @@ def install_sb3(vec_env: Any, p: Patcher) -> int:
     if isinstance(getattr(vec_env, "DummyVecEnv", None), type):
         n += instrument(p, vec_env.DummyVecEnv, workers=False,
                         step=("step_async", "step_wait"), reset=("reset",))
+    return n
+
+
+def install_gym_legacy(vector: Any, p: Patcher) -> int:
+    """gym 0.21-0.26: both classes step and reset through the async/wait pairs."""
+    n = 0
+    for cname, workers in (("AsyncVectorEnv", True), ("SyncVectorEnv", False)):
+        cls = getattr(vector, cname, None)
+        if isinstance(cls, type):
+            n += instrument(p, cls, workers=workers, step=("step_async", "step_wait"),
+                            reset=("reset_async", "reset_wait"))
     return n
 
 

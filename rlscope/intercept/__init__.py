@@ -40,6 +40,12 @@ def _tf(m: ModuleType, p: Patcher) -> int:
     return tf_backend.install(m, p)
 
 
+def _keras(m: ModuleType, p: Patcher) -> int:
+    from rlscope.intercept import tf_backend
+
+    return tf_backend.install_keras(m, p)
+
+
 def _jax(m: ModuleType, p: Patcher) -> int:
     from rlscope.intercept import jax_backend
 
@@ -73,6 +79,12 @@ def _gym(m: ModuleType, p: Patcher) -> int:
     return gym_integration.install(m, p)
 
 
+def _gym_legacy(m: ModuleType, p: Patcher) -> int:
+    from rlscope.integrations import gym_legacy
+
+    return gym_legacy.install(m, p)
+
+
 def _sb3(m: ModuleType, p: Patcher) -> int:
     from rlscope.integrations import sb3
 
@@ -89,6 +101,7 @@ def _mp(m: ModuleType, p: Patcher) -> int:
 LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "torch": ("torch", _torch),
     "tensorflow": ("tensorflow", _tf),
+    "keras": ("keras", _keras),  # phase markers only (inferred operations)
     "jax": ("jax", _jax),
     "mujoco": ("mujoco", _sim("mujoco")),
     "box2d": ("Box2D", _sim("box2d")),
@@ -96,16 +109,18 @@ LIBRARIES: dict[str, tuple[str, Callable[[ModuleType, Patcher], int]]] = {
     "pybullet": ("pybullet", _sim("pybullet")),
     "wait": ("os", _wait),
     "gym": ("gymnasium", _gym),
+    "gym-legacy": ("gym", _gym_legacy),  # gym 0.21-0.26 (import gym)
     "sb3": ("stable_baselines3", _sb3),
     "multiprocessing": ("multiprocessing", _mp),  # process roles (metadata only)
 }
 # Library groups by the kind of events they produce (calibration switches them by group).
-ANNOTATING = ("gym", "sb3")  # zero-code annotations: operation events
+ANNOTATING = ("gym", "gym-legacy", "sb3")  # zero-code annotations: operation events
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
 SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")  # SIMULATOR_CALL events
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
-           "stable-baselines3": "sb3", "ale_py": "ale", "Box2D": "box2d", "mp": "multiprocessing"}
+           "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
+           "Box2D": "box2d", "mp": "multiprocessing"}
 
 _lock = threading.Lock()
 _patcher: Patcher | None = None
@@ -131,6 +146,8 @@ def parse(spec: str | Iterable[str] | None) -> list[str]:
                              f"{', '.join(LIBRARIES)} (or auto, none)")
         if name not in out:
             out.append(name)
+        if name == "gym" and "gym-legacy" not in out:  # "gym" names both generations
+            out.append("gym-legacy")
     return out
 
 

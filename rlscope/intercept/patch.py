@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 BACKEND = 0
 SIMULATOR = 1
 WAIT = 2  # blocking calls: the thread is off the CPU (intercept/waits.py)
+MARK = 3  # loop-phase markers (module forward, optimizer step): no CPU category
 
 _FUNCTION_TYPES: tuple[type, ...] = (types.BuiltinFunctionType,)
 _wrappable_types: tuple[type, ...] | None = None

@@ -10,6 +10,12 @@ invalidates type caches):
   ``a[i]``), which go through type slots, reach them too;
 - the autograd engine's ``run_backward`` (``loss.backward()``, ``torch.autograd.grad``).
 
+Phase markers (MARK_CALL events, the outermost per thread; analysis infers the
+``inference`` and ``backprop`` operations from them: rlscope.analysis.inferred):
+``nn.Module.__call__`` (a forward), ``Optimizer.step`` (the ``step`` torch wraps in each
+optimizer class at its first instance), ``Optimizer.zero_grad`` and
+``nn.Module.zero_grad``.
+
 Not covered: names bound before the import hook ran (``from torch._C import X`` at import
 time of another module imported before torch finished), torch.compile / TorchScript
 (they look builtins up by identity), and C++ work that Python never calls directly.
@@ -20,7 +26,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from rlscope.intercept.patch import BACKEND, Patcher, public_builtins, wrappable
+from rlscope.intercept.patch import BACKEND, MARK, Patcher, is_wrapper, public_builtins, wrappable
 
 # TensorBase entries that are object protocol or construction, not compute.
 _TENSOR_SKIP = frozenset({
@@ -70,7 +76,46 @@ def install(torch: ModuleType, p: Patcher) -> int:
             n += p.patch_all(mod, public_builtins(mod), BACKEND, prefix)
     n += _install_tensor_methods(torch, p)
     n += _install_engine(p)
+    n += _install_markers(torch, p)
     return n
+
+
+# Names of the phase markers (their roles: rlscope.trace.format.MARK_*).
+MARK_FORWARD = "torch.nn.Module"
+MARK_STEP = "torch.optim.Optimizer.step"
+MARK_ZERO_GRAD = "torch.optim.Optimizer.zero_grad"
+
+
+def _install_markers(torch: ModuleType, p: Patcher) -> int:
+    n = int(p.patch(torch.nn.Module, "__call__", MARK, MARK_FORWARD))
+    n += p.patch(torch.nn.Module, "zero_grad", MARK, MARK_ZERO_GRAD)
+    optim = getattr(torch, "optim", None)
+    opt = getattr(optim, "Optimizer", None)
+    if not isinstance(opt, type):
+        return n
+    n += p.patch(opt, "zero_grad", MARK, MARK_ZERO_GRAD)
+    orig = opt.__dict__.get("_patch_step_function")
+    if callable(orig) and not getattr(orig, "_rlscope_marks", False):
+        def _patch_step_function(self: Any) -> None:
+            orig(self)  # torch wraps the class's step once (profile_hook_step)
+            _mark_step(p, type(self))
+
+        _patch_step_function._rlscope_marks = True  # type: ignore[attr-defined]
+        p.replace(opt, "_patch_step_function", _patch_step_function)
+        n += 1
+    todo: list[type] = list(opt.__subclasses__())  # optimizers made before interception
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        n += _mark_step(p, cls)
+    return n
+
+
+def _mark_step(p: Patcher, cls: type) -> int:
+    raw = cls.__dict__.get("step")
+    if raw is None or is_wrapper(raw) or not getattr(raw, "hooked", False):
+        return 0
+    return int(p.patch(cls, "step", MARK, MARK_STEP))
 
 
 def _install_tensor_methods(torch: ModuleType, p: Patcher) -> int:

@@ -96,6 +96,9 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
     _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
+    from rlscope.launch import imports
+
+    imports.install()  # the user's imports, for the start-up row (docs/analysis.md)
 
 
 def _install_sigterm_handler() -> bool:

@@ -30,6 +30,7 @@ CHUNK_VARIABLES = (CHUNK_DIR, CHUNK_CONFIGS, CHUNK_S, MAX_CHUNKS, CHUNK_SLICE_S)
 
 # Read by rls-prof.
 CUDA_LIBRARY = "RLSCOPE_CUDA_LIBRARY"  # use this collector library instead of the bundled one
+NVML_LIBRARY = "RLSCOPE_NVML_LIBRARY"  # the sampler's libnvidia-ml (default libnvidia-ml.so.1)
 # Seconds to wait, after the command exits, for the processes it started (default 10).
 DESCENDANTS_WAIT = "RLSCOPE_DESCENDANTS_WAIT_S"
 
@@ -38,6 +39,8 @@ CUDA_BUFFER_BYTES = "RLSCOPE_CUDA_BUFFER_BYTES"
 CUDA_NESTED = "RLSCOPE_CUDA_NESTED"
 CUDA_VERBOSE = "RLSCOPE_CUDA_VERBOSE"
 CUDA_SYNC_AT_EXIT = "RLSCOPE_CUDA_SYNC_AT_EXIT"
+# "0": API callbacks only, no activity records (calibration's full-cuda-api configuration).
+CUDA_ACTIVITY = "RLSCOPE_CUDA_ACTIVITY"
 CUPTI_LIBRARY = "RLSCOPE_CUPTI_LIBRARY"
 
 # Tests: fail instead of falling back to the Python recorder.

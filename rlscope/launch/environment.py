@@ -26,6 +26,7 @@ class Recording:
     flush_interval_s: float = 0.5
     intercept: str = "auto"  # env.INTERCEPT value
     cuda: bool = True  # inject the CUDA collector when rlscope has one
+    cuda_activity: bool = True  # False: API callbacks only (calibration's full-cuda-api)
     annotations: bool = True  # False: calibration's base configuration
     max_progress: int | None = None  # env.MAX_PROGRESS
 
@@ -88,6 +89,10 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
         e[env.ANNOTATIONS] = "0"
     if rec.max_progress is not None:
         e[env.MAX_PROGRESS] = str(rec.max_progress)
+    if rec.cuda_activity:
+        e.pop(env.CUDA_ACTIVITY, None)
+    else:
+        e[env.CUDA_ACTIVITY] = "0"
     _with_bootstrap(e)
     return e
 

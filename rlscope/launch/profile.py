@@ -33,6 +33,7 @@ class ProfiledRun:
     meta: dict[str, Any]  # run.json
     files: list[Path] = field(default_factory=list)  # Python processes' trace files
     cuda_files: list[Path] = field(default_factory=list)  # the CUDA collector's files
+    sampler: Any = None  # rlscope.launch.sampler.Summary; None with --no-sample
 
     @property
     def status(self) -> int:
@@ -130,9 +131,11 @@ def prepare_output(out: Path, force: bool) -> None:
 
 def _listing(names: list[str]) -> str:
     traces = [n for n in names if n.endswith(fmt.FILE_SUFFIX)]
+    samples = [n for n in names if n.endswith(fmt.SAMPLES_SUFFIX)]
     rest = [n + ("/" if n in rundir.RUN_DIRS else "") for n in names
-            if n not in traces and not n.endswith(".tmp")]
+            if n not in traces and n not in samples and not n.endswith(".tmp")]
     head = [f"{len(traces)} trace file{'s' if len(traces) != 1 else ''}"] if traces else []
+    head += ["utilisation samples"] if samples else []
     return ", ".join(head + rest)
 
 
@@ -148,7 +151,8 @@ def _undeletable(out: Path, names: list[str]) -> str | None:
 
 
 def profile(command: list[str], rec: Recording, force: bool = False,
-            lock: rundir.RunLock | None = None) -> ProfiledRun:
+            lock: rundir.RunLock | None = None, sample_hz: float | None = None
+            ) -> ProfiledRun:
     """Run ``command`` profiled into ``rec.output_dir``; returns when it and every
     process it started have exited, or a deadline after it exited has passed
     (:mod:`rlscope.launch.descendants`; run.json's ``descendants`` says which).
@@ -156,16 +160,19 @@ def profile(command: list[str], rec: Recording, force: bool = False,
     SIGINT is left to the command (a terminal sends it to the whole process group);
     SIGTERM and SIGHUP are forwarded to it. ``lock``: the directory was claimed already
     (:func:`claim_output`, by a caller that holds it longer); else it is claimed here.
+    ``sample_hz``: run the utilisation sampler (:mod:`rlscope.launch.sampler`) at that
+    rate while the command runs.
     """
     check_command(command)
     out = Path(rec.output_dir)
     if lock is None:
         with claim_output(out, command, force):
-            return _run(command, rec, out)
-    return _run(command, rec, out)
+            return _run(command, rec, out, sample_hz)
+    return _run(command, rec, out, sample_hz)
 
 
-def _run(command: list[str], rec: Recording, out: Path) -> ProfiledRun:
+def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
+         ) -> ProfiledRun:
     meta = start_run_metadata(list(command), rec.recorder)
     write_run_metadata(out, meta)
     child_env = environment.profiled(rec)
@@ -187,17 +194,21 @@ def _run(command: list[str], rec: Recording, out: Path) -> ProfiledRun:
         raise UsageError(f"cannot run {command[0]}: {e.strerror}") from None
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     found = descendants.Descendants()
+    sampler = _start_sampler(rec.output_dir, sample_hz, before)
     try:
         returncode = proc.wait()
         if reaper:  # orphans of the command are ours now: wait for them too
             n = len(interrupted)
             found = descendants.reap(_wait_s(), before, stop=lambda: len(interrupted) > n)
     finally:
+        summary = sampler.stop() if sampler is not None else None
         if reaper:
             descendants.set_subreaper(False)
         for s, h in old.items():
             signal.signal(s, h)
     finish_run_metadata(meta, returncode, interrupted)
+    if summary is not None:
+        meta["sampler"] = summary.as_json()
     meta["descendants"] = found.as_json()
     # CPU time of the whole process tree: the command, and every descendant reaped by
     # its parent or, orphaned, by rls-prof.
@@ -205,7 +216,23 @@ def _run(command: list[str], rec: Recording, out: Path) -> ProfiledRun:
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
     cuda = [f for f in files if f.name.startswith("cuda.")]
-    return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda)
+    return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda,
+                       summary)
+
+
+def _start_sampler(output_dir: str, hz: float | None, before: set[int]) -> Any:
+    """The utilisation sampler, started (None when off or when it cannot open its file:
+    sampling never stops a run)."""
+    if not hz:
+        return None
+    from rlscope.launch.sampler import Sampler
+
+    sampler = Sampler(output_dir, hz, before)
+    try:
+        sampler.start()
+    except OSError:
+        return None
+    return sampler
 
 
 def _children_cpu_s() -> float:

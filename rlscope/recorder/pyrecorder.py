@@ -489,7 +489,9 @@ def after_fork_child(path: str) -> None:
 CALL_BACKEND = 0
 CALL_SIMULATOR = 1
 CALL_WAIT = 2
-_CALL_BEGIN = (fmt.BACKEND_CALL_BEGIN, fmt.SIMULATOR_CALL_BEGIN, fmt.WAIT_CALL_BEGIN)
+CALL_MARK = 3
+_CALL_BEGIN = (fmt.BACKEND_CALL_BEGIN, fmt.SIMULATOR_CALL_BEGIN, fmt.WAIT_CALL_BEGIN,
+               fmt.MARK_CALL_BEGIN)
 _in_call = threading.local()  # .flags: per category, 1 inside an outermost call
 
 
@@ -510,7 +512,7 @@ class _CallWrapper:
             return func(*args, **kwargs)
         flags = getattr(_in_call, "flags", None)
         if flags is None:
-            flags = _in_call.flags = [0, 0, 0]
+            flags = _in_call.flags = [0, 0, 0, 0]
         cat = self._rlscope_category
         if flags[cat]:
             return func(*args, **kwargs)
@@ -572,9 +574,9 @@ def _unwrap_all(o: Any) -> Any:
 def wrap(func: Callable[..., Any], category: int, name: str) -> Any:
     if not callable(func):
         raise TypeError(f"wrap(): {type(func).__name__} object is not callable")
-    if category not in (CALL_BACKEND, CALL_SIMULATOR, CALL_WAIT):
-        raise ValueError(f"wrap(): category must be 0 (backend), 1 (simulator) or 2 (wait), "
-                         f"not {category}")
+    if category not in (CALL_BACKEND, CALL_SIMULATOR, CALL_WAIT, CALL_MARK):
+        raise ValueError(f"wrap(): category must be 0 (backend), 1 (simulator), 2 (wait) "
+                         f"or 3 (mark), not {category}")
     cls = _MethodCallWrapper if hasattr(type(func), "__get__") else _CallWrapper
     return cls(func, category, name)
 

@@ -21,6 +21,7 @@ SCHEMA: dict[str, dict[str, tuple[int, str, bool]]] = {
     "Record": {
         "header": (1, "Header", False),
         "chunk": (2, "Chunk", False),
+        "sample_chunk": (4, "SampleChunk", False),
     },
     "ClockPair": {
         "monotonic_ns": (1, "int64", False),
@@ -65,6 +66,37 @@ SCHEMA: dict[str, dict[str, tuple[int, str, bool]]] = {
         "args": (9, "sint64", True),
         "dropped_events": (10, "uint64", False),
         "metadata": (11, "Metadata", True),
+    },
+    # rls-prof's sampler (rlscope/launch/sampler.py).
+    "GpuDef": {
+        "index": (1, "uint32", False),
+        "name": (2, "string", False),
+        "uuid": (3, "string", False),
+        "memory_total_bytes": (4, "uint64", False),
+    },
+    "SampleChunk": {
+        "sequence": (1, "uint64", False),
+        "interval_ns": (2, "uint64", False),
+        "gpus": (3, "GpuDef", True),
+        "proc_base_ns": (4, "int64", False),
+        "proc_time_delta_ns": (5, "sint64", True),
+        "proc_pid": (6, "int64", True),
+        "proc_cpu_ns": (7, "uint64", True),
+        "proc_rss_bytes": (8, "uint64", True),
+        "core_base_ns": (9, "int64", False),
+        "core_time_delta_ns": (10, "sint64", True),
+        "core_index": (11, "uint32", True),
+        "core_busy_ns": (12, "uint64", True),
+        "gpu_base_ns": (13, "int64", False),
+        "gpu_time_delta_ns": (14, "sint64", True),
+        "gpu_index": (15, "uint32", True),
+        "gpu_util_pct": (16, "uint32", True),
+        "gpu_memory_util_pct": (17, "uint32", True),
+        "gpu_memory_used_bytes": (18, "uint64", True),
+        "gpu_sm_clock_mhz": (19, "uint32", True),
+        "gpu_status": (20, "string", False),
+        "sampler_cpu_ns": (21, "uint64", False),
+        "ticks": (22, "uint64", False),
     },
 }
 

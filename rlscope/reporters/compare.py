@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.paths import PATH_SEP
+from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
 from rlscope.errors import RLScopeError
 from rlscope.reporters.table import to_markdown
 
@@ -23,6 +23,17 @@ COLUMNS = ["key", "run", "repetitions", "present", "mean_s", "std_s", "delta_s",
 def run_label(dirs: list[Path]) -> str:
     name = dirs[0].resolve().name or str(dirs[0])
     return name if len(dirs) == 1 else f"{name} (x{len(dirs)})"
+
+
+def unique_labels(names: list[str]) -> list[str]:
+    """Run labels, a repeated one numbered (the same directory given twice)."""
+    out: list[str] = []
+    for n in names:
+        label, k = n, 2
+        while label in out:
+            label, k = f"{n} #{k}", k + 1
+        out.append(label)
+    return out
 
 
 def parse_map(items: Iterable[str]) -> dict[str, str]:
@@ -51,12 +62,14 @@ def timesteps(a: Analysis) -> int:
 
 def _seconds(a: Analysis, by: str, mapping: dict[str, str], per_timestep: bool,
              phase: str | None = None) -> pd.Series:
-    if by == "operation":
+    if by == "operation":  # in the report's row order, unannotated last
         ops = a.operations()
         if phase is not None:
             _check_phase(a, set(ops["phase"]), phase)
             ops = ops[ops["phase"] == phase]
         s = ops.groupby("operation", sort=False)["self_s"].sum()
+        s = s.reindex([k for k in s.index if k != UNANNOTATED]
+                      + [k for k in s.index if k == UNANNOTATED])
     elif phase is None:
         bd = a.breakdown(by=("category",))
         s = bd.set_index("category")["seconds"]
@@ -191,45 +204,50 @@ def _wide(df: pd.DataFrame, names: list[str], per_timestep: bool = False) -> pd.
     return pd.DataFrame(out)
 
 
-# Okabe–Ito colours: distinguishable for colour-blind readers and in greyscale print.
-_PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-            "#000000"]
-
-
-def figure(df: pd.DataFrame, names: list[str], per_timestep: bool = False) -> Any:
-    """Grouped horizontal bars of the comparison, one colour per run, error bars from the
-    repetitions and the significance marks of the table; the caller saves and closes it."""
-    from rlscope.reporters.plots import pyplot
+def figure(df: pd.DataFrame, names: list[str], by: str = "operation",
+           per_timestep: bool = False) -> Any:
+    """Grouped horizontal bars of the comparison, one row per operation (full path) or
+    category in the table's order, one colour per run, error bars from the repetitions
+    and the table's significance marks; the caller saves and closes it."""
+    from rlscope.reporters.plots import RUN_COLOURS, pyplot, row_labels
 
     plt = pyplot()
     keys = list(dict.fromkeys(df["key"]))
-    scale, unit = (1e6, "µs per timestep") if per_timestep else (1.0, "seconds")
-    height = min(14.0, max(2.6, 0.28 * len(keys) * len(names) + 1.4))
-    fig, ax = plt.subplots(figsize=(7.0, height), constrained_layout=True)
-    y = np.arange(len(keys))
+    n = len(keys)
+    scale, unit = (1e6, "µs per timestep") if per_timestep else (1.0, "s")
+    height = max(2.6, (0.15 * len(names) + 0.1) * n + 2.0)
+    fig, ax = plt.subplots(figsize=(9.0, height), constrained_layout=True)
+    y = np.arange(n)
     h = 0.8 / len(names)
     for i, name in enumerate(names):
         g = df[df["run"] == name].set_index("key").reindex(keys)
         vals = scale * g["mean_s"].fillna(0.0).to_numpy()
         err = scale * g["std_s"].fillna(0.0).to_numpy()
-        pos = y - 0.4 + h * (i + 0.5)
+        pos = y + (i - (len(names) - 1) / 2) * h
         ax.barh(pos, vals, h, xerr=err if err.any() else None, capsize=2,
-                color=_PALETTE[i % len(_PALETTE)], label=name, error_kw={"linewidth": 0.8})
+                color=RUN_COLOURS[i % len(RUN_COLOURS)], label=name,
+                error_kw={"linewidth": 0.8})
         if i:
             for p_, v, e, sig, present in zip(pos, vals, err, g["significant"], g["present"],
                                               strict=True):
                 mark = "*" if sig is True else ("~" if sig is False else "")
-                if not present:
+                if present is False:
                     mark = "–"
                 if mark:
                     ax.text(v + e, p_, f" {mark}", va="center", fontsize=9)
-    ax.set_yticks(y, keys, fontsize=8)
-    ax.invert_yaxis()  # first operation on top, as in the table
-    ax.set_xlabel(f"Self time ({unit}), mean over repetitions ± std")
+    ax.set_yticks(y, row_labels([str(k) for k in keys]))
+    ax.set_ylim(n - 0.5, -0.5)  # first row on top, as in the table
+    what = (f"Self time ({unit}): nested operations excluded, summed over processes and "
+            "phases" if by == "operation" else f"Time ({unit}) per category, summed over "
+            "processes")
+    reps = df["repetitions"].max() > 1 if len(df) else False
+    ax.set_xlabel(what + ("\nmean ± standard deviation over each run's repetitions"
+                          if reps else ""))
     ax.grid(axis="x", linewidth=0.4, alpha=0.5)
     ax.set_axisbelow(True)
-    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    fig.legend(loc="outside lower center", ncols=min(len(names), 4), frameon=False)
     noise = df["significant"].notna().any()
-    ax.set_title("Run comparison" + (f" (* beyond the run-to-run noise, ~ within it; "
-                                     f"against {names[0]})" if noise else ""), fontsize=9)
+    ax.set_title("Run comparison" + (f" (* beyond the run-to-run noise, ~ within it, "
+                                     f"– absent; against {names[0]})" if noise else ""),
+                 fontsize=9)
     return fig

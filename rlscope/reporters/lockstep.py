@@ -226,39 +226,60 @@ def render(result: Lockstep, fmt: str, title: str = "") -> str:
 
 
 def figure(result: Lockstep) -> Any:
-    """Per-env step-time distributions, one panel per vector env: a box per env (whiskers
-    at the 1st and 99th percentiles), its mean as a dot, the straggler in red."""
+    """Per-env step-time distributions, one panel per vector env: a box per env (median
+    line, quartiles, whiskers at the 1st and 99th percentiles), its mean as a dot, the
+    straggler in vermillion and hatched (colour-blind safe: Okabe–Ito colours)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     from rlscope.reporters.plots import pyplot
 
     plt = pyplot()
     vecs = [v for v in result.vector_envs if any(len(t) for t in v.step_times.values())]
-    fig, axes = plt.subplots(max(len(vecs), 1), 1, squeeze=False,
-                             figsize=(max(6.0, 0.6 * max((v.num_envs for v in vecs),
-                                                         default=4) + 2), 3.2 * max(len(vecs), 1)))
+    fig, axes = plt.subplots(max(len(vecs), 1), 1, squeeze=False, constrained_layout=True,
+                             figsize=(max(6.5, 0.6 * max((v.num_envs for v in vecs),
+                                                         default=4) + 2.5),
+                                      3.4 * max(len(vecs), 1)))
     for ax, v in zip(axes[:, 0], vecs, strict=False):
         envs = sorted(v.step_times)
         data = [v.step_times[i] * 1e3 for i in envs]
         box = ax.boxplot(data, whis=(1, 99), showfliers=True, patch_artist=True,
+                         medianprops={"color": "black", "linewidth": 1.2},
                          flierprops={"markersize": 2, "alpha": 0.4})
         for i, patch in zip(envs, box["boxes"], strict=True):
-            patch.set_facecolor("#d62728" if i == v.straggler else "#9ecae1")
+            straggler = i == v.straggler
+            patch.set_facecolor(_STRAGGLER if straggler else _ENV)
+            if straggler:
+                patch.set_hatch("////")
         ax.plot(range(1, len(envs) + 1), [d.mean() if len(d) else np.nan for d in data],
-                "o", color="black", markersize=4, label="mean")
+                "o", color="black", markersize=4)
         ax.set_xticks(range(1, len(envs) + 1), [str(i) for i in envs])
         positive = [d[d > 0] for d in data if len(d)]
         lo = min((d.min() for d in positive if len(d)), default=1.0)
         hi = max((d.max() for d in positive if len(d)), default=1.0)
-        if hi / max(lo, 1e-9) > 20:
+        log = hi / max(lo, 1e-9) > 20
+        if log:
             ax.set_yscale("log")
         ax.set_xlabel("env index" + (f" (straggler: env {v.straggler})"
                                      if v.straggler is not None else ""))
-        ax.set_ylabel("step time (ms)")
-        title = f"{v.name} (pid {v.pid}): {v.num_envs} envs"
+        ax.set_ylabel("env step wall time (ms" + (", log scale)" if log else ")"))
+        title = f"{v.name} (pid {v.pid}): {v.num_envs} env{'s' if v.num_envs != 1 else ''}"
         if v.workers and v.sampling_s > 0:
             title += f"; lock-step loss {100 * v.loss_share:.1f}% of sampling"
         ax.set_title(title, fontsize=10)
-        ax.legend(loc="upper right", fontsize=8)
+        handles = [Patch(facecolor=_ENV, edgecolor="black", label="p25–p75, median line; "
+                         "whiskers p1–p99"),
+                   Line2D([], [], marker="o", color="black", linestyle="", markersize=4,
+                          label="mean")]
+        if v.straggler is not None:
+            handles.append(Patch(facecolor=_STRAGGLER, edgecolor="black", hatch="////",
+                                 label="straggler"))
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncols=len(handles), fontsize=8, frameon=False)
     if not vecs:
         axes[0, 0].text(0.5, 0.5, "no env steps recorded", ha="center", va="center")
-    fig.tight_layout()
     return fig
+
+
+_ENV = "#56B4E9"  # Okabe–Ito sky blue
+_STRAGGLER = "#D55E00"  # Okabe–Ito vermillion

@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
+from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
 from rlscope.reporters import processes
+from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.trace.argv import shell_line
 
@@ -59,11 +60,28 @@ def _extrapolation_line(row: pd.Series) -> str:
     return line
 
 
+def _startup_line(proc: pd.Series, imports: pd.DataFrame, top: int = 3) -> str | None:
+    """The start-up and its slowest imports, or None when the process has none."""
+    if not proc["startup_s"] > 0:
+        return None
+    share = 100 * proc["startup_s"] / max(proc["covered_s"], 1e-12)
+    line = (f"  Start-up (recording start to the first event): {_duration(proc['startup_s'])}"
+            f" ({share:.1f}% of the process)")
+    if proc["imports_s"] > 0:
+        slow = ", ".join(f"{r.module} {_duration(r.seconds)}"
+                         for r in imports.head(top).itertuples())
+        more = f", {len(imports) - top} more" if len(imports) > top else ""
+        line += f"; imports {_duration(proc['imports_s'])}: {slow}{more}"
+    return line
+
+
 def _duration(s: float) -> str:
     if s >= 3600:
         return f"{s / 3600:.2f} h"
     if s >= 60:
         return f"{s / 60:.1f} min"
+    if s < 0.1:
+        return f"{s * 1e3:.1f} ms"
     return f"{s:.2f} s"
 
 
@@ -78,7 +96,7 @@ def _row(cells: list[str], widths: list[int]) -> str:
 
 
 def render_text(a: Analysis) -> str:
-    ops, procs, extra = a.operations(), a.processes(), a.extrapolation()
+    ops, procs, extra, imports = a.operations(), a.processes(), a.extrapolation(), a.imports()
     lines = []
     run = a.run
     command = run.get("command")
@@ -100,6 +118,9 @@ def render_text(a: Analysis) -> str:
         ex = extra[(extra["pid"] == proc["pid"]) & (extra["session"] == proc["session"])]
         if len(ex):
             lines.append(_extrapolation_line(ex.iloc[0]))
+        startup = _startup_line(proc, imports[imports["pid"] == proc["pid"]])
+        if startup:
+            lines.append(startup)
         rows = ops[(ops["pid"] == proc["pid"]) & (ops["session"] == proc["session"])]
         splits = [(c, h) for c, h in _SPLITS if c in rows and rows[c].abs().sum() > 0
                   and not (c == "cpu_only_s" and not (rows["gpu_only_s"].sum()
@@ -112,7 +133,7 @@ def render_text(a: Analysis) -> str:
         body = []
         for r in rows.itertuples():
             op = "  " * int(r.depth) + r.operation.split(PATH_SEP)[-1]
-            calls = "-" if r.operation == UNANNOTATED else f"{r.calls:,}"
+            calls = "-" if r.operation in (UNANNOTATED, STARTUP) else f"{r.calls:,}"
             body.append([r.phase or "-", op, calls, f"{r.wall_s * scale:.3f}",
                          f"{r.wall_pct:.1f}", f"{r.self_s * scale:.3f}", f"{r.self_pct:.1f}",
                          *[f"{getattr(r, c) * scale:.3f}" for c, _ in splits],
@@ -128,9 +149,15 @@ def render_text(a: Analysis) -> str:
                             for c, h in transitions)
             lines.append(f"  Transitions from Python per timestep: {per}")
     lines.extend(processes.folded_lines(a))
+    lines.extend(util_report.lines(a))
     lines.append("")
     lines.append("Wall: time inside the operation, nested operations included. Self: "
                  "excluding them. %: of the process's wall time.")
+    if (ops["operation"] == STARTUP).any():
+        lines.append("(start-up): the main thread from recording start to the process's "
+                     "first operation, phase, progress or env event (imports: the modules "
+                     "it imported then, calls = imports); (unannotated): outside "
+                     "operations afterwards.")
     if any(ops[c].abs().sum() > 0 for c in _GPU_COLS - {"cpu_only_s"}):
         lines.append("Python/Backend/Simulator/CUDA API/Waiting/GPU and CPU only/GPU only/"
                      "CPU+GPU split the self time (same unit).")
@@ -158,9 +185,14 @@ def render(a: Analysis, fmt: str) -> str:
         return json.dumps({"run": a.run, "processes": _records(a.processes()),
                            "operations": _records(df),
                            "extrapolation": _records(a.extrapolation()),
-                           **processes.json_sections(a),
+                           **processes.json_sections(a), **_utilisation_json(a),
                            "warnings": a.warnings}, indent=2)
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def _utilisation_json(a: Analysis) -> dict[str, Any]:
+    section = util_report.to_dict(a)
+    return {} if section is None else {"utilisation": section}
 
 
 def render_frame(df: pd.DataFrame, fmt: str) -> str:

@@ -1,75 +1,119 @@
-"""Chrome / Perfetto trace-event JSON: one track per thread and kind of slice, one per
-GPU stream; opens in ui.perfetto.dev and chrome://tracing.
+"""Chrome / Perfetto trace-event JSON: one track (a "thread" of the JSON format) per
+thread and kind of slice, one per GPU stream, counters, launch → GPU work flows; opens in
+ui.perfetto.dev and chrome://tracing.
 
-Written incrementally so a large trace needs no large in-memory document.
+Written incrementally, a batch of slices at a time, so a large trace needs no large
+in-memory document. Times are µs from the timeline's zero (the run's first event).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import IO
 
-from rlscope.analysis.roles import display_name
-from rlscope.analysis.slices import process_tracks
-from rlscope.trace import format as fmt
-from rlscope.trace.data import ProcessTrace, Trace
+import numpy as np
 
+from rlscope.analysis.slices import CounterTrack, Track, counter_tracks, process_tracks
+from rlscope.analysis.timeline import Plan
+
+BATCH = 1 << 18
+BYTES_PER_SLICE = 115  # for size estimates (measured: 100-110 on real runs)
+BYTES_PER_COUNTER_VALUE = 80
 _SORT_STRIDE = 10_000_000  # above any track's sort index (slices.process_tracks)
 
 
-def _session(p: ProcessTrace) -> str:
-    """What a later trace of a pid is: a recording session, or another process."""
-    n = p.metadata.get(fmt.META_SESSION)
-    return f"session {n + 1}" if isinstance(n, int) and n > 0 else "pid reused"
+@dataclass
+class Stats:
+    """What a written timeline holds."""
+
+    slices: int = 0
+    counter_values: int = 0
+    flows: int = 0
+    tracks: int = 0
 
 
-def write_chrome_trace(trace: Trace, out: IO[str]) -> int:
-    """Write the trace; return the number of trace events written."""
-    procs = trace.processes
-    firsts = [int(p.events.time_ns.min()) for p in procs if len(p.events)]
-    firsts += [int(p.api_calls.start_ns.min()) for p in procs if len(p.api_calls)]
-    firsts += [int(p.gpu.start_ns.min()) for p in procs if len(p.gpu)]
-    t0 = min(firsts, default=0)
-    n = 0
+def write_chrome_trace(plan: Plan, out: IO[str], directory: str = "") -> Stats:
+    """Write the planned timeline; return what it holds."""
+    stats = Stats()
+    t0 = plan.origin_ns
     out.write('{"displayTimeUnit": "ns", "otherData": ')
-    out.write(json.dumps({"source": "rlscope", "directory": str(trace.directory),
+    out.write(json.dumps({"source": "rlscope", "directory": directory,
                           "origin_monotonic_ns": t0}))
     out.write(', "traceEvents": [\n')
     first = True
 
     def emit(obj: dict) -> None:
-        nonlocal first, n
+        nonlocal first
         out.write(("" if first else ",\n") + json.dumps(obj, separators=(",", ":")))
         first = False
-        n += 1
 
-    # A pid's later traces (recording sessions, docs/rls-analyze.md) are the same process:
-    # their tracks follow its first trace's, named and sorted after them.
-    seen: dict[int, tuple[int, int]] = {}  # pid -> (traces, tracks) so far
-    for p in procs:
+    # A pid's later recording sessions (docs/rls-analyze.md) are the same JSON process:
+    # their tracks follow its first trace's, with thread ids and sort indices after them.
+    tids: dict[int, int] = {}  # pid -> thread ids used so far
+    for pp in plan.processes:
+        p = pp.trace
         pid = p.pid
-        traces, tid0 = seen.get(pid, (0, 0))
-        if not traces:
-            emit({"ph": "M", "name": "process_name", "pid": pid,
-                  "args": {"name": f"{display_name(p.header.argv, p.metadata)} ({pid})"}})
-        tracks = list(process_tracks(p))
-        seen[pid] = (traces + 1, tid0 + len(tracks))
-        later = f" [{_session(p)}]" if traces else ""
-        for tid, tr in enumerate(tracks, start=tid0 + 1):
-            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                  "args": {"name": tr.name + later}})
-            emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                  "args": {"sort_index": traces * _SORT_STRIDE + tr.sort}})
-            starts = ((tr.start_ns - t0) / 1e3).tolist()
-            ends = ((tr.end_ns - t0) / 1e3).tolist()
-            for s, e, name in zip(starts, ends, tr.names, strict=True):
-                ts = round(s, 3)  # whole ns: nesting survives the rounding
-                emit({"ph": "X", "pid": pid, "tid": tid, "name": name, "cat": tr.category,
-                      "ts": ts, "dur": round(round(e, 3) - ts, 3)})
-        pr = p.progress
-        for t, steps in zip(((pr.time_ns - t0) / 1e3).tolist(), pr.timesteps.tolist(),
-                            strict=True):
-            emit({"ph": "C", "pid": pid, "name": "timesteps", "ts": round(t, 3),
-                  "args": {"timesteps": steps}})
+        later = pid in tids
+        if not later:
+            emit({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": pp.name}})
+            emit({"ph": "M", "name": "process_sort_index", "pid": pid,
+                  "args": {"sort_index": pp.sort}})
+        suffix = pp.name[pp.name.rindex(" ["):] if later and pp.name.endswith("]") else ""
+        tid0 = tids.get(pid, 0)
+        n = 0
+        for n, tr in enumerate(process_tracks(p, plan.kinds, plan.window, pp.ordinal),
+                               start=1):
+            emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid0 + n,
+                  "args": {"name": tr.name + suffix}})
+            emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid0 + n,
+                  "args": {"sort_index": tid0 * _SORT_STRIDE + tr.sort}})
+            _slices(out, tr, pid, tid0 + n, t0, stats)
+        tids[pid] = tid0 + n
+        for c in [*counter_tracks(p, plan.kinds, plan.window), *pp.counters]:
+            _counter(out, c, pid, t0, stats)
+    for g in plan.groups:
+        emit({"ph": "M", "name": "process_name", "pid": g.pid, "args": {"name": g.name}})
+        for c in g.tracks:
+            _counter(out, c, g.pid, t0, stats)
     out.write("\n]}\n")
-    return n
+    return stats
+
+
+def _us(t: np.ndarray, t0: int) -> np.ndarray:
+    return np.round((t - t0) / 1e3, 3)  # whole ns: nesting survives the rounding
+
+
+def _slices(out: IO[str], tr: Track, pid: int, tid: int, t0: int, stats: Stats) -> None:
+    head = f',\n{{"ph":"X","pid":{pid},"tid":{tid},"cat":{json.dumps(tr.category)},"name":'
+    names = [head + json.dumps(n) for n in tr.labels]
+    for a in range(0, len(tr), BATCH):
+        ts = _us(tr.start_ns[a:a + BATCH], t0)
+        dur = np.round(_us(tr.end_ns[a:a + BATCH], t0) - ts, 3)
+        out.write("".join([f'{names[k]},"ts":{t},"dur":{d}}}' for k, t, d in zip(
+            tr.label[a:a + BATCH].tolist(), ts.tolist(), dur.tolist(), strict=True)]))
+        for flows, ph in ((tr.flow_out, "s"), (tr.flow_in, "f")):
+            if flows is None:
+                continue
+            f = flows[a:a + BATCH]
+            has = np.flatnonzero(f)
+            bind = ',"bp":"e"' if ph == "f" else ""
+            out.write("".join([
+                f',\n{{"ph":"{ph}","id":{i},"pid":{pid},"tid":{tid},"ts":{t},'
+                f'"cat":"flow","name":"launch"{bind}}}'
+                for i, t in zip(f[has].tolist(), ts[has].tolist(), strict=True)]))
+            if ph == "s":
+                stats.flows += len(has)
+    stats.slices += len(tr)
+    stats.tracks += 1
+
+
+def _counter(out: IO[str], c: CounterTrack, pid: int, t0: int, stats: Stats) -> None:
+    head = f',\n{{"ph":"C","pid":{pid},"name":{json.dumps(c.name)},"ts":'
+    key = json.dumps(c.unit or c.name)
+    for a in range(0, len(c), BATCH):
+        ts = _us(c.time_ns[a:a + BATCH], t0)
+        out.write("".join([f'{head}{t},"args":{{{key}:{v}}}}}' for t, v in zip(
+            ts.tolist(), c.values[a:a + BATCH].tolist(), strict=True)]))
+    stats.counter_values += len(c)
+    stats.tracks += 1

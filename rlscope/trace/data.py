@@ -12,6 +12,7 @@ import numpy as np
 
 from rlscope.trace import format as fmt
 from rlscope.trace.gpu import CudaApiCalls, GpuActivities
+from rlscope.trace.samples import Samples
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,9 @@ class Trace:
     directory: Path
     run: dict[str, Any]  # run.json written by rls-prof ({} when absent)
     processes: list[ProcessTrace]
+    samples: Samples | None = None  # rls-prof's utilisation samples (None: not sampled)
 
     @property
     def warnings(self) -> list[str]:
-        return [w for p in self.processes for w in p.warnings]
+        return [w for p in self.processes for w in p.warnings] + (
+            self.samples.warnings if self.samples is not None else [])

@@ -15,6 +15,11 @@ FORMAT_VERSION = 1
 FILE_SUFFIX = ".rlscope"
 RUN_FILE = "run.json"  # run metadata rls-prof writes beside the trace files
 LOCK_FILE = "rlscope.lock"  # held by a live rls-prof (rlscope.trace.rundir)
+# rls-prof's utilisation samples (samples.<launcher pid>.rlsamples): the same framing as a
+# trace file (magic, header, records) under another suffix, so that "*.rlscope" keeps
+# meaning "one file per recorded process".
+SAMPLES_SUFFIX = ".rlsamples"
+SOURCE_SAMPLES = "samples"
 
 OPERATION_BEGIN = 1
 OPERATION_END = 2
@@ -33,6 +38,8 @@ SIMULATOR_CALL_BEGIN = 18
 SIMULATOR_CALL_END = 19
 WAIT_CALL_BEGIN = 20
 WAIT_CALL_END = 21
+MARK_CALL_BEGIN = 22  # loop-phase markers (module forward, optimizer step): analysis infers
+MARK_CALL_END = 23  # operations from them (rlscope.analysis.inferred)
 
 KIND_NAMES = {
     OPERATION_BEGIN: "OPERATION_BEGIN",
@@ -52,6 +59,8 @@ KIND_NAMES = {
     SIMULATOR_CALL_END: "SIMULATOR_CALL_END",
     WAIT_CALL_BEGIN: "WAIT_CALL_BEGIN",
     WAIT_CALL_END: "WAIT_CALL_END",
+    MARK_CALL_BEGIN: "MARK_CALL_BEGIN",
+    MARK_CALL_END: "MARK_CALL_END",
 }
 
 # Process metadata keys rlscope itself sets (rlscope.set_metadata is the user's): what
@@ -69,6 +78,9 @@ META_SESSION = "rlscope.session"
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"
 META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env it serves
+# One outermost import on the recording thread (rlscope.launch.imports): the key is this
+# prefix and the module's name, the value [begin_ns, end_ns] (CLOCK_MONOTONIC).
+META_IMPORT_PREFIX = "rlscope.import:"
 VECTOR_ENV_INDEX = -1  # env index of a vector-level ENV event (all envs of a vector env)
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"
@@ -88,22 +100,37 @@ MP_HELPER_CODE = {
 }
 MP_SPAWN_CODE = "from multiprocessing.spawn import spawn_main"
 
+# Phase markers (MARK_CALL names) by their role in a training loop, and the backend calls
+# that are a backward pass: analysis infers ``inference`` / ``backprop`` from them
+# (rlscope.analysis.inferred, docs/attribution.md#inferred-operations).
+MARK_FORWARD = ("torch.nn.Module", "keras.Layer")  # a model's forward (outermost)
+# Starts an update if it comes before the forwards of the loss: zero_grad, a tape opened.
+MARK_UPDATE_START = ("torch.optim.Optimizer.zero_grad", "tensorflow.GradientTape")
+MARK_BACKWARD: tuple[str, ...] = ()  # a backward pass recorded as a marker (none yet)
+MARK_STEP = ("torch.optim.Optimizer.step", "keras.Optimizer.apply")  # applying gradients
+# BACKEND_CALL names of a backward pass: torch's autograd engine, TensorFlow's tape.
+BACKWARD_CALLS = ("torch.autograd.backward", "tensorflow.TFE_Py_TapeGradient")
+# The operations analysis infers, and the recorded names that block inferring any of
+# them where they are (a user's annotation or an integration's operation wins).
+INFERRED_OPS = ("inference", "backprop")
+LOOP_OPS = ("inference", "backprop", "simulation")
+
 # Number of Chunk.args entries each kind carries.
 KIND_ARGS = {PROGRESS: 2, ENV_STEP_BEGIN: 1, ENV_RESET_BEGIN: 1}
 
 
 def trace_file_path(output_dir: str | os.PathLike[str], source: str = "python",
-                    pid: int | None = None) -> str:
+                    pid: int | None = None, suffix: str = FILE_SUFFIX) -> str:
     """A fresh file name for one process's trace: ``<source>.<pid>[.<n>].rlscope``.
 
     A numeric suffix avoids clobbering a file left by an earlier process with the same pid.
     """
     pid = os.getpid() if pid is None else pid
     base = os.path.join(os.fspath(output_dir), f"{source}.{pid}")
-    path, n = base + FILE_SUFFIX, 0
+    path, n = base + suffix, 0
     while os.path.exists(path):
         n += 1
-        path = f"{base}.{n}{FILE_SUFFIX}"
+        path = f"{base}.{n}{suffix}"
     return path
 
 

@@ -25,6 +25,7 @@ from rlscope.trace.data import (
     Trace,
 )
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
+from rlscope.trace.samples_reader import read_samples, sample_files
 
 
 def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Path]]:
@@ -60,7 +61,7 @@ def read_trace(directory: str | os.PathLike[str]) -> Trace:
         raise TraceError(f"{d} mixes trace format versions {sorted(versions)}; analyse the "
                          "files of one rlscope version at a time")
     processes.sort(key=lambda p: (p.header.clock.monotonic_ns, p.pid))
-    return Trace(d, run, processes)
+    return Trace(d, run, processes, read_samples(sample_files(d)))
 
 
 def read_process(path: str | os.PathLike[str]) -> ProcessTrace:

@@ -264,13 +264,13 @@ def _now_iso() -> str:
 
 def previous_run(directory: str | os.PathLike[str]) -> list[str]:
     """What a previous run left in DIR (names relative to it): trace files, run.json,
-    calibration, plots, timeline. Empty when DIR does not exist."""
+    utilisation samples, calibration, plots, timeline. Empty when DIR does not exist."""
     d = os.fspath(directory)
     try:
         names = sorted(os.listdir(d))
     except OSError:
         return []
-    return [n for n in names if n.endswith(fmt.FILE_SUFFIX) or n in RUN_FILES
+    return [n for n in names if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX)) or n in RUN_FILES
             or (n in RUN_DIRS and os.path.isdir(os.path.join(d, n)))]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_build import Fake, build, cupti_include
+from fake_build import Fake, build, build_nvml, cupti_include
 
 from rlscope.launch.environment import Recording, cuda_library, profiled
 
@@ -39,11 +39,22 @@ def fake(tmp_path_factory: pytest.TempPathFactory) -> Fake:
         raise
 
 
+@pytest.fixture(scope="session")
+def fake_nvml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake libnvidia-ml.so.1 (fake_nvml.c); values scripted by FAKE_NVML_*."""
+    try:
+        return build_nvml(tmp_path_factory.mktemp("fake_nvml"))
+    except RuntimeError as e:
+        if "no C compiler" in str(e):
+            pytest.skip(str(e))
+        raise
+
+
 def traced_env(out: Path, **extra: str) -> dict[str, str]:
     """What rls-prof gives a profiled process, plus `extra`."""
     out.mkdir(parents=True, exist_ok=True)
     base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("RLSCOPE_", "FAKE_CUPTI_")) and k not in
+            if not k.startswith(("RLSCOPE_", "FAKE_CUPTI_", "FAKE_NVML_")) and k not in
             ("LD_PRELOAD", "CUDA_INJECTION64_PATH")}
     env = profiled(Recording(str(out), "native", 0.05), base=base)
     env.update(extra)

@@ -1,7 +1,7 @@
 // Test program for the fake libcupti: plays the role of a CUDA application
 // (API calls, kernels, copies) and prints what it did as one JSON line, which
 // the pytest compares with the trace librlscope_cuda wrote.
-//   cuda_app basic | threads N | fork | fork_before_init | many N | bench N
+//   cuda_app basic | threads N | fork | fork_before_init | many N | bench N | graph
 #include <cupti.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -177,6 +177,38 @@ int fork_before_init() {
   return 0;
 }
 
+// A CUDA graph launched on device 0 (its kernels run on two streams and carry the
+// graph launch's correlation id: there are no per-node launch calls), while a second
+// thread works on device 1, streams 3 and 4.
+int graph() {
+  fake_cuInit();
+  uint64_t t0;
+  int64_t m0, w0;
+  cupti_now(&t0, &m0, &w0);
+  const int32_t dims[6] = {4, 1, 1, 64, 1, 1};
+  uint32_t g = fake_api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch",
+                        nullptr, nullptr);
+  fake_kernel(g, t0 + 1000, t0 + 3000, 0, 7, "graph_node_a", dims);
+  fake_kernel(g, t0 + 1500, t0 + 2500, 0, 8, "graph_node_b", dims);  // concurrent, stream 8
+  fake_kernel(g, t0 + 3000, t0 + 4000, 0, 7, "graph_node_c", dims);
+  uint32_t other[3] = {0, 0, 0};
+  long other_tid = 0;
+  std::thread t([&] {
+    other_tid = tid();
+    other[0] = launch();
+    fake_kernel(other[0], t0 + 2000, t0 + 6000, 1, 3, "dev1_kernel", dims);
+    other[1] = launch();
+    fake_kernel(other[1], t0 + 2500, t0 + 3500, 1, 4, "dev1_kernel2", dims);
+    other[2] = fake_api(RT, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, "cudaMemcpy", nullptr, nullptr);
+    fake_memcpy(other[2], t0 + 6000, t0 + 7000, 1 << 16, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 1, 4);
+  });
+  t.join();
+  printf("{\"pid\": %d, \"tid\": %ld, \"other_tid\": %ld, \"graph\": %u, \"k1\": %u, "
+         "\"k2\": %u, \"copy\": %u}\n",
+         int(getpid()), tid(), other_tid, g, other[0], other[1], other[2]);
+  return 0;
+}
+
 int bench(long n) {
   fake_cuInit();
   for (long i = 0; i < 10000; ++i) launch();  // warm-up (thread registration, blocks)
@@ -202,6 +234,7 @@ int main(int argc, char** argv) {
   if (mode == "fork") return fork_after_init();
   if (mode == "fork_before_init") return fork_before_init();
   if (mode == "bench") return bench(arg ? arg : 200000);
+  if (mode == "graph") return graph();
   fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }

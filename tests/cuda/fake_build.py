@@ -1,6 +1,8 @@
-"""Build the fake libcupti.so.13 and the test programs against the real CUPTI headers.
+"""Build the fake libcupti.so.13 and the test programs against the real CUPTI headers,
+and the fake libnvidia-ml.so.1 (no headers needed).
 
-Used by the tests in this directory and by scripts/bench/cuda_callback.py.
+Used by the tests in this directory and by scripts/bench/cuda_callback.py and
+scripts/bench/sampler_overhead.py.
 """
 
 from __future__ import annotations
@@ -61,3 +63,19 @@ def build(dst: Path) -> Fake:
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
     return Fake(dst, lib, app)
+
+
+def build_nvml(dst: Path) -> Path:
+    """Compile the fake libnvidia-ml.so.1 (fake_nvml.c) into ``dst``; RuntimeError as
+    :func:`build`."""
+    cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
+    if cc is None:
+        raise RuntimeError("no C compiler (gcc) on PATH")
+    dst.mkdir(parents=True, exist_ok=True)
+    lib = dst / "libnvidia-ml.so.1"
+    cmd = [cc, "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,-soname,libnvidia-ml.so.1",
+           "-o", str(lib), str(HERE / "fake_nvml.c"), "-lpthread"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return lib

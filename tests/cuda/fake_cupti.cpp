@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -40,6 +41,41 @@ std::vector<Buf> g_open;   // requested, not completed; back() is current
 uint64_t g_dropped_pending = 0;
 std::atomic<uint64_t> g_dropped_report{0};
 
+// Injected costs (calibration tests): CPU time burnt per API call while a
+// subscriber's callbacks are on (FAKE_CUPTI_CALLBACK_COST_NS, what CUPTI's
+// dispatch would cost) and per activity record of an enabled kind
+// (FAKE_CUPTI_RECORD_COST_NS). Burnt against the thread's CPU clock, since
+// calibration measures CPU time; a read of that clock can cost ~1 us (a
+// system call in some sandboxes), so each burn's real length is measured too
+// (CLOCK_MONOTONIC around it; a burn is far shorter than a time slice, so
+// its wall time is its CPU time unless preempted) and fake_burn_mean()
+// reports it.
+uint64_t cost_ns(const char* var) {
+  const char* v = getenv(var);
+  return v ? strtoull(v, nullptr, 10) : 0;
+}
+const uint64_t g_callback_cost = cost_ns("FAKE_CUPTI_CALLBACK_COST_NS");
+const uint64_t g_record_cost = cost_ns("FAKE_CUPTI_RECORD_COST_NS");
+constexpr size_t kBurnSamples = 4096;
+uint64_t g_burn_ns[2][kBurnSamples];
+std::atomic<size_t> g_burns[2];
+
+uint64_t clock_ns(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+void burn(uint64_t ns, int which) {
+  if (!ns) return;
+  uint64_t w0 = clock_ns(CLOCK_MONOTONIC);
+  uint64_t until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+  while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < until) {
+  }
+  size_t i = g_burns[which].fetch_add(1, std::memory_order_relaxed);
+  if (i < kBurnSamples) g_burn_ns[which][i] = clock_ns(CLOCK_MONOTONIC) - w0;
+}
+
 struct Name {
   int domain;
   uint32_t cbid;
@@ -52,6 +88,7 @@ const Name kNames[] = {
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, "cudaGetDevice_v3020"},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, "cudaMalloc_v3020"},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize_v3020"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch_v10000"},
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2"},
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent"},
@@ -94,6 +131,7 @@ void deliver(std::vector<Buf> bufs, uint64_t dropped) {
 // requested (records split across buffers); no buffer -> dropped.
 void append(const void* rec, CUpti_ActivityKind kind) {
   if (!g_activity_kinds.count(kind) || !g_request) return;
+  burn(g_record_cost, 1);
   size_t n = round8(record_size(kind));
   std::vector<Buf> full;
   uint64_t dropped = 0;
@@ -277,6 +315,7 @@ EXPORT uint32_t fake_api(int domain, uint32_t cbid, const char* name, void (*bod
   CUpti_CallbackData d{};
   d.functionName = name;
   d.correlationId = corr;
+  if (on) burn(g_callback_cost, 0);
   if (on) {
     d.callbackSite = CUPTI_API_ENTER;
     cb(g_userdata, CUpti_CallbackDomain(domain), cbid, &d);
@@ -379,4 +418,35 @@ EXPORT void fake_complete(int index) {
 EXPORT void fake_drop(uint64_t n) {
   std::lock_guard<std::mutex> lk(g_mu);
   g_dropped_pending += n;
+}
+
+// n kernel launches (API call + kernel record each, of kernel_ns on stream 1)
+// without a ctypes call per launch: the calibration workload's loop.
+EXPORT void fake_launch_loop(uint64_t n, uint64_t kernel_ns) {
+  const int32_t dims[6] = {1, 1, 1, 32, 1, 1};
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t corr = fake_api(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                             "cudaLaunchKernel", nullptr, nullptr);
+    uint64_t t = realtime_ns();
+    fake_kernel(corr, t, t + kernel_ns, 0, 1, "loop_kernel", dims);
+  }
+}
+
+// Mean length of the injected burns so far (0: callbacks, 1: records), ns,
+// leaving out those over 3x the median (preempted: their extra length is not
+// CPU time); 0 when there were none.
+EXPORT uint64_t fake_burn_mean(int which) {
+  if (which < 0 || which > 1) return 0;
+  size_t n = std::min(g_burns[which].load(), kBurnSamples);
+  if (!n) return 0;
+  std::vector<uint64_t> v(g_burn_ns[which], g_burn_ns[which] + n);
+  std::nth_element(v.begin(), v.begin() + long(n / 2), v.end());
+  uint64_t limit = 3 * v[n / 2], sum = 0, k = 0;
+  for (uint64_t x : v) {
+    if (x <= limit) {
+      sum += x;
+      ++k;
+    }
+  }
+  return k ? sum / k : 0;
 }

@@ -18,13 +18,16 @@ from fake_build import Fake
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
 from tests.conftest import run_tool
+from tests.perfetto_reader import read_perfetto
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.usefixtures("cuda_lib")
 
 
 def _gpu_lines(stderr: str) -> list[str]:
-    return [ln for ln in stderr.splitlines() if "GPU" in ln]
+    """The CUDA collector's lines (the sampler's line is tested in test_sampled_vs_true.py)."""
+    return [ln for ln in stderr.splitlines() if "GPU" in ln
+            and not ln.startswith("rls-prof: sampled ")]
 
 
 def test_rls_prof_python_workload_through_fake_cupti(fake: Fake, tmp_path: Path):
@@ -59,11 +62,23 @@ def test_rls_prof_python_workload_through_fake_cupti(fake: Fake, tmp_path: Path)
     assert rep.returncode == 0, rep.stderr
     assert "CUDA API" in rep.stdout and "CPU+GPU" in rep.stdout
     tl = run_tool("rls-analyze", "timeline", str(out), "-o", str(tmp_path / "tl.json"))
-    if "No such command" not in tl.stderr:  # the timeline reporter may not be built yet
-        assert tl.returncode == 0, tl.stderr
-        doc = json.loads((tmp_path / "tl.json").read_text())
-        events = doc["traceEvents"] if isinstance(doc, dict) else doc
-        assert {"cuda_api", "gpu"} <= {e.get("cat") for e in events}
+    assert tl.returncode == 0, tl.stderr
+    doc = json.loads((tmp_path / "tl.json").read_text())
+    events = doc["traceEvents"]
+    assert {"cuda_api", "gpu"} <= {e.get("cat") for e in events}
+    # Every launch → its GPU work, as a flow, in both formats.
+    assert sum(e["ph"] == "s" for e in events) == sum(e["ph"] == "f" for e in events) == 10
+    tl = run_tool("rls-analyze", "timeline", str(out), "-o", str(tmp_path / "tl.pftrace"))
+    assert tl.returncode == 0, tl.stderr
+    assert "10 flows" in tl.stdout
+    d = read_perfetto(tmp_path / "tl.pftrace")
+    names = {d.tracks[u].name for u in d.slices}
+    assert {"MainThread: operations", "MainThread: CUDA API", "GPU 0 stream 7"} <= names
+    assert len(d.flows) == 10
+    for launch, work in d.flows.values():
+        assert work is not None and launch.start <= work.start
+        assert (launch.name, work.name) in {("cudaLaunchKernel", "train_kernel"),
+                                            ("cudaMemcpy", "memcpy")}
 
 
 def test_rls_prof_no_cuda(fake: Fake, tmp_path: Path):

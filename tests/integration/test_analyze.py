@@ -13,6 +13,7 @@ import pytest
 from rlscope.trace import format as fmt
 from rlscope.trace import messages
 from tests.conftest import REPO, run_tool
+from tests.perfetto_reader import read_perfetto
 
 MAKE_TRACE = REPO / "scripts" / "bench" / "make_trace.py"
 
@@ -58,6 +59,54 @@ def test_plot_timeline_compare(traces: list[Path], tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert "Δ c" in r.stdout and (tmp_path / "cmp.png").exists()
 
+
+
+def test_timeline_formats_budget_and_selection(traces: list[Path], tmp_path: Path):
+    d = traces[2]  # 2 threads, operations, backend and simulator calls, progress
+    r = run_tool("rls-analyze", "timeline", str(d))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{d / 'timeline.pftrace'}: ") and r.stderr == ""
+    full = read_perfetto(d / "timeline.pftrace")
+    names = {t.name for t in full.tracks.values()}
+    assert {"thread-0: operations", "thread-0: native calls", "timesteps"} <= names
+    # Over the size budget, native calls are left out, with one line saying so.
+    r = run_tool("rls-analyze", "timeline", str(d), "-o", str(tmp_path / "small.pftrace"),
+                 "--max-size", "0.01")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith("rls-analyze: timeline: native calls left out (")
+    assert "--tracks all" in r.stderr and len(r.stderr.splitlines()) == 1
+    small = read_perfetto(tmp_path / "small.pftrace")
+    assert not any("native calls" in t.name for t in small.tracks.values())
+    r = run_tool("rls-analyze", "timeline", str(d), "-o", str(tmp_path / "all.pftrace.gz"),
+                 "--max-size", "0.01", "--tracks", "all")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    gz = read_perfetto(tmp_path / "all.pftrace.gz")
+    assert {n: len(s) for n, s in gz.by_name().items()} == \
+        {n: len(s) for n, s in full.by_name().items()}
+    # JSON: by name or by --format.
+    r = run_tool("rls-analyze", "timeline", str(d), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((d / "trace.json").read_text())
+    assert sum(e["ph"] == "X" for e in doc["traceEvents"]) == \
+        sum(len(s) for s in full.slices.values())
+    # A window and a kind of track.
+    r = run_tool("rls-analyze", "timeline", str(d), "-o", str(tmp_path / "w.pftrace"),
+                 "--window", "10ms:20ms", "--tracks", "operations")
+    assert r.returncode == 0, r.stderr
+    w = read_perfetto(tmp_path / "w.pftrace")
+    slices = [s for sl in w.slices.values() for s in sl]
+    assert slices and {t.name for u, t in w.tracks.items() if u in w.slices} == {
+        "thread-0: operations", "thread-1: operations"}
+    # Times are ns from the run's first event, as the window's bounds.
+    assert all(10_000_000 <= s.start <= s.end <= 20_000_000 for s in slices)
+    for args, says in ((["--window", "10:20"], "needs a unit"),
+                       (["--process", "nobody"], "matches no process"),
+                       (["--tracks", "bogus"], "unknown track"),
+                       (["--window", "1e6s:"], "starts after the run's last event")):
+        r = run_tool("rls-analyze", "timeline", str(d), "-o", str(tmp_path / "x"), *args)
+        assert r.returncode == 2, (args, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], (args, r.stderr)
 
 def _corrupt(d: Path) -> Path:
     d.mkdir()

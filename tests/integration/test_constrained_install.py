@@ -43,7 +43,7 @@ TEST_PACKAGES = ["pytest", "hypothesis", "matplotlib"]
 UNIT_TESTS = ["test_reader.py", "test_report.py", "test_wire.py", "test_api.py",
               "test_compare.py", "test_timeline.py", "test_overlap.py",
               "test_overlap_stream.py", "test_overlap_properties.py", "test_scopes.py",
-              "test_correction.py"]
+              "test_correction.py", "test_utilisation.py"]
 INTEGRATION_TESTS = ["test_analyze.py"]
 CACHE = REPO / "build" / "constrained-install"
 WORKLOAD = REPO / "tests" / "integration" / "workloads" / "loop.py"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rlscope.analysis.timeline_counters import CORES_PID
 from rlscope.trace import format as fmt
 from tests.conftest import run_tool
 
@@ -95,8 +96,10 @@ def test_a_module_run_is_named_by_its_module(tmp_path: Path):
     tl = run_tool("rls-analyze", "timeline", str(out), "-o", str(tmp_path / "t.json"))
     assert tl.returncode == 0, tl.stderr
     ev = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
-    (name,) = [e["args"]["name"] for e in ev if e["name"] == "process_name"]
-    assert name.startswith("-m algo.ppo --seed 1 (")
+    # (the sampler's run-wide counters, e.g. the cores, are processes of their own)
+    (name,) = [e["args"]["name"] for e in ev if e["name"] == "process_name"
+               and e["pid"] < CORES_PID]
+    assert name.endswith(": -m algo.ppo --seed 1")
 
 
 MISPLACED = ("import rlscope\n"

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rlscope.analysis.scopes import operation_intervals, phase_intervals
+from rlscope.analysis.startup import imports, without_imports
 from rlscope.analysis.summary import summarize
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
@@ -43,7 +44,9 @@ def test_counts_nesting_threads_and_wall_time(tmp_path: Path, recorder: str):
     child = procs.pop(res["child"])
     (main,) = procs.values()
     assert main.header.recorder == recorder and main.complete
-    assert main.metadata == {"algo": "test", "iterations": 300}
+    # The user's metadata, and rlscope's records of the script's imports (start-up row).
+    assert without_imports(main.metadata) == {"algo": "test", "iterations": 300}
+    assert "json" in imports(main.metadata).names
 
     iv = operation_intervals(main.events)
     assert iv.closed.all() and iv.unmatched_ends == 0 and iv.name_mismatches == 0

@@ -168,7 +168,8 @@ def test_force_clears_everything_a_previous_run_left(tmp_path: Path):
     out = tmp_path / "run"
     assert run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c",
                     "pass").returncode == 0
-    old = {p.name for p in out.glob("*" + fmt.FILE_SUFFIX)}
+    old = {p.name for p in [*out.glob("*" + fmt.FILE_SUFFIX),
+                            *out.glob("*" + fmt.SAMPLES_SUFFIX)]}
     _calibration_file(out / "calibration.json")
     for d in ("calibration/0-full", "plots"):
         (out / d).mkdir(parents=True)
@@ -179,13 +180,13 @@ def test_force_clears_everything_a_previous_run_left(tmp_path: Path):
     r = run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass")
     assert r.returncode == 2
     line = _one_line(r)
-    assert ("already holds a previous run (1 trace file, calibration/, calibration.json, "
-            "plots/, run.json, trace.json)") in line
+    assert ("already holds a previous run (1 trace file, utilisation samples, calibration/, "
+            "calibration.json, plots/, run.json, trace.json)") in line
     r = run_tool("rls-prof", "-o", str(out), "--force", "--", sys.executable, "-c", "pass")
     assert r.returncode == 0, r.stderr
     left = sorted(p.name for p in out.iterdir())
-    new = [n for n in left if n.endswith(fmt.FILE_SUFFIX)]
-    assert len(new) == 1 and not set(new) & old
+    new = [n for n in left if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX))]
+    assert len(new) == 2 and not set(new) & old  # a trace and the sampler's file
     assert left == sorted(["notes.txt", fmt.RUN_FILE, *new])
 
 

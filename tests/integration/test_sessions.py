@@ -47,7 +47,9 @@ def test_two_sessions_in_one_process_are_two_sections(tmp_path: Path, under_prof
     assert [p["session"] for p in procs] == [0, 1]
     for n in (0, 1):
         ops = [o for o in doc["operations"] if o["session"] == n]
-        assert {o["operation"] for o in ops} == {f"op{n}", "(unannotated)"}
+        # the first session's start to op0 is its start-up; a later session has none
+        assert {o["operation"] for o in ops} == {f"op{n}", "(unannotated)"} | (
+            {"(start-up)"} if n == 0 else set())
         (op,) = [o for o in ops if o["operation"] == f"op{n}"]
         assert op["calls"] == 5
         assert 0 < op["wall_pct"] <= 100.0
@@ -63,6 +65,8 @@ def test_two_sessions_in_one_process_are_two_sections(tmp_path: Path, under_prof
     plots = run_tool("rls-analyze", "plot", str(out), "--format", "svg")
     assert plots.returncode == 0, plots.stderr
     pid = procs[0]["pid"]
-    assert sorted(p.name for p in (out / "plots").iterdir()) == [
-        f"breakdown.{pid}.1.svg", f"breakdown.{pid}.svg", f"transitions.{pid}.1.svg",
-        f"transitions.{pid}.svg"]
+    # (utilisation.svg too under rls-prof: its sampler ran)
+    assert sorted(p.name for p in (out / "plots").iterdir()
+                  if not p.name.startswith("utilisation")) == [
+        f"breakdown.{pid}.1.svg", f"breakdown.{pid}.svg"]  # no intercepted calls: no
+    # transitions figures

@@ -46,7 +46,9 @@ def test_wrong_files_are_one_line_errors(tmp_path: Path):
 def test_configurations_follow_the_intercepted_libraries():
     names = [c.name for c in configurations(["torch", "gym", "mujoco"], cuda=True)]
     assert names == ["uninstrumented", "base", "annotations", "annotations+backend",
-                     "annotations+simulator", "full-no-cuda", "full"]
+                     "annotations+simulator", "full-no-cuda", "full-cuda-api", "full"]
+    api_only = configurations(["torch"], cuda=True)[-2]
+    assert api_only.cuda and not api_only.cuda_activity and api_only.needs == "cuda_api"
     assert [c.name for c in configurations([], cuda=False)] == [
         "uninstrumented", "base", "annotations", "full"]
     waits = configurations(["gym", "wait"], cuda=False)

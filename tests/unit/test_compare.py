@@ -125,3 +125,9 @@ def test_phase_keeps_only_that_phase_for_operations_and_categories():
     assert round(everything[everything.run == "a"].mean_s.sum() * 1e9) == 6000
     with pytest.raises(RLScopeError, match=r"no phase 'eval'.*'training'"):
         cmp.compare([[a]], ["a"], phase="eval")
+
+
+def test_the_same_run_twice_gets_two_columns():
+    assert cmp.unique_labels(["a", "a", "b", "a"]) == ["a", "a #2", "b", "a #3"]
+    df = cmp.compare([[run(1000, 500)], [run(1000, 500)]], ["a", "a #2"])
+    assert "Δ a #2" in cmp.render(df, ["a", "a #2"], "text")

@@ -184,3 +184,35 @@ def test_chunk_costs_follow_the_runs_speed():
     assert c["speed_scale"] == 2.0 and c["removed_s"] == 2 * 1000 / 1e9
     cal.mode = "runs"  # whole-run costs are not rescaled
     assert speed_scale(trace, cal) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 30)),
+                max_size=40), st.integers(1, 5), st.booleans())
+def test_blocks_change_nothing(rows, block, with_api):
+    """Shifting a thread's times a block at a time (running sums carried over) gives the
+    times one pass gives, bit for bit."""
+    from rlscope.analysis.overhead import correction
+
+    events, t = [(0, 0, START, "")], 0
+    for i, (th, gap, dur) in enumerate(rows):
+        t += gap
+        k = (OB, BB, SB)[i % 3]
+        events += [(t, th, k, "x"), (t + dur, th, k + 1, "x")]
+    api = [(1000, 5, 9, 1, "cudaLaunchKernel"), (1001, 20, 30, 2, "cudaMemcpy")] \
+        if with_api else []
+    gpu = [(G.KERNEL, 1, 12, 40, 1)] if with_api else []
+    p = process_trace(events, threads={0: 1000, 1: 1001, 2: 1002}, api=api, gpu=gpu)
+    costs = {k: KindCost(c.per_event_ns, c.inside_ns, 0, "test", diffuse_ns=13.0)
+             for k, c in COSTS.items()}
+    one, _ = correct_trace(Trace(None, {}, [p]), costs)  # type: ignore[arg-type]
+    old = correction._BLOCK
+    correction._BLOCK = block
+    try:
+        blocked, _ = correct_trace(Trace(None, {}, [p]), costs)  # type: ignore[arg-type]
+    finally:
+        correction._BLOCK = old
+    a, b = one.processes[0], blocked.processes[0]
+    assert a.events.time_ns.tolist() == b.events.time_ns.tolist()
+    assert a.api_calls.start_ns.tolist() == b.api_calls.start_ns.tolist()
+    assert a.gpu.start_ns.tolist() == b.gpu.start_ns.tolist()

@@ -110,3 +110,20 @@ def test_gpu_and_cuda_api_limits():
     gpu = [(1, 7, (1010 + 11 * i) * US, (1011 + 11 * i) * US, i + 1) for i in range(90)]
     v = _gpu_diagnosis(api, gpu)
     assert v.bound == "CUDA API" and v.shares["CUDA API"] > 0.8
+
+
+def test_start_up_gets_its_own_verdict_not_a_per_step_remedy():
+    """A start-up of 60% of the process (40% of it imports): paid once, not per step."""
+    rows: list = [(0, 0, fmt.PROCESS_START, "")]
+    t = _op(600 * US, "train", 100, {"backend": (2, 300)}, rows)
+    rows.append((t + 10, 0, fmt.PROCESS_END, ""))
+    meta = {fmt.META_IMPORT_PREFIX + "torch": [100 * US, 340 * US]}
+    a = analyze(Trace(None, {}, [process_trace(rows, name="loop.py", metadata=meta)]))  # type: ignore[arg-type]
+    v = {v.operation: v for v in diagnose(a.operations(), a.processes())}
+    s = v["(start-up)"]
+    assert s.bound == "start-up, paid once per process"
+    assert s.wall_s == pytest.approx(600e-6, rel=1e-6)
+    assert "imports 0.24 ms (40%)" in s.evidence[0]
+    assert "amortises" in s.remedy and "vectorise" not in s.remedy
+    assert s.max_saving_s == pytest.approx(s.wall_s)
+    assert v["train"].bound is not None  # the loop's own verdict is unchanged

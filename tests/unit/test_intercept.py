@@ -29,7 +29,7 @@ def torch_intercepted():
 def test_parse():
     assert intercept.parse("none") == [] and intercept.parse("") == []
     assert intercept.parse("auto") == list(intercept.LIBRARIES)
-    assert intercept.parse("tf, gymnasium,torch,tf") == ["tensorflow", "gym", "torch"]
+    assert intercept.parse("tf, gymnasium,torch,tf") == ["tensorflow", "gym", "gym-legacy", "torch"]
     with pytest.raises(ValueError, match="unknown library 'tourch'"):
         intercept.parse("tourch")
 
@@ -82,6 +82,50 @@ def test_torch_backend_calls_recorded(torch_intercepted, tmp_path: Path):
              if int(k) == fmt.BACKEND_CALL_BEGIN]
     assert names[:3] == ["torch.ones", "torch.Tensor.__mul__", "torch.Tensor.sum"]
     assert "torch.autograd.backward" in names
+
+
+def test_torch_phase_markers(recorder: str, tmp_path: Path):
+    """The outermost module forward, zero_grad and the optimizer step are MARK_CALL
+    events (nested module calls are not), with both recorders; an optimizer class torch
+    hooked before interception began is marked too; analysis infers the operations."""
+    from rlscope.analysis import inferred
+    from rlscope.trace import format as fmt
+    from rlscope.trace.reader import read_trace
+
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    rlscope.start(tmp_path / "t", recorder=recorder)
+    intercept.enable("torch")  # after start: wrappers of the recorder in use
+    try:
+        assert is_wrapper(type(opt).__dict__["step"])
+        assert getattr(type(opt).step, "hooked", False)  # torch's own wrapping kept
+        with rlscope.operation("simulation"):  # reset
+            pass
+        with torch.no_grad():
+            net(torch.ones(1, 3))  # inference
+        with rlscope.operation("simulation"):
+            pass
+        opt.zero_grad()
+        net(torch.ones(2, 3)).sum().backward()
+        opt.step()
+    finally:
+        rlscope.stop()
+        intercept.disable()
+    assert not is_wrapper(type(opt).__dict__["step"])
+    (p,) = read_trace(tmp_path / "t").processes
+    marks = [(int(k), p.strings[int(n)]) for k, n in zip(p.events.kind, p.events.name,
+                                                        strict=True)
+             if int(k) in (fmt.MARK_CALL_BEGIN, fmt.MARK_CALL_END)]
+    B, E = fmt.MARK_CALL_BEGIN, fmt.MARK_CALL_END
+    assert marks == [(B, "torch.nn.Module"), (E, "torch.nn.Module"),
+                     (B, "torch.optim.Optimizer.zero_grad"),
+                     (E, "torch.optim.Optimizer.zero_grad"),
+                     (B, "torch.nn.Module"), (E, "torch.nn.Module"),
+                     (B, "torch.optim.Optimizer.step"), (E, "torch.optim.Optimizer.step")]
+    q = inferred.apply(p)
+    names = [q.strings[int(n)] for k, n in zip(q.events.kind, q.events.name, strict=True)
+             if int(k) == fmt.OPERATION_BEGIN]
+    assert names == ["simulation", "inference", "simulation", "backprop"]
 
 
 def test_import_hook_wraps_on_import(tmp_path: Path):

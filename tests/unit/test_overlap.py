@@ -37,9 +37,10 @@ NESTED = [(0, 0, START, ""), (10, 0, OB, "a"), (20, 0, BB, "torch.mm"),
 
 def test_nested_operations_cpu_only():
     a = run(process_trace(NESTED))
+    # Before the first operation: the start-up; after the last: unannotated.
     assert table(a, "operation", "category") == {
-        ("(unannotated)", "Python"): 20, ("a", "Python"): 30, ("a", "Backend"): 10,
-        ("a > b", "Python"): 20, ("a > b", "Simulator"): 20}
+        ("(start-up)", "Python"): 10, ("(unannotated)", "Python"): 10, ("a", "Python"): 30,
+        ("a", "Backend"): 10, ("a > b", "Python"): 20, ("a > b", "Simulator"): 20}
     assert table(a, "region") == {("CPU only",): 100}
     ops = a.operations().set_index("operation")
     assert ops.loc["a", "calls"] == 1 and ops.loc["a > b", "calls"] == 1
@@ -82,7 +83,7 @@ GPU_CASE = dict(
 def test_cpu_gpu_overlap_with_correlation_and_crossing_boundaries():
     a = run(process_trace(**GPU_CASE))
     assert table(a, "operation", "category", "region") == {
-        ("(unannotated)", "Python", "CPU only"): 10,
+        ("(start-up)", "Python", "CPU only"): 10,
         ("a", "Python", "CPU only"): 15, ("a", "CUDA API", "CPU only"): 5,
         ("a", "Python", "CPU + GPU"): 20,
         ("b", "Python", "CPU + GPU"): 15,
@@ -111,7 +112,8 @@ def test_threads_streams_and_unknown_api_threads():
     a = run(p)
     t = table(a, "thread", "operation", "category", "region")
     assert t == {
-        (0, "(unannotated)", "Python", "CPU only"): 20, (0, "main", "Python", "CPU only"): 80,
+        (0, "(start-up)", "Python", "CPU only"): 10,
+        (0, "(unannotated)", "Python", "CPU only"): 10, (0, "main", "Python", "CPU only"): 80,
         (1, "w", "Python", "CPU only"): 15, (1, "w", "CUDA API", "CPU only"): 5,
         (1, "w", "Python", "CPU + GPU"): 20, (1, "w", "GPU kernel", "GPU only"): 10,
         (2, "(unannotated)", "CUDA API", "CPU only"): 3}
@@ -144,7 +146,7 @@ def test_unclosed_operation_after_a_crash_runs_to_the_last_event():
                               (40, 0, BE, "x")])
     a = run(p)
     assert table(a, "operation", "category") == {
-        ("(unannotated)", "Python"): 10, ("a", "Python"): 15, ("a", "Backend"): 15}
+        ("(start-up)", "Python"): 10, ("a", "Python"): 15, ("a", "Backend"): 15}
 
 
 def test_empty_and_multi_process():
@@ -183,7 +185,8 @@ def test_waiting_is_its_own_category_innermost_wins():
         (30, 1, WB, "os.read"), (50, 1, WE, "os.read"), (60, 1, OE, "w"),
         (60, 1, WB, "queue.Queue.get"), (95, 1, WE, "queue.Queue.get")]))
     assert table(a, "thread", "operation", "category") == {
-        (0, "(unannotated)", "Python"): 20, (0, "a", "Python"): 30,
+        (0, "(start-up)", "Python"): 10, (0, "(unannotated)", "Python"): 10,
+        (0, "a", "Python"): 30,
         (0, "a", "Waiting"): 30, (0, "a", "Backend"): 20,
         (1, "w", "Python"): 15, (1, "w", "Waiting"): 20}
     ops = a.operations().set_index("operation")

@@ -48,10 +48,15 @@ def timelines(draw):
         s = draw(st.integers(0, 70))
         gpu.append((draw(st.sampled_from([1, 2, 3])), draw(st.integers(0, 2)), s,
                     s + draw(st.integers(0, 20)), draw(st.integers(0, len(api) + 1))))
-    return events, api, gpu
+    # Timed imports of the main thread (rlscope.launch.imports), possibly nested.
+    imports = {}
+    for i in range(draw(st.integers(0, 3))):
+        b = draw(st.integers(0, 30))
+        imports[f"{fmt.META_IMPORT_PREFIX}m{i}"] = [b, b + draw(st.integers(0, 12))]
+    return events, api, gpu, imports
 
 
-def oracle(events, api, gpu):
+def oracle(events, api, gpu, imports=None):
     """(per (thread, region) ns, per (thread, op, category) ns for CPU-charged instants,
     process region ns)."""
     by_tid = {v: k for k, v in TIDS.items()}
@@ -63,6 +68,11 @@ def oracle(events, api, gpu):
     t_start = min(e[0] for e in events if e[2] == fmt.PROCESS_START)
     ends = [e[0] for e in events if e[2] == fmt.PROCESS_END]
     t_end = max(ends[-1], t_start) if ends else max(e[0] for e in events)
+    # Start-up: the main thread outside operations before the first operation begins
+    # (none without one: then its time is all unannotated).
+    t_user = min((e[0] for e in events if e[2] == OB), default=-1)
+    # Its imports: those that began in it, up to its end.
+    runs = [(b, e) for b, e in (imports or {}).values() if t_start <= b < t_user]
     # Launching thread of each GPU activity.
     launch = []
     for *_, s, _e, corr in gpu:
@@ -114,7 +124,11 @@ def oracle(events, api, gpu):
             region = (C.CPU_GPU if busy else C.GPU_ONLY) if gpu_on else C.CPU_ONLY
             per_thread[(th, region)] += 1
             if region != C.GPU_ONLY:
-                cpu_rows[(th, " > ".join(stack) or "(unannotated)", cat)] += 1
+                outside = "(unannotated)"
+                if th == 0 and u < t_user:
+                    outside = "(start-up)" + (" > imports" if any(b <= u < e for b, e in runs)
+                                              else "")
+                cpu_rows[(th, " > ".join(stack) or outside, cat)] += 1
         any_gpu = any(g[2] <= u < g[3] for g in gpu)
         if any_gpu:
             proc[C.CPU_GPU if any_busy else C.GPU_ONLY] += 1
@@ -126,10 +140,10 @@ def oracle(events, api, gpu):
 @settings(max_examples=150, deadline=None)
 @given(timelines())
 def test_engine_matches_the_brute_force_oracle(case):
-    events, api, gpu = case
-    p = process_trace(events, threads=TIDS, api=api, gpu=gpu)
+    events, api, gpu, imports = case
+    p = process_trace(events, threads=TIDS, api=api, gpu=gpu, metadata=imports)
     a = analyze(Trace(None, {}, [p]))  # type: ignore[arg-type]
-    want_thread, want_cpu, want_proc = oracle(events, api, gpu)
+    want_thread, want_cpu, want_proc = oracle(events, api, gpu, imports)
     df = a.breakdown(by=("thread", "operation", "category", "region"))
     region_id = {n: i for i, n in enumerate(C.REGION_NAMES)}
     cat_id = {n: i for i, n in enumerate(C.CATEGORY_NAMES)}
@@ -162,8 +176,8 @@ def test_engine_matches_the_brute_force_oracle(case):
 def test_batches_give_the_same_result_as_one_pass(case, batch):
     """Streaming: feeding a process's events in batches (each thread's open scopes carried
     from one batch to the next) changes nothing."""
-    events, api, gpu = case
-    p = process_trace(events, threads=TIDS, api=api, gpu=gpu)
+    events, api, gpu, imports = case
+    p = process_trace(events, threads=TIDS, api=api, gpu=gpu, metadata=imports)
     whole = analyze(Trace(None, {}, [p]))  # type: ignore[arg-type]
     parts = analyze(Trace(None, {}, [p]), batch_events=batch)  # type: ignore[arg-type]
     by = ("thread", "phase", "operation", "category", "region")

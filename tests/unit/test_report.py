@@ -34,7 +34,7 @@ def _analysis(**case):
 
 def test_text_report_has_split_columns_and_extrapolation():
     out = table.render(_analysis(**GPU_CASE), "text")
-    for word in ("Python", "CUDA API", "GPU only", "CPU+GPU", "CPU only", "(unannotated)",
+    for word in ("Python", "CUDA API", "GPU only", "CPU+GPU", "CPU only", "(start-up)",
                  "Progress: 200 timesteps of 400 (50.0%)", "estimated full training run"):
         assert word in out, word
     # A CPU-only run shows no GPU columns.
@@ -72,7 +72,7 @@ def test_plots_are_written_as_png_and_svg(tmp_path: Path):
         assert f.stat().st_size > 1000
     assert (tmp_path / "breakdown.png").read_bytes()[:4] == b"\x89PNG"
     seg = plots.operation_segments(a, a.processes()["pid"][0])
-    assert list(seg.index)[-1] == "(unannotated)"
+    assert seg.index[0] == "(start-up)"
     assert round(seg.to_numpy().sum() * 1e9) == 120  # every covered ns, once
 
 

@@ -97,3 +97,70 @@ def test_pairing_matches_a_stack_oracle(threads):
     assert got == want
     # Self times of a thread's top-level scopes plus nested ones add up to the total.
     assert iv.self_ns().sum() == iv.duration_ns[iv.depth == 0].sum()
+
+
+def _reference_pair_scopes(events: Events, begin_kind: int, end_ns: int) -> dict:
+    """The first implementation of pair_scopes (two lexsorts, int64 everywhere): the
+    leaner one must give the same intervals."""
+    end_kind = begin_kind + 1
+    sel = np.flatnonzero((events.kind == begin_kind) | (events.kind == end_kind))
+    if len(sel) == 0:
+        return {}
+    thread = events.thread[sel].astype(np.int64)
+    time = events.time_ns[sel]
+    is_begin = events.kind[sel] == begin_kind
+    name = events.name[sel]
+    order = np.lexsort((np.arange(len(sel)), time, thread))
+    thread, time, is_begin, name = thread[order], time[order], is_begin[order], name[order]
+    step = np.where(is_begin, 1, -1)
+    depth_after = np.cumsum(step)
+    starts = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1]])
+    offset = np.repeat(depth_after[starts] - step[starts], np.diff(np.r_[starts, len(step)]))
+    depth_after = depth_after - offset
+    level = np.where(is_begin, depth_after, depth_after + 1)
+    o = np.lexsort((np.arange(len(level)), level, thread))
+    b, e = o[:-1], o[1:]
+    pair = (is_begin[b] & ~is_begin[e] & (thread[b] == thread[e]) & (level[b] == level[e]))
+    begins_paired, ends_paired = b[pair], e[pair]
+    paired = np.zeros(len(level), bool)
+    paired[begins_paired] = True
+    paired[ends_paired] = True
+    open_begins = np.flatnonzero(is_begin & ~paired)
+    bi = np.r_[begins_paired, open_begins]
+    ei = np.r_[ends_paired, np.full(len(open_begins), -1)]
+    closed = np.r_[np.ones(len(begins_paired), bool), np.zeros(len(open_begins), bool)]
+    end_time = np.where(closed, time[np.maximum(ei, 0)], end_ns)
+    end_time = np.maximum(end_time, time[bi])
+    rows = np.lexsort((bi, thread[bi]))
+    bi, end_time, closed = bi[rows], end_time[rows], closed[rows]
+    th, lv = thread[bi], level[bi]  # parents: one sort by a composite key
+    key = (th * 1024 + lv) * (1 << 36) + bi
+    order = np.argsort(key, kind="stable")
+    idx = np.searchsorted(key[order], (th * 1024 + lv - 1) * (1 << 36) + bi) - 1
+    cand = order[np.maximum(idx, 0)]
+    ok = (idx >= 0) & (lv > 1) & (th[cand] == th) & (lv[cand] == lv - 1)
+    return {"thread": thread[bi].tolist(), "name": name[bi].tolist(),
+            "parent": np.where(ok, cand, -1).tolist(),
+            "start": time[bi].tolist(), "end": end_time.tolist(),
+            "depth": (level[bi] - 1).tolist(), "closed": closed.tolist(),
+            "unmatched_ends": int(np.count_nonzero(~is_begin & ~paired)),
+            "mismatches": int(np.count_nonzero(name[begins_paired] != name[ends_paired]))}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2), st.booleans(),
+                          st.integers(1, 3)), max_size=80), st.booleans())
+def test_pairing_equals_the_reference_on_any_sequence(rows, time_sorted):
+    """Unbalanced, interleaved threads, out-of-order and equal times."""
+    if time_sorted:
+        rows = sorted(rows, key=lambda r: (r[1], r[0]))
+    ev = events([(t, th, B if b else E, n) for t, th, b, n in rows])
+    iv = operation_intervals(ev, end_ns=100)
+    want = _reference_pair_scopes(ev, B, 100)
+    if not want:
+        assert len(iv) == 0
+        return
+    assert {"thread": iv.thread.tolist(), "name": iv.name.tolist(),
+            "parent": iv.parent.tolist(), "start": iv.start_ns.tolist(), "end": iv.end_ns.tolist(),
+            "depth": iv.depth.tolist(), "closed": iv.closed.tolist(),
+            "unmatched_ends": iv.unmatched_ends, "mismatches": iv.name_mismatches} == want

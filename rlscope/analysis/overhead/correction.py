@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,8 +58,8 @@ class CorrectionSummary:
         return 0.0 if r is None else (r.main_removed_ns + r.fixed_ns) / 1e9
 
 
-def _pre_post(kind: np.ndarray, costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
-    """Pre-stamp and post-stamp cost (ns) of each Python event."""
+def _pre_post(costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
+    """Pre-stamp and post-stamp cost (ns) of a Python event, by kind (lookup tables)."""
     pre_lut = np.zeros(256, np.float64)
     post_lut = np.zeros(256, np.float64)
     for k, (begins, ends) in PAIR_KINDS.items():
@@ -69,11 +70,11 @@ def _pre_post(kind: np.ndarray, costs: dict[str, KindCost]) -> tuple[np.ndarray,
             pre_lut[b], post_lut[b] = c.outside_ns / 2, c.inside_ns / 2
         for e in ends:
             pre_lut[e], post_lut[e] = c.inside_ns / 2, c.outside_ns / 2
-    return pre_lut[kind], post_lut[kind]
+    return pre_lut, post_lut
 
 
-def _diffuse(kind: np.ndarray, costs: dict[str, KindCost]) -> np.ndarray:
-    """Spread-over-time part (ns) of each Python event's cost."""
+def _diffuse(costs: dict[str, KindCost]) -> np.ndarray:
+    """Spread-over-time part (ns) of a Python event's cost, by kind (a lookup table)."""
     lut = np.zeros(256, np.float64)
     for k, (begins, ends) in PAIR_KINDS.items():
         c = costs.get(k)
@@ -82,23 +83,61 @@ def _diffuse(kind: np.ndarray, costs: dict[str, KindCost]) -> np.ndarray:
                 lut[b] = c.diffuse_ns / 2
             for e in ends:
                 lut[e] = c.diffuse_ns / 2
-    return lut[kind]
+    return lut
 
 
-def _shift(times: np.ndarray, pre: np.ndarray, post: np.ndarray, base: float,
-           diffuse: float = 0.0) -> tuple[np.ndarray, float]:
+_BLOCK = 1 << 22  # events shifted at a time: bounds the memory a long thread needs
+
+
+def _shift(times: np.ndarray, costs_of: Callable[[int, int], tuple[np.ndarray, np.ndarray]],
+           base: float, diffuse: float = 0.0, out: np.ndarray | None = None
+           ) -> tuple[np.ndarray, float]:
     """Corrected times of one thread's anchors (sorted stably by time) and its total.
-    ``diffuse`` ns are removed evenly over the thread's span (a uniform stretch)."""
-    cum = np.cumsum(pre + post)
-    shift = base + cum - post  # earlier events' costs + own pre-stamp part
-    if diffuse and len(times) > 1 and times[-1] > times[0]:
-        shift = shift + diffuse * (times - times[0]) / float(times[-1] - times[0])
-    else:
+    ``costs_of(a, b)``: the pre-stamp and post-stamp costs of anchors a:b. ``diffuse`` ns
+    are removed evenly over the thread's span (a uniform stretch). Worked out a block of
+    anchors at a time (a thread can hold tens of millions of events), the running sums
+    carried across blocks in the same order of additions as one pass would make."""
+    n = len(times)
+    new = np.empty(n, np.int64) if out is None else out
+    if not (diffuse and n > 1 and times[-1] > times[0]):
         diffuse = 0.0
-    new = times - np.rint(shift).astype(np.int64)
-    if len(new):
-        new = np.maximum.accumulate(new)  # over-estimated costs must not reorder events
-    return new, (float(cum[-1]) if len(cum) else 0.0) + diffuse
+    carry = 0.0  # costs of the earlier anchors
+    latest: int | None = None  # the latest corrected time so far
+    for a in range(0, n, _BLOCK):
+        b = min(n, a + _BLOCK)
+        pre, post = costs_of(a, b)
+        acc = np.empty(b - a + 1)
+        acc[0] = carry
+        np.add(pre, post, out=acc[1:])
+        np.cumsum(acc, out=acc)
+        carry = float(acc[-1])
+        shift = acc[1:]
+        shift += base
+        shift -= post  # earlier events' costs + own pre-stamp part
+        if diffuse:
+            stretch = diffuse * (times[a:b] - times[0])
+            stretch /= float(times[-1] - times[0])
+            shift += stretch
+            del stretch
+        block = np.rint(shift, out=shift).astype(np.int64)
+        del acc, shift
+        np.subtract(times[a:b], block, out=block)
+        np.maximum.accumulate(block, out=block)  # over-estimated costs must not reorder
+        if latest is not None:
+            np.maximum(block, latest, out=block)
+        latest = int(block[-1])
+        new[a:b] = block
+    return new, carry + diffuse
+
+
+def _looked_up(kind: np.ndarray, pre_lut: np.ndarray, post_lut: np.ndarray
+               ) -> Callable[[int, int], tuple[np.ndarray, np.ndarray]]:
+    return lambda a, b: (pre_lut[kind[a:b]], post_lut[kind[a:b]])
+
+
+def _sliced(pre: np.ndarray, post: np.ndarray
+            ) -> Callable[[int, int], tuple[np.ndarray, np.ndarray]]:
+    return lambda a, b: (pre[a:b], post[a:b])
 
 
 def _shift_at(times: np.ndarray, shifts: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -125,8 +164,8 @@ def _launch_rows(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray]:
 def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
                     ) -> tuple[ProcessTrace, ProcessCorrection]:
     ev = p.events
-    pre, post = _pre_post(ev.kind, costs)
-    spread = _diffuse(ev.kind, costs)
+    pre_lut, post_lut = _pre_post(costs)
+    spread_lut = _diffuse(costs)
     api, gpu = p.api_calls, p.gpu
     tid_to_index = {t.tid: t.index for t in p.threads.values()}
     api_thread = np.array([tid_to_index.get(int(t), -1 - int(t)) for t in api.tid], np.int64)
@@ -140,7 +179,7 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     g_in = n_acts * (act_c.inside_ns if act_c else 0.0)
     g_out = n_acts * (act_c.outside_ns if act_c else 0.0)
 
-    new_ev_time = ev.time_ns.copy()
+    new_ev_time: np.ndarray | None = None  # (made after the first thread's spread sum)
     new_api_start, new_api_end = api.start_ns.copy(), api.end_ns.copy()
     threads = sorted(set(np.unique(ev.thread).tolist()) | set(np.unique(api_thread).tolist()))
     main = process_span(p).main_thread
@@ -148,27 +187,58 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     removed: dict[int, int] = {}
     main_times = main_shifts = np.zeros(0)
     for t in threads:
-        ei = np.flatnonzero(ev.thread == t)
+        mask = ev.thread == t
+        # Every event on one thread (the usual case): views, not copies.
+        ei: slice | np.ndarray = slice(None) if mask.all() else np.flatnonzero(mask)
+        del mask
+        kind = ev.kind[ei]
+        ne = len(kind)
         ai = np.flatnonzero(api_thread == t)
         na = len(ai)
-        times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai]]
-        tpre = np.r_[pre[ei], np.full(na, a_out), a_in + g_in[ai]]
-        tpost = np.r_[post[ei], np.full(na, a_in), a_out + g_out[ai]]
-        o = np.argsort(times, kind="stable")  # the order the overlap sweep uses
+        spread = float(spread_lut[kind].sum())
+        if new_ev_time is None:
+            new_ev_time = ev.time_ns.copy()
+        times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai]] if na \
+            else ev.time_ns[ei]
+        # The order the overlap sweep uses: by time, stably (usually the order already).
+        o = None if len(times) < 2 or bool(np.all(times[1:] >= times[:-1])) \
+            else np.argsort(times, kind="stable")
         base = 0.0
         if t != main and len(times):
-            base = float(_shift_at(main_times, main_shifts, times[o][:1])[0])
-        new_sorted, total = _shift(times[o], tpre[o], tpost[o], base,
-                                   float(spread[ei].sum()))
-        new = np.empty_like(new_sorted)
-        new[o] = new_sorted
-        new_ev_time[ei] = new[:len(ei)]
-        new_api_start[ai] = new[len(ei):len(ei) + na]
-        new_api_end[ai] = new[len(ei) + na:]
+            base = float(_shift_at(main_times, main_shifts, times[o][:1] if o is not None
+                                   else times[:1])[0])
+        if na == 0 and o is None:
+            # The thread's own events, in order: costs looked up a block at a time, and
+            # the corrected times written straight into place when the rows are a slice.
+            direct = isinstance(ei, slice)
+            new_sorted, total = _shift(times, _looked_up(kind, pre_lut, post_lut), base,
+                                       spread, out=new_ev_time if direct else None)
+            if not direct:
+                new_ev_time[ei] = new_sorted
+        else:
+            tpre = np.r_[pre_lut[kind], np.full(na, a_out), a_in + g_in[ai]]
+            tpost = np.r_[post_lut[kind], np.full(na, a_in), a_out + g_out[ai]]
+            if o is not None:
+                times, tpre, tpost = times[o], tpre[o], tpost[o]
+            new_sorted, total = _shift(times, _sliced(tpre, tpost), base, spread)
+            del tpre, tpost
+            if o is None:
+                new = new_sorted
+            else:
+                new = np.empty_like(new_sorted)
+                new[o] = new_sorted
+            new_ev_time[ei] = new[:ne]
+            new_api_start[ai] = new[ne:ne + na]
+            new_api_end[ai] = new[ne + na:]
+            del new
+        del kind
         removed[t] = round(total)
-        if t == main:
-            main_times = times[o]
+        if t == main and (len(threads) > 1 or len(gpu)):  # what the others start from
+            main_times = times.copy() if times.base is not None else times
             main_shifts = main_times - new_sorted
+        del times, new_sorted
+    if new_ev_time is None:
+        new_ev_time = ev.time_ns.copy()
     new_gpu = gpu
     if len(gpu):
         # Each activity moves with its launching call (by correlation id), else with the

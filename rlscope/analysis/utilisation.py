@@ -1,0 +1,220 @@
+"""Sampled utilisation next to what rlscope measured (docs/analysis.md#utilisation).
+
+Per process and phase: the GPU busy as NVML reports it (share of samples with
+utilisation > 0, mean utilisation) next to the GPU time spent in kernels and copies
+that CUPTI recorded; the process's CPU utilisation as /proc reports it next to the time
+its threads spent in rlscope's CPU categories. The two disagree by design: NVML counts a
+sample period as busy when one kernel ran at any point of it, so short kernels in a
+CPU-bound loop look like a busy GPU; an uninstrumented blocking call looks like Python
+time to rlscope but is idle to /proc.
+
+A sample's value describes the interval since the series' previous sample; it is
+assigned to the phase that holds the middle of that interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from rlscope.analysis.timebins import BIN_NS, TimeBins
+from rlscope.trace.gpu import GpuActivities
+from rlscope.trace.samples import Samples, rates
+
+
+def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals [start, end) as sorted disjoint intervals."""
+    if not len(starts):
+        z = np.zeros(0, np.int64)
+        return z, z
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o].astype(np.int64), np.maximum(ends[o], starts[o]).astype(np.int64)
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]  # starts after everything before it ended
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:], len(s)] - 1
+    return s[first], reach[last]
+
+
+def covered_before(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Time covered by the disjoint sorted intervals (s, e) before each time ``t``."""
+    if not len(s):
+        return np.zeros(len(t))
+    cum = np.r_[0, np.cumsum(e - s)]
+    i = np.searchsorted(s, t, side="right") - 1
+    ok = i >= 0
+    j = np.maximum(i, 0)
+    inside = np.clip(np.minimum(t, e[j]) - s[j], 0, None)
+    return np.where(ok, cum[j] + inside, 0).astype(np.float64)
+
+
+def phase_spans(span: tuple[int, int], times: np.ndarray, ids: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, phase id) of the main thread's phases over the process span (phase 0:
+    none); empty spans dropped."""
+    lo, hi = span
+    t = np.clip(np.asarray(times, np.int64), lo, hi)
+    starts = np.r_[lo, t].astype(np.int64)
+    ends = np.r_[t, hi].astype(np.int64)
+    ph = np.r_[0, np.asarray(ids, np.int64)]
+    keep = ends > starts
+    return starts[keep], ends[keep], ph[keep]
+
+
+def _phase_of(starts: np.ndarray, ends: np.ndarray, ph: np.ndarray,
+              t: np.ndarray) -> np.ndarray:
+    """Phase id holding each time (-1 outside the spans)."""
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t < ends[np.maximum(i, 0)]) if len(starts) else np.zeros(len(t), bool)
+    return np.where(ok, ph[np.maximum(i, 0)] if len(ph) else 0, -1)
+
+
+@dataclass
+class GpuTruth:
+    """What CUPTI recorded for one process, reduced to what the contrast needs (the
+    activity table itself is not kept): per device, the GPU time in kernels/copies in
+    each phase and on the timebins grid from the process's start."""
+
+    devices: list[int]
+    by_phase: dict[tuple[int, int], float] = field(default_factory=dict)  # (phase, dev)
+    bins: dict[int, np.ndarray] = field(default_factory=dict)  # device -> ns per bin
+
+
+def gpu_truth(gpu: GpuActivities, span: tuple[int, int], phase_times: np.ndarray,
+              phase_ids: np.ndarray) -> GpuTruth:
+    devices = sorted(set(gpu.device.tolist()))
+    out = GpuTruth(devices)
+    starts, ends, ph = phase_spans(span, phase_times, phase_ids)
+    for d in devices:
+        sel = gpu.device == d
+        s, e = merged(gpu.start_ns[sel], gpu.end_ns[sel])
+        per = covered_before(s, e, ends) - covered_before(s, e, starts)
+        for p in np.unique(ph).tolist():
+            out.by_phase[(int(p), d)] = float(per[ph == p].sum())
+        bins = TimeBins(span[0], span[1])
+        bins.add(s, e - s)
+        out.bins[d] = bins.ns
+    return out
+
+
+_COLUMNS = ["pid", "process", "phase", "wall_s", "cpu_samples", "sampled_cpu_pct",
+            "sampled_cpu_s", "rlscope_cpu_s", "rlscope_cpu_pct", "gpu_devices",
+            "gpu_samples", "sampled_gpu_busy_pct", "sampled_gpu_util_pct", "rlscope_gpu_s",
+            "rlscope_gpu_pct"]
+
+
+def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndarray,
+             phase_ids: np.ndarray, phase_names: list[str], rlscope_cpu_s: dict[str, float],
+             truth: GpuTruth | None, samples: Samples | None) -> list[dict[str, object]]:
+    """Rows of :meth:`Analysis.utilisation` for one process (see the module docstring)."""
+    starts, ends, ph = phase_spans(span, phase_times, phase_ids)
+    ids = sorted(set(ph.tolist()), key=lambda p: (p == 0, p))
+    wall = {p: float((ends - starts)[ph == p].sum()) for p in ids}
+    cpu_ph = cpu_pct = cpu_dt = None
+    if samples is not None and len(samples.proc_time_ns):
+        mine = samples.proc_pid == pid
+        _, a, b, pct = rates(samples.proc_time_ns[mine], samples.proc_pid[mine],
+                             samples.proc_cpu_ns[mine])
+        cpu_ph, cpu_pct, cpu_dt = _phase_of(starts, ends, ph, (a + b) // 2), pct, b - a
+    devices = truth.devices if truth is not None else []
+    g_ph = g_util = None
+    if samples is not None and devices and len(samples.gpu_time_ns):
+        sel = np.isin(samples.gpu_index, devices)
+        t, dev = samples.gpu_time_ns[sel], samples.gpu_index[sel]
+        prev = np.empty_like(t)
+        for d in devices:  # each sample covers the time since its device's previous one
+            k = np.flatnonzero(dev == d)
+            prev[k] = np.r_[t[k[0]] - samples.interval_ns, t[k[:-1]]] if len(k) else t[k]
+        g_ph, g_util = _phase_of(starts, ends, ph, (prev + t) // 2), samples.gpu_util_pct[sel]
+    rows: list[dict[str, object]] = []
+    for p in ids:
+        name = phase_names[p]
+        w = wall[p]
+        row: dict[str, object] = {"pid": pid, "process": process, "phase": name,
+                                  "wall_s": w / 1e9}
+        if cpu_ph is not None and cpu_pct is not None and cpu_dt is not None:
+            m = cpu_ph == p
+            row.update(cpu_samples=int(m.sum()),
+                       sampled_cpu_pct=float(cpu_pct[m].mean()) if m.any() else np.nan,
+                       sampled_cpu_s=float((cpu_pct[m] / 100 * cpu_dt[m]).sum() / 1e9))
+        else:
+            row.update(cpu_samples=0, sampled_cpu_pct=np.nan, sampled_cpu_s=np.nan)
+        rc = rlscope_cpu_s.get(name, 0.0)
+        row.update(rlscope_cpu_s=rc, rlscope_cpu_pct=100 * rc * 1e9 / w if w else np.nan,
+                   gpu_devices=",".join(map(str, devices)))
+        if truth is not None and devices:
+            true_ns = sum(truth.by_phase.get((p, d), 0.0) for d in devices)
+            row.update(rlscope_gpu_s=true_ns / 1e9,
+                       rlscope_gpu_pct=100 * true_ns / (w * len(devices)) if w else np.nan)
+        else:
+            row.update(rlscope_gpu_s=np.nan, rlscope_gpu_pct=np.nan)
+        if g_ph is not None and g_util is not None:
+            m = g_ph == p
+            n = int(m.sum())
+            row.update(gpu_samples=n,
+                       sampled_gpu_busy_pct=100 * float((g_util[m] > 0).mean()) if n else np.nan,
+                       sampled_gpu_util_pct=float(g_util[m].mean()) if n else np.nan)
+        else:
+            row.update(gpu_samples=0, sampled_gpu_busy_pct=np.nan, sampled_gpu_util_pct=np.nan)
+        rows.append(row)
+    return rows
+
+
+def contrast_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=_COLUMNS)
+
+
+_SERIES_COLUMNS = ["time_s", "series", "pid", "key", "value"]
+# Series names of :func:`over_time`.
+PROC_CPU = "CPU % (sampled)"
+RLSCOPE_CPU = "CPU % (rlscope categories)"
+PROC_RSS = "RSS MiB (sampled)"
+CORE_CPU = "core CPU % (sampled)"
+GPU_UTIL = "GPU utilisation % (NVML)"
+GPU_BUSY = "GPU busy % (rlscope kernels/copies)"
+GPU_MEM = "GPU memory used MiB (NVML)"
+GPU_SM = "SM clock MHz (NVML)"
+
+
+def over_time(t0: int, samples: Samples | None,
+              processes: list[tuple[int, int, np.ndarray, GpuTruth | None]]
+              ) -> pd.DataFrame:
+    """Every series in one long table: time_s from ``t0``; series; pid (the process, -1
+    for cores and NVML's device-wide readings); key (pid, core or device); value.
+    ``processes``: (pid, span start, cpu_bins, GpuTruth) of each. A sample's time is the
+    end of the interval it describes; a bin's, its middle."""
+    parts: list[pd.DataFrame] = []
+
+    def add(t: np.ndarray, series: str, pid: np.ndarray | int, key: np.ndarray | int,
+            value: np.ndarray) -> None:
+        if len(t):
+            parts.append(pd.DataFrame({"time_s": (np.asarray(t) - t0) / 1e9,
+                                       "series": series,
+                                       "pid": np.broadcast_to(pid, len(t)).astype(np.int64),
+                                       "key": np.broadcast_to(key, len(t)).astype(np.int64),
+                                       "value": np.asarray(value, np.float64)}))
+
+    if samples is not None:
+        k, _, b, pct = rates(samples.proc_time_ns, samples.proc_pid, samples.proc_cpu_ns)
+        add(b, PROC_CPU, k, k, pct)
+        add(samples.proc_time_ns, PROC_RSS, samples.proc_pid, samples.proc_pid,
+            samples.proc_rss_bytes / 2**20)
+        k, _, b, pct = rates(samples.core_time_ns, samples.core_index.astype(np.int64),
+                             samples.core_busy_ns)
+        add(b, CORE_CPU, -1, k, pct)
+        g = samples
+        add(g.gpu_time_ns, GPU_UTIL, -1, g.gpu_index, g.gpu_util_pct)
+        add(g.gpu_time_ns, GPU_MEM, -1, g.gpu_index, g.gpu_memory_used_bytes / 2**20)
+        add(g.gpu_time_ns, GPU_SM, -1, g.gpu_index, g.gpu_sm_clock_mhz)
+    for pid, start, cpu_bins, truth in processes:
+        centres = start + (np.arange(len(cpu_bins)) + 0.5) * BIN_NS
+        add(centres, RLSCOPE_CPU, pid, pid, 100 * cpu_bins / BIN_NS)
+        if truth is not None:
+            for d, ns in truth.bins.items():
+                add(start + (np.arange(len(ns)) + 0.5) * BIN_NS, GPU_BUSY, pid, d,
+                    100 * ns / BIN_NS)
+    if not parts:
+        return pd.DataFrame(columns=_SERIES_COLUMNS)
+    return pd.concat(parts, ignore_index=True)
