@@ -408,8 +408,12 @@ def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) ->
                    "length); microseconds per timestep.")
 @click.option("--name", "labels", multiple=True, metavar="NAME",
               help="Names of the runs, in order (default: the directory names).")
+@click.option("--phase", default=None, metavar="PHASE",
+              help="Compare only the time inside this phase (rlscope.phase), e.g. the "
+                   "training loop without set-up.")
 def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
-            maps: tuple[str, ...], per_timestep: bool, labels: tuple[str, ...]) -> None:
+            maps: tuple[str, ...], per_timestep: bool, labels: tuple[str, ...],
+            phase: str | None) -> None:
     """Compare runs side by side. Each RUN is a trace directory, or several separated by
     commas: repetitions of one configuration, used to tell deltas from noise."""
     from rlscope.reporters import compare as cmp
@@ -430,7 +434,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
         raise click.UsageError("two runs have the same name; name them with --name")
     for w in cmp.correction_warnings(analyses, names):
         click.echo(f"rls-analyze: warning: {w}", err=True)
-    df = cmp.compare(analyses, names, by, mapping, per_timestep)
+    df = cmp.compare(analyses, names, by, mapping, per_timestep, phase)
     click.echo(cmp.render(df, names, fmt, per_timestep))
     if plot_to is not None:
         _make_dir(plot_to.parent)

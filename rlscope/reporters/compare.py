@@ -60,16 +60,23 @@ def timesteps(a: Analysis) -> int:
     return int(ex["timesteps"].max()) if len(ex) else 0
 
 
-def _seconds(a: Analysis, by: str, mapping: dict[str, str], per_timestep: bool
-             ) -> pd.Series:
+def _seconds(a: Analysis, by: str, mapping: dict[str, str], per_timestep: bool,
+             phase: str | None = None) -> pd.Series:
     if by == "operation":  # in the report's row order, unannotated last
         ops = a.operations()
+        if phase is not None:
+            _check_phase(a, set(ops["phase"]), phase)
+            ops = ops[ops["phase"] == phase]
         s = ops.groupby("operation", sort=False)["self_s"].sum()
         s = s.reindex([k for k in s.index if k != UNANNOTATED]
                       + [k for k in s.index if k == UNANNOTATED])
-    else:
+    elif phase is None:
         bd = a.breakdown(by=("category",))
         s = bd.set_index("category")["seconds"]
+    else:
+        bd = a.breakdown(by=("phase", "category"))
+        _check_phase(a, set(bd["phase"]), phase)
+        s = bd[bd["phase"] == phase].groupby("category", sort=False)["seconds"].sum()
     if mapping:
         s = s.groupby([_rename(str(k), mapping) for k in s.index], sort=False).sum()
     if per_timestep:
@@ -79,6 +86,13 @@ def _seconds(a: Analysis, by: str, mapping: dict[str, str], per_timestep: bool
                                "rlscope.report_progress (or the sb3 integration's)")
         s = s / n
     return s
+
+
+def _check_phase(a: Analysis, phases: set[str], phase: str) -> None:
+    if phase not in phases:
+        have = ", ".join(repr(p) for p in sorted(phases) if p) or "none"
+        raise RLScopeError(f"{a.directory} has no phase {phase!r} (its phases: {have}); "
+                           "name one of them with --phase, or leave --phase out")
 
 
 def correction_warnings(runs: list[list[Analysis]], names: list[str]) -> list[str]:
@@ -95,20 +109,22 @@ def correction_warnings(runs: list[list[Analysis]], names: list[str]) -> list[st
 
 
 def compare(runs: list[list[Analysis]], names: list[str], by: str = "operation",
-            mapping: dict[str, str] | None = None, per_timestep: bool = False
-            ) -> pd.DataFrame:
+            mapping: dict[str, str] | None = None, per_timestep: bool = False,
+            phase: str | None = None) -> pd.DataFrame:
     """Long table: one row per (key, run) with the mean and standard deviation over the
     run's repetitions, the delta of the mean against the first run, ``present`` (the key
     was seen in some repetition of the run) and ``significant``: True/False when both runs
     have at least two repetitions (|delta| > 2 standard errors of the difference, Welch),
     None otherwise. A key absent from every repetition of a run counts as measured zero
     (no spread). ``mapping`` renames operations before comparing (summing merged ones);
-    ``per_timestep`` divides each run by the timesteps it reported."""
+    ``per_timestep`` divides each run by the timesteps it reported; ``phase`` keeps only
+    that phase's time (``rlscope.phase``), leaving out set-up and other phases."""
     rows = []
     stats = []
     keys: list[str] = []
     for reps in runs:
-        table = pd.concat([_seconds(a, by, mapping or {}, per_timestep) for a in reps],
+        table = pd.concat([_seconds(a, by, mapping or {}, per_timestep, phase)
+                           for a in reps],
                           axis=1).fillna(0.0)
         std = table.std(axis=1, ddof=1) if len(reps) > 1 else table.mean(axis=1) * np.nan
         stats.append((table.mean(axis=1), std, len(reps), set(table.index)))

@@ -8,6 +8,7 @@ import pytest
 
 from rlscope.analysis import analyze
 from rlscope.analysis.synthetic import process_trace
+from rlscope.errors import RLScopeError
 from rlscope.reporters import compare as cmp
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Trace
@@ -99,6 +100,31 @@ def test_plot_has_the_significance_marks(tmp_path: Path):
     assert "*" in texts and "~" in texts
     fig.savefig(tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def phased_run(setup_ns: int, train_ns: int, timesteps: int = 10):
+    PB, PE = fmt.PHASE_BEGIN, fmt.PHASE_END
+    t = setup_ns + train_ns
+    ev = [(0, 0, fmt.PROCESS_START, ""), (0, 0, OB, "setup"), (setup_ns, 0, OE, "setup"),
+          (setup_ns, 0, PB, "training"), (setup_ns, 0, OB, "step"), (t, 0, OE, "step"),
+          (t, 0, PE, "training"), (t, 0, fmt.PROCESS_END, "")]
+    return analyze(Trace(Path("."), {}, [process_trace(ev, progress=[(t, timesteps,
+                                                                       timesteps)])]))
+
+
+def test_phase_keeps_only_that_phase_for_operations_and_categories():
+    a, b = phased_run(5000, 1000), phased_run(9000, 2000)
+    df = cmp.compare([[a], [b]], ["a", "b"], phase="training", per_timestep=True)
+    assert set(df["key"]) == {"step"}
+    got = {r.run: round(r.mean_s * 1e9) for r in df.itertuples()}
+    assert got == {"a": 100, "b": 200}  # ns per timestep, set-up left out
+    cat = cmp.compare([[a], [b]], ["a", "b"], by="category", phase="training")
+    assert {r.run: round(r.mean_s * 1e9) for r in cat.itertuples()} == {"a": 1000,
+                                                                         "b": 2000}
+    everything = cmp.compare([[a], [b]], ["a", "b"], by="category")
+    assert round(everything[everything.run == "a"].mean_s.sum() * 1e9) == 6000
+    with pytest.raises(RLScopeError, match=r"no phase 'eval'.*'training'"):
+        cmp.compare([[a]], ["a"], phase="eval")
 
 
 def test_the_same_run_twice_gets_two_columns():

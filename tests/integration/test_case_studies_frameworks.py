@@ -1,0 +1,83 @@
+"""The framework case studies (scripts/case_studies/dqn_frameworks.py, vector_cartpole.py)
+end to end with --quick: every workload runs under rls-prof with a calibration, the
+compare tables come out, and the transitions per step are what the code makes."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("torch")
+pytest.importorskip("matplotlib")
+
+
+def _have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _run(script: str, *args: str) -> str:
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "case_studies" / script),
+                        "--quick", "--no-setup", *args], capture_output=True, text=True,
+                       timeout=600, cwd=REPO)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    return r.stdout
+
+
+def _result(stdout: str, prefix: str = "RESULT ") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in stdout.splitlines():
+        if line.startswith(prefix):
+            out.update(re.findall(r"(\S+)=(\S+)", line))
+    return out
+
+
+def test_dqn_frameworks_quick(tmp_path: Path):
+    pytest.importorskip("gymnasium")
+    fws = ["torch"] + (["tf-function"] if _have("tensorflow") else []) \
+        + (["jax"] if _have("jax") else [])
+    out = _run("dqn_frameworks.py", "--frameworks", ",".join(fws), "--out",
+               str(tmp_path / "runs"), "--plot", str(tmp_path / "compare.png"))
+    res = _result(out)
+    for fw in fws:
+        assert float(res[f"{fw.replace('-', '_')}_us_per_step"]) > 0
+    # Eager PyTorch: every tensor operation is a transition (dozens per step).
+    assert float(res["torch_transitions_per_step"]) > 50
+    if "jax" in fws:  # one jitted act and one jitted update per step
+        assert float(res["jax_transitions_per_step"]) == 2.0
+    if "tf-function" in fws:  # each tf.function call executes its graph once
+        line = next(ln for ln in out.splitlines() if ln.startswith("  tf-function"))
+        assert "TFE_Py_Execute 2.0/step" in line
+    # --phase training: the compare table has the step's operations, not the set-up.
+    table = out.split("$ rls-analyze compare", 1)[1]
+    for op in ("inference", "simulation", "replay", "backprop"):
+        assert re.search(rf"^{op}\s", table, re.M), op
+    assert not re.search(r"^setup", table, re.M)
+    assert (tmp_path / "compare.png").stat().st_size > 1000
+    assert (tmp_path / "runs" / "calibration" / "calibration.json").exists()
+    assert (tmp_path / "runs" / "torch" / "rep0" / "calibration.json").exists()
+
+
+def test_vector_cartpole_quick(tmp_path: Path):
+    pytest.importorskip("jax")
+    out = _run("vector_cartpole.py", "--out", str(tmp_path / "runs"), "--img",
+               str(tmp_path / "img"))
+    per_impl = {ln.split()[1].split("=")[1]: dict(re.findall(r"(\S+)=(\S+)", ln))
+                for ln in out.splitlines() if ln.startswith("RESULT impl=")}
+    # torch: one call per tensor operation of the step; jax: one jitted call per step;
+    # jax-fused (k=4 when quick): one call per 4 steps.
+    assert float(per_impl["torch"]["transitions_per_step"]) > 30
+    assert float(per_impl["jax"]["transitions_per_step"]) == 1.0
+    assert float(per_impl["jax-fused"]["transitions_per_step"]) == 0.25
+    for impl in per_impl.values():
+        assert float(impl["n1_ns_per_env_step"]) > 0 and float(impl["n64_ns_per_env_step"]) > 0
+    assert "--phase simulating --by category" in out and "Backend" in out
+    for name in ("vector-cartpole-sweep.png", "vector-cartpole-compare.png"):
+        assert (tmp_path / "img" / name).stat().st_size > 1000
