@@ -32,6 +32,25 @@ def run_callback(cb: Callback, module: ModuleType) -> None:
         traceback.print_exc(limit=3, file=sys.stderr)
 
 
+class _ThenCall:
+    """The loader of one import: ``loader``'s work, then ``after(module)``; anything else
+    is asked of ``loader``."""
+
+    def __init__(self, loader: Any, after: Callback) -> None:
+        self._loader = loader
+        self._after = after
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        self._after(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
 class PostImportFinder:
     def __init__(self) -> None:
         self.callbacks: dict[str, list[Callback]] = {}
@@ -51,8 +70,20 @@ class PostImportFinder:
         loader: Any = spec.loader if spec is not None else None
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        original = loader.exec_module
         finder = self
+
+        def after(module: ModuleType) -> None:
+            for cb in finder.callbacks.pop(fullname, []):
+                run_callback(cb, module)
+
+        if isinstance(loader, type):
+            # Built-in and frozen modules are loaded by a class whose methods every such
+            # import shares (``select`` is built in on Debian's and Ubuntu's Pythons):
+            # patching and then deleting its exec_module would leave the class without
+            # one, and every later built-in import would recurse forever.
+            spec.loader = _ThenCall(loader, after)
+            return spec
+        original = loader.exec_module
 
         def exec_module(module: ModuleType) -> None:
             try:
@@ -62,8 +93,7 @@ class PostImportFinder:
                     del loader.exec_module  # back to the class's method
                 except AttributeError:
                     pass
-            for cb in finder.callbacks.pop(fullname, []):
-                run_callback(cb, module)
+            after(module)
 
         try:
             loader.exec_module = exec_module

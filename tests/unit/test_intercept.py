@@ -146,3 +146,31 @@ def test_import_hook_wraps_on_import(tmp_path: Path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_import_hook_on_a_built_in_module():
+    """A watched module that the interpreter has built in (``select`` on Debian's and
+    Ubuntu's Pythons) is loaded by a class every built-in import shares: the hook must
+    leave that class as it was, or the next built-in import recurses forever (seen with
+    torch on Ubuntu's Python 3.12)."""
+    builtin = next((m for m in ("select", "_symtable", "_tracemalloc", "faulthandler")
+                    if m in sys.builtin_module_names), None)
+    later = next((m for m in ("_tokenize", "_symtable", "_tracemalloc", "faulthandler")
+                  if m in sys.builtin_module_names and m != builtin), None)
+    if builtin is None or later is None:
+        pytest.skip("this Python has too few built-in modules to import")
+    code = textwrap.dedent(f"""
+        import sys, importlib.machinery as m
+        assert "{builtin}" not in sys.modules and "{later}" not in sys.modules
+        from rlscope.intercept import _hook
+        seen = []
+        _hook.when_imported("{builtin}", lambda mod: seen.append(mod.__name__))
+        import {builtin}
+        import {later}
+        assert "exec_module" in vars(m.BuiltinImporter)
+        print(seen)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == f"['{builtin}']"
