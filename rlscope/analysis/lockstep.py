@@ -503,7 +503,7 @@ def _vector_env(p: ProcessEvents, a: dict[str, Any], workers: list[ProcessEvents
     return VectorEnv(
         pid=p.pid, process=p.process, name=name, cls=cls, num_envs=n, workers=in_workers,
         vector_steps=V, complete_steps=int(complete.sum()), vector_resets=len(resets.begin),
-        step_s=float(T.sum()), send_s=send_s, wait_s=wait_s,
+        step_s=_length(cb, ce) / 1e9, send_s=send_s, wait_s=wait_s,  # exact: integer ns
         reset_s=_length(resets.begin, resets.end) / 1e9, env_mean_s=float(mean.sum()),
         env_sum_s=float(total.sum()), slowest_s=float(slowest.sum()), lockstep_loss_s=loss,
         idle_env_s=idle, overhead_s=overhead, straggler=straggler, straggler_share=share,
