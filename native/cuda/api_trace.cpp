@@ -78,6 +78,9 @@ const std::vector<std::string>& filtered_call_names() {
       "cuStreamGetCaptureInfo", "cuThreadExchangeStreamCaptureMode", "cuPointerGetAttribute",
       "cuPointerGetAttributes", "cuFuncGetAttribute", "cuCtxGetStreamPriorityRange",
       "cuGetErrorString", "cuGetErrorName", "cuKernelGetFunction", "cuLibraryGetKernel",
+      // Seen on an H100 with PyTorch 2.11: one top-level cuKernelGetName per
+      // cudaLaunchKernel, a third of all recorded calls.
+      "cuKernelGetName", "cuFuncGetName",
   };
   return kFiltered;
 }
