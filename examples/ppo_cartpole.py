@@ -1,6 +1,6 @@
 """A small PPO agent for gymnasium's CartPole-v1, annotated for rlscope.
 
-Plain PyTorch, CPU, one thread. Runs as an ordinary script::
+Plain PyTorch, one thread, on the CPU (or ``--device cuda``). Runs as an ordinary script::
 
     python examples/ppo_cartpole.py
 
@@ -115,7 +115,8 @@ def train(args: argparse.Namespace) -> None:
     env = gym.make(ENV_ID)
     obs_dim = env.observation_space.shape[0]
     n_actions = env.action_space.n
-    model = ActorCritic(obs_dim, n_actions)
+    dev = torch.device(args.device)
+    model = ActorCritic(obs_dim, n_actions).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, eps=1e-5)
 
     rlscope.set_metadata(algo="PPO", env=ENV_ID, framework="pytorch")
@@ -126,11 +127,11 @@ def train(args: argparse.Namespace) -> None:
     total = n_rollouts * n
     counts = Counts()
 
-    obs_buf = torch.zeros(n, obs_dim)
-    act_buf = torch.zeros(n, dtype=torch.long)
-    logp_buf = torch.zeros(n)
-    val_buf = torch.zeros(n)
-    rew_buf = torch.zeros(n)
+    obs_buf = torch.zeros(n, obs_dim, device=dev)
+    act_buf = torch.zeros(n, dtype=torch.long, device=dev)
+    logp_buf = torch.zeros(n, device=dev)
+    val_buf = torch.zeros(n, device=dev)
+    rew_buf = torch.zeros(n)  # rewards and dones stay on the host: GAE runs in numpy
     done_buf = torch.zeros(n)
 
     episode_returns: list[float] = []
@@ -142,7 +143,7 @@ def train(args: argparse.Namespace) -> None:
         with rlscope.operation("simulation"):
             obs, _ = env.reset(seed=args.seed)
         counts.simulation += 1
-        obs_t = torch.as_tensor(obs, dtype=torch.float32)
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=dev)
         steps = 0
 
         for rollout in range(n_rollouts):
@@ -179,7 +180,7 @@ def train(args: argparse.Namespace) -> None:
                         # cut off in.
                         with rlscope.operation("inference"), torch.no_grad():
                             v_final = model.value(
-                                torch.as_tensor(next_obs, dtype=torch.float32)
+                                torch.as_tensor(next_obs, dtype=torch.float32, device=dev)
                             ).item()
                         counts.inference += 1
                         rew_buf[t] += args.gamma * v_final
@@ -188,7 +189,7 @@ def train(args: argparse.Namespace) -> None:
                     with rlscope.operation("simulation"):
                         next_obs, _ = env.reset()
                     counts.simulation += 1
-                obs_t = torch.as_tensor(next_obs, dtype=torch.float32)
+                obs_t = torch.as_tensor(next_obs, dtype=torch.float32, device=dev)
 
             steps += n
             with rlscope.operation("inference"), torch.no_grad():
@@ -196,16 +197,16 @@ def train(args: argparse.Namespace) -> None:
             counts.inference += 1
 
             adv_np, ret_np = gae(
-                rew_buf.numpy(), val_buf.numpy(), done_buf.numpy(),
+                rew_buf.numpy(), val_buf.cpu().numpy(), done_buf.numpy(),
                 last_value, args.gamma, args.lam,
             )
-            adv, ret = torch.from_numpy(adv_np), torch.from_numpy(ret_np)
+            adv, ret = torch.from_numpy(adv_np).to(dev), torch.from_numpy(ret_np).to(dev)
 
             # ---- PPO update: a few epochs of shuffled minibatches ----
             for _epoch in range(args.epochs):
                 perm = torch.randperm(n, generator=rng)
                 for start in range(0, n, args.minibatch):
-                    idx = perm[start : start + args.minibatch]
+                    idx = perm[start : start + args.minibatch].to(dev)
                     with rlscope.operation("backprop"):
                         mb_adv = adv[idx]
                         mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
@@ -260,6 +261,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vf-coef", type=float, default=0.5)
     p.add_argument("--ent-coef", type=float, default=0.0)
     p.add_argument("--max-grad-norm", type=float, default=0.5)
+    p.add_argument("--device", default="cpu",
+                   help="where the policy and the update run (cpu, cuda, cuda:1)")
     p.add_argument("--log-lines", type=int, default=8,
                    help="about how many progress lines to print")
     args = p.parse_args(argv)

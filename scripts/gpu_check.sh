@@ -16,7 +16,9 @@ from rlscope.launch.environment import cuda_library
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, GPU available: {torch.cuda.is_available()}")
 print(f"librlscope_cuda: {cuda_library() or 'NOT BUILT (no CUPTI headers at build time)'}")
 PY
-"$PY" -m pytest -q -rs -s -p no:cacheprovider tests/gpu tests/cuda
+# A failing test still lets the summaries below print; the script exits with its status.
+tests=0
+"$PY" -m pytest -q -rs -s -p no:cacheprovider tests/gpu tests/cuda || tests=$?
 out="$(mktemp -d)/run"
 "$VENV/bin/rls-prof" -o "$out" -- "$PY" tests/gpu/workloads/torch_cuda_train.py "${1:-200}"
 "$PY" - "$out" <<'PY'
@@ -52,3 +54,5 @@ short="$(mktemp -d)/short"
 "$VENV/bin/rls-analyze" report "$short" | sed -n '/^Utilisation:/,/^$/p'
 # What the sampler costs with the driver's NVML (docs/performance.md).
 "$PY" scripts/bench/sampler_overhead.py --rounds 5 --nvml real
+[ "$tests" = 0 ] || echo "gpu_check: tests failed (pytest exit status $tests)"
+exit "$tests"
