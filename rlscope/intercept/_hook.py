@@ -67,9 +67,9 @@ class PostImportFinder:
                 spec = self._find_elsewhere(fullname, path, target)
             finally:
                 self._busy.discard(fullname)
-        loader: Any = spec.loader if spec is not None else None
-        if loader is None or not hasattr(loader, "exec_module"):
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
+        loader: Any = spec.loader
         finder = self
 
         def after(module: ModuleType) -> None:
