@@ -81,7 +81,7 @@ class PostImportFinder:
             # import shares (``select`` is built in on Debian's and Ubuntu's Pythons):
             # patching and then deleting its exec_module would leave the class without
             # one, and every later built-in import would recurse forever.
-            spec.loader = _ThenCall(loader, after)
+            spec.loader = _ThenCall(loader, after)  # type: ignore[assignment]  # duck-typed
             return spec
         original = loader.exec_module
 
