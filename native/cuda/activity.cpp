@@ -56,7 +56,10 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   {
     std::lock_guard<std::mutex> lk(g_q->mu);
     g_q->completed.push_back(Completed{buffer, valid, dropped});
-    notify = g_q->notify;
+    // Wake the writer early only for a buffer CUPTI filled. The writer's own periodic
+    // flush completes partly filled ones: waking it for those made it flush again at
+    // once, a loop that on a real GPU flushed ~1,000 times a second (docs/cuda.md).
+    if (valid >= g_q->buffer_bytes / 2) notify = g_q->notify;
   }
   if (notify) notify();
 }

@@ -147,8 +147,13 @@ void writer_loop() {
       g->wake = false;
     }
     if (stop) return;  // collector_stop does the final write
-    // Periodic flush: hand over the buffers CUPTI has completed so far.
+    // Periodic flush: hand over the buffers CUPTI has completed so far. What it completes
+    // now is written below: a wake-up it caused is not a reason to flush again.
     CUPTI_CALL(cupti().ActivityFlushAll(0));
+    {
+      std::lock_guard<std::mutex> lk(g->cv_mu);
+      g->wake = false;
+    }
     std::lock_guard<std::mutex> lk(g->mu);
     if (g->phase == Phase::kTracing) write_pending_locked();
   }
