@@ -34,20 +34,23 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
 
     Rules, each said in the cost's note (reporters.calibration explains them): the
     tight-loop microbenchmark is a lower bound; an estimate whose error bar is wider than
-    itself is not resolved, and the microbenchmark is used; what is above twice the
+    itself, or that has none (one calibrating round), is not resolved, and the
+    microbenchmark is used; what is above twice the
     microbenchmark is paid not at the events but spread over time (diffuse)."""
     notes = []
     source = measured
     estimate = per_event
     mb_cost = float(mb.get("per_event_ns", math.nan)) if mb is not None else math.nan
-    unresolved = math.isfinite(error) and error >= abs(per_event)
+    # One calibrating round has no error bar: nothing says the estimate is not noise.
+    bar = f"± {error:.0f} ns" if math.isfinite(error) else "no error bar from one round"
+    unresolved = not math.isfinite(error) or error >= abs(per_event)
     if mb_cost > 0 and (unresolved or not per_event >= mb_cost):
         why = "below the microbenchmark" if per_event < mb_cost else "not resolved"
-        notes.append(f"{measured} gave {per_event:.0f} ± {error:.0f} ns ({why}): "
+        notes.append(f"{measured} gave {per_event:.0f} ns, {bar} ({why}): "
                      "microbenchmark used")
         per_event, source = mb_cost, "microbenchmark"
     elif unresolved:
-        notes.append(f"not resolved by the {measured} (± {error:.0f} ns) and no "
+        notes.append(f"not resolved by the {measured} ({bar}) and no "
                      "microbenchmark to fall back on")
     elif per_event < 0 or (math.isfinite(error) and 2 * error > abs(per_event)):
         notes.append(f"within the noise of the {measured} (± {error:.0f} ns)")

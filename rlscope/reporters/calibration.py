@@ -35,9 +35,10 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
         if c.estimate_ns < c.per_event_ns:
             return (head + f": the {measured} gave {_estimate(c)}, below the tight-loop "
                     "microbenchmark, which is a lower bound: the microbenchmark is used")
+        why = ("an error bar wider than the value" if math.isfinite(c.error_ns)
+               else "no error bar: one calibrating round; --repetitions 3 or more")
         return (head + f": not resolved on this workload (the {measured} gave "
-                f"{_estimate(c)}, an error bar wider than the value): the tight-loop "
-                "microbenchmark is used")
+                f"{_estimate(c)}, {why}): the tight-loop microbenchmark is used")
     err = f" ± {_ns(c.error_ns)}" if math.isfinite(c.error_ns) else ""
     line = f"  {kind}: {_ns(c.per_event_ns)}{err} per {_UNIT.get(kind, 'event')}, " \
         f"measured on the {measured}"
@@ -45,7 +46,13 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     split = (f"{_ns(c.inside_ns)} inside the interval it times, "
              f"{_ns(at_event - c.inside_ns)} around it")
     if not math.isfinite(mb) or mb <= 0:
-        return line + f" (paid at each {_UNIT.get(kind, 'event')}: {split})"
+        line += f" (paid at each {_UNIT.get(kind, 'event')}: {split})"
+        if not math.isfinite(c.error_ns):
+            line += ("; not resolved: no error bar from one calibrating round "
+                     "(--repetitions 3 or more), a rough figure")
+        elif c.error_ns >= abs(c.per_event_ns) > 0:
+            line += "; not resolved: the error bar is wider than the value, a rough figure"
+        return line
     if c.diffuse_ns > 0:
         return (line + f": {_ns(at_event)} paid at each {_UNIT.get(kind, 'event')} "
                 f"(2x the tight-loop microbenchmark's {_ns(mb)}; {split}) and "

@@ -187,3 +187,22 @@ def test_unresolved_estimate_uses_the_microbenchmark_and_the_report_says_why():
                       mode="chunks")
     text = "\n".join(summary_lines(cal))
     assert "± is one standard error (jackknife over the calibration chunks)" in text
+
+
+def test_one_calibrating_round_is_not_resolved():
+    """Two repetitions leave one calibrating round and no error bar: seen on an H100, a
+    PPO calibration put an annotation at 200 µs (the microbenchmark: 99 ns) and a GPU
+    record at 59 µs. Without a bar nothing tells a cost from noise."""
+    from rlscope.calibration.build import _kind_cost
+    from rlscope.reporters.calibration import cost_line
+
+    mb = {"per_event_ns": 99.0, "inside_ns": 40.0}
+    one = _kind_cost("annotation", 200_500.0, math.nan, [], mb, 2125, "runs")
+    assert one.per_event_ns == 99 and one.source == "microbenchmark"
+    assert "no error bar from one round" in one.note
+    assert "no error bar: one calibrating round" in cost_line("annotation", one, "runs")
+    gpu = _kind_cost("gpu_activity", 59_400.0, math.nan, [], None, 62_751, "runs")
+    assert gpu.per_event_ns == 59_400 and "not resolved" in gpu.note
+    assert "not resolved: no error bar" in cost_line("gpu_activity", gpu, "runs")
+    resolved = _kind_cost("gpu_activity", 3000.0, 300.0, [], None, 1000, "runs")
+    assert "not resolved" not in cost_line("gpu_activity", resolved, "runs")
