@@ -110,4 +110,3 @@ def test_plot_draws_utilisation_over_time(run_dir, tmp_path: Path):
     assert r.returncode == 0, r.stderr
     svg = (tmp_path / "utilisation.svg").read_text()
     assert "GPU 0: NVML utilisation" in svg and "rlscope CPU categories" in svg
-
