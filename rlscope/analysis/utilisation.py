@@ -3,10 +3,11 @@
 Per process and phase: the GPU busy as NVML reports it (share of samples with
 utilisation > 0, mean utilisation) next to the GPU time spent in kernels and copies
 that CUPTI recorded; the process's CPU utilisation as /proc reports it next to the time
-its threads spent in rlscope's CPU categories. The two disagree by design: NVML counts a
-sample period as busy when one kernel ran at any point of it, so short kernels in a
-CPU-bound loop look like a busy GPU; an uninstrumented blocking call looks like Python
-time to rlscope but is idle to /proc.
+its threads spent in rlscope's CPU categories. The two disagree by design: NVML counts the
+time in which any kernel ran, device-wide and at its own granularity, so kernels spread
+through a CPU-bound loop read busier than the time in them (PPO on an H100: busy in 99%
+of samples, 4% mean utilisation, 1.8% in kernels; docs/cuda.md); an uninstrumented
+blocking call looks like Python time to rlscope but is idle to /proc.
 
 A sample's value describes the interval since the series' previous sample; it is
 assigned to the phase that holds the middle of that interval.

@@ -56,8 +56,8 @@ def lines(a: Analysis) -> list[str]:
         out.append("GPU busy% NVML: share of samples whose utilisation was > 0; GPU util% "
                    "NVML: mean utilisation (device-wide, of the devices the process used); "
                    "GPU% rlscope: time in kernels and copies (CUPTI), of wall x devices. "
-                   "NVML calls a sample period busy if any kernel ran in it: short kernels "
-                   "in a CPU-bound loop look like a busy GPU.")
+                   "NVML counts the time in which any kernel ran, device-wide: kernels "
+                   "spread through a CPU-bound loop read busier than the GPU time in them.")
     if s.gpu_status:
         out.append(f"GPU not sampled: {s.gpu_status}.")
     return out
