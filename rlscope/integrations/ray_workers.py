@@ -81,7 +81,9 @@ def _replace_with(p: Patcher, cls: type, attr: str, make: Any) -> int:
     return 1
 
 
-WORKER_EXIT_WAIT_S = 3.0  # the most ray.shutdown() waits for workers (_let_workers_exit)
+# The most ray.shutdown() waits for workers (_let_workers_exit): it returns as soon as
+# they are gone, and a loaded machine can take seconds to let them flush and exit.
+WORKER_EXIT_WAIT_S = 10.0
 
 
 def _let_workers_exit(kill_all: Any) -> Any:

@@ -58,13 +58,20 @@ def record(out: Path, python: str, script: str, *args: str) -> None:
 def settled(out: Path, roles: tuple[str, ...]) -> rlscope.analysis.Analysis:
     """The analysis once the driver and every worker of these roles has stopped
     recording (Ray ends its workers as the driver leaves, a moment after it)."""
+    seen = [""]
+
     def complete() -> rlscope.analysis.Analysis | None:
         a = rlscope.analysis.load(out)
         t = a.process_tree()
         ours = t[(t["role"] == fmt.ROLE_MAIN) | t["role"].isin(roles)]
+        seen[0] = t[["pid", "role", "name", "complete"]].to_string()
         return a if len(ours) > 1 and ours["complete"].all() else None
 
-    return wait_until(complete, "the driver and the Ray workers to stop recording")
+    try:
+        return wait_until(complete, "the driver and the Ray workers to stop recording")
+    except BaseException:
+        print("last seen:\n" + seen[0])  # which process never completed, in the report
+        raise
 
 
 def test_ray_actors_complete_roles_and_slow_actor(tmp_path: Path):

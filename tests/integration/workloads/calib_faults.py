@@ -5,14 +5,16 @@
 - setup-death: the 5th forked copy (the first of chunk 2) exits (status 3) as it is
   set up;
 - copy-crash: a recording copy exits with status 4 past the 40th progress report;
-- run-fails: the calibration run (and any copy that reaches the end) exits with
-  status 1.
+- run-fails: the calibration run exits with status 1 at its first progress report
+  (its copies, forked there, die with it): before the driver could measure enough chunks
+  and end the run itself, however fast or slow the machine.
 
 Only the calibration run's copies are affected: it is the run without
 RLSCOPE_OUTPUT_DIR, and its copies are the forks of the workload process."""
 
 import argparse
 import os
+import sys
 
 import rlscope
 
@@ -22,6 +24,7 @@ ap.add_argument("--fault", choices=["big-result", "setup-death", "copy-crash", "
 args = ap.parse_args()
 calibrating = not os.environ.get("RLSCOPE_OUTPUT_DIR")
 forks = [0]
+main_pid = os.getpid()
 if calibrating and args.fault == "big-result":
     from rlscope import _native
 
@@ -45,10 +48,11 @@ for i in range(1, args.iterations + 1):
     if i % 20 == 0:
         rlscope.report_progress(i, args.iterations)
         reports += 1
+        if calibrating and args.fault == "run-fails" and os.getpid() == main_pid:
+            sys.stdout.flush()
+            os._exit(1)
         # Only recording copies record in the calibration run.
         if calibrating and args.fault == "copy-crash" and rlscope.is_active() \
                 and reports > 40:
             os._exit(4)
 print("done", i)
-if calibrating and args.fault == "run-fails":
-    raise SystemExit(1)
