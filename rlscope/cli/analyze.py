@@ -14,6 +14,7 @@ from rlscope.errors import RLScopeError
 from rlscope.reporters import processes, table
 from rlscope.reporters.dump import dump_lines
 from rlscope.trace.data import Trace
+from rlscope.trace.format import TIMELINE_FILES
 from rlscope.trace.reader import read_trace
 
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
@@ -296,7 +297,6 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None
 
 
 _TIMELINE_FORMATS = ("perfetto", "json")
-_DEFAULT_NAMES = {"perfetto": "timeline.pftrace", "json": "trace.json"}
 
 
 @analyze.command()
@@ -360,7 +360,7 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
                        f"about {size / 1e6:,.0f} MB with them, over --max-size "
                        f"{max_mb:g} MB): keep them with --tracks all, or narrow with "
                        "--window / --process", err=True)
-    out = output or directory / _DEFAULT_NAMES[fmt]
+    out = output or directory / TIMELINE_FILES[fmt]
     _make_dir(out.parent)
     try:
         with open(out, "wb") as raw:

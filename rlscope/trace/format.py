@@ -14,6 +14,8 @@ MAGIC = b"RLSCOPE\n"
 FORMAT_VERSION = 1
 FILE_SUFFIX = ".rlscope"
 RUN_FILE = "run.json"  # run metadata rls-prof writes beside the trace files
+# rls-analyze timeline's default outputs in a run directory (--format perfetto, json)
+TIMELINE_FILES = {"perfetto": "timeline.pftrace", "json": "trace.json"}
 LOCK_FILE = "rlscope.lock"  # held by a live rls-prof (rlscope.trace.rundir)
 # rls-prof's utilisation samples (samples.<launcher pid>.rlsamples): the same framing as a
 # trace file (magic, header, records) under another suffix, so that "*.rlscope" keeps

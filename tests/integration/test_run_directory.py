@@ -176,12 +176,13 @@ def test_force_clears_everything_a_previous_run_left(tmp_path: Path):
     (out / "calibration/0-full/output.log").write_text("old")
     (out / "plots/breakdown.png").write_text("old")
     (out / "trace.json").write_text("{}")
+    (out / "timeline.pftrace").write_bytes(b"old")  # rls-analyze timeline's default
     (out / "notes.txt").write_text("mine")  # not rlscope's: kept
     r = run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass")
     assert r.returncode == 2
     line = _one_line(r)
     assert ("already holds a previous run (1 trace file, utilisation samples, calibration/, "
-            "calibration.json, plots/, run.json, trace.json)") in line
+            "calibration.json, plots/, run.json, timeline.pftrace, trace.json)") in line
     r = run_tool("rls-prof", "-o", str(out), "--force", "--", sys.executable, "-c", "pass")
     assert r.returncode == 0, r.stderr
     left = sorted(p.name for p in out.iterdir())
