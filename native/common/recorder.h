@@ -195,6 +195,14 @@ inline Status exit_scope(ThreadState* t, uint32_t begin_kind, uint32_t name,
   return exit_scope_slow(t, begin_kind, name, unwound);
 }
 
+// Whether a scope of this kind and name is open on the thread (inherited ones too).
+inline bool on_stack(const ThreadState* t, uint32_t begin_kind, uint32_t name) {
+  for (uint32_t i = t->depth; i-- > 0;) {
+    if ((t->stack[i].kind & ~kInherited) == begin_kind && t->stack[i].name == name) return true;
+  }
+  return false;
+}
+
 // Explicit pop (pop_operation): the innermost scope must be `begin_kind` and,
 // if name != 0, `name`. STACK_EMPTY / MISMATCH change nothing.
 Status pop(ThreadState* t, uint32_t begin_kind, uint32_t name);

@@ -90,9 +90,17 @@ struct ScopeObject {
   uint32_t begin_kind;  // OPERATION_BEGIN or PHASE_BEGIN
 };
 
+// Scopes this thread entered while nothing recorded and has not exited yet. One of them
+// exited once a recording has begun (rlscope.start() inside a with-block, a chunk
+// calibration copy forked mid-phase that runs on to the program's end) was never pushed:
+// that is not the user's mistake, and must not raise. Forked children inherit the count.
+thread_local uint32_t t_unrecorded_open = 0;
+
 PyObject* scope_enter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<ScopeObject*>(self);
-  if (rlscope::g_session.load(std::memory_order_relaxed) != 0) {
+  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+    ++t_unrecorded_open;
+  } else {
     ThreadState* t = thread_state();
     if (__builtin_expect(rlscope::push(t, s->begin_kind, s->name_id) == rlscope::TOO_DEEP, 0)) {
       PyErr_Format(error_type(),
@@ -131,11 +139,18 @@ PyObject* scope_exit_slow(ScopeObject* s, ThreadState* t, bool exc_in_flight) {
 
 PyObject* scope_exit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* s = reinterpret_cast<ScopeObject*>(self);
-  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) Py_RETURN_FALSE;
+  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+    if (t_unrecorded_open) --t_unrecorded_open;
+    Py_RETURN_FALSE;
+  }
   ThreadState* t = rlscope::tls_thread;
   if (__builtin_expect(t != nullptr, 1) &&
       __builtin_expect(rlscope::exit_innermost(t, s->begin_kind, s->name_id) !=
                            rlscope::NOT_ON_STACK, 1)) {
+    Py_RETURN_FALSE;
+  }
+  if (t_unrecorded_open && (t == nullptr || !rlscope::on_stack(t, s->begin_kind, s->name_id))) {
+    --t_unrecorded_open;  // entered before this recording began: nothing to close
     Py_RETURN_FALSE;
   }
   bool in_flight = nargs > 0 && args[0] != Py_None;

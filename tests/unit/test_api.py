@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 import warnings
 from pathlib import Path
@@ -222,3 +225,50 @@ def test_env_events_carry_their_env_index_and_wait_calls_their_category(recordin
     assert p.name_of(int(p.events.name[b])) == "time.sleep"
     assert p.events.time_ns[end] - p.events.time_ns[b] >= 1_000_000
     assert kinds.index(fmt.ENV_RESET_BEGIN) < b < end < kinds.index(fmt.ENV_RESET_END)
+
+
+def test_scope_entered_before_the_recording_exits_silently(tmp_path: Path, recorder: str):
+    """A with-block open when the recording starts (rlscope.start() inside it; a chunk
+    calibration copy, forked mid-phase, that runs on to the program's end) was never
+    recorded: leaving it is not a mistake and must not raise."""
+    out = tmp_path / "t"
+    with rlscope.phase("training"):
+        with rlscope.operation("warm-up"):
+            pass
+        rlscope.start(out, recorder=recorder)
+        with rlscope.operation("step"):
+            pass
+    with rlscope.operation("after"):
+        pass
+    p = _stop_and_read(out)
+    assert _ops(p) == [("step", 0), ("after", 0)]
+    # Still an error for a scope this recording never saw entered, once none is pending.
+    rlscope.start(tmp_path / "u", recorder=recorder)
+    try:
+        with pytest.raises(rlscope.RLScopeError, match="without a matching enter"):
+            rlscope.operation("never-entered").__exit__(None, None, None)
+    finally:
+        rlscope.stop()
+
+
+def test_forked_child_leaving_a_phase_entered_before_recording(tmp_path: Path):
+    """The chunk calibration's case: a phase entered while nothing recorded, a fork, the
+    child starts recording and leaves the phase at the program's end."""
+    code = textwrap.dedent(f"""
+        import os, sys, rlscope
+        with rlscope.phase("training"):
+            pid = os.fork()
+            if pid == 0:
+                rlscope.start({str(tmp_path / "child")!r})
+                with rlscope.operation("step"):
+                    pass
+        if pid == 0:
+            rlscope.stop()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "0", r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
