@@ -1,6 +1,7 @@
-"""The framework case studies (scripts/case_studies/dqn_frameworks.py, vector_cartpole.py)
-end to end with --quick: every workload runs under rls-prof with a calibration, the
-compare tables come out, and the transitions per step are what the code makes."""
+"""The case studies (scripts/case_studies/dqn_frameworks.py, vector_cartpole.py,
+on_off_policy.py) end to end with --quick: every workload runs under rls-prof with a
+calibration, the compare tables come out, and the transitions per step are what the code
+makes."""
 
 from __future__ import annotations
 
@@ -80,4 +81,29 @@ def test_vector_cartpole_quick(tmp_path: Path):
         assert float(impl["n1_ns_per_env_step"]) > 0 and float(impl["n64_ns_per_env_step"]) > 0
     assert "--phase simulating --by category" in out and "Backend" in out
     for name in ("vector-cartpole-sweep.png", "vector-cartpole-compare.png"):
+        assert (tmp_path / "img" / name).stat().st_size > 1000
+
+
+def test_on_off_policy_quick(tmp_path: Path):
+    pytest.importorskip("stable_baselines3")
+    out = _run("on_off_policy.py", "--simulators", "classic,classic-discrete", "--out",
+               str(tmp_path / "runs"), "--img", str(tmp_path / "img"))
+    res = _result(out)
+    shares = {k: float(v) for k, v in res.items() if k.startswith("sim_pct_")}
+    assert set(shares) == {"sim_pct_classic_ppo", "sim_pct_classic_a2c", "sim_pct_classic_sac",
+                           "sim_pct_classic_td3", "sim_pct_classic_discrete_ppo",
+                           "sim_pct_classic_discrete_a2c", "sim_pct_classic_discrete_dqn"}
+    assert all(0 < v < 100 for v in shares.values()), shares
+    # SAC and TD3 take a gradient step per environment step, PPO and A2C far fewer: the
+    # ratio is large even in a 300-step run (7x here).
+    assert float(res["ratio_classic"]) > 2
+    # Every run's operations come from rls-prof's sb3 integration (the workload has none).
+    for sim in ("classic", "classic-discrete"):
+        table = out.split(f"$ rls-analyze compare <{sim} runs>", 1)[1]
+        for op in ("simulation", "inference", "backprop"):
+            assert re.search(rf"^{op}\s", table, re.M), (sim, op)
+    for algo in ("ppo", "a2c", "sac", "td3", "dqn"):
+        assert (tmp_path / "runs" / "calibration" / algo / "calibration.json").exists()
+    for name in ("on-off-policy-share.png", "on-off-policy-classic.png",
+                 "on-off-policy-classic-discrete.png"):
         assert (tmp_path / "img" / name).stat().st_size > 1000
