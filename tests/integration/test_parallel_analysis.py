@@ -104,6 +104,18 @@ def test_ray_equals_serial(run_dir: Path, monkeypatch: pytest.MonkeyPatch):
         ray.shutdown()
 
 
+def test_ray_command_line_equals_serial(run_dir: Path):
+    """``rls-analyze report --ray`` (a local cluster started for the analysis) prints
+    the serial report byte for byte."""
+    pytest.importorskip("ray")
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    serial = run_tool("rls-analyze", "report", "--jobs", "1", str(run_dir))
+    # Last: --ray takes an optional ADDRESS, so it would swallow the directory.
+    on_ray = run_tool("rls-analyze", "report", str(run_dir), "--ray", env=env, timeout=300)
+    assert serial.returncode == 0 and on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert on_ray.stdout == serial.stdout
+
+
 def test_ray_missing_is_one_line(run_dir: Path, monkeypatch: pytest.MonkeyPatch):
     from rlscope.errors import RLScopeError
 
