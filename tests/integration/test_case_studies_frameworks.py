@@ -107,3 +107,14 @@ def test_on_off_policy_quick(tmp_path: Path):
     for name in ("on-off-policy-share.png", "on-off-policy-classic.png",
                  "on-off-policy-classic-discrete.png"):
         assert (tmp_path / "img" / name).stat().st_size > 1000
+
+
+def test_lockstep_envs_quick(tmp_path: Path):
+    pytest.importorskip("stable_baselines3")
+    out = _run("lockstep_envs.py", "--out", str(tmp_path / "runs"))
+    res = _result(out)
+    loss, ipc = float(res["loss_pct_classic_n2"]), float(res["ipc_pct_classic_n2"])
+    assert 0 <= loss < 100 and 0 < ipc < 100 and loss + ipc < 100
+    # The lock-step report of the run, as rls-analyze prints it.
+    assert "SubprocVecEnv#1: 2 envs in worker processes" in out
+    assert "Lock-step loss:" in out and "Straggler: env " in out
