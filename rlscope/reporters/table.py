@@ -13,7 +13,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
-from rlscope.reporters import hosts, processes
+from rlscope.reporters import gpuwork, hosts, processes
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.trace.argv import shell_line
@@ -150,6 +150,7 @@ def render_text(a: Analysis) -> str:
                             for c, h in transitions)
             lines.append(f"  Transitions from Python per timestep: {per}")
     lines.extend(processes.folded_lines(a))
+    lines.extend(gpuwork.lines(a))
     lines.extend(util_report.lines(a))
     lines.append("")
     lines.append("Wall: time inside the operation, nested operations included. Self: "
@@ -187,6 +188,7 @@ def render(a: Analysis, fmt: str) -> str:
                            "operations": _records(df),
                            "extrapolation": _records(a.extrapolation()),
                            **processes.json_sections(a), **_utilisation_json(a),
+                           **({"gpu_work": gpuwork.to_dict(a)} if len(a.gpu()) else {}),
                            **hosts.json_section(a),
                            "warnings": a.warnings}, indent=2)
     raise ValueError(f"unknown format {fmt!r}")
