@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis.lockstep import Lockstep, SamplingTable, VectorEnv
+from rlscope.analysis.lockstep import Lockstep, SamplingTable, VectorEnv, straggler_min_share
 
 FORMATS = ("text", "csv", "json", "markdown")
 
@@ -106,6 +106,13 @@ def vector_env_lines(v: VectorEnv) -> list[str]:
         lines.append(f"    = envs' steps {u(v.env_sum_s)} (one after another: no barrier, "
                      f"no env waits for another) + the vector env's own code "
                      f"{u(v.overhead_s)}")
+    if v.straggler is None and v.straggler_share == v.straggler_share:  # not nan
+        what = "of the lock-step loss" if v.workers else "of the time above the mean env"
+        k = int(v.envs["loss_caused_pct"].idxmax())
+        lines.append(f"  No straggler: the largest share {what}, env {k}'s, is "
+                     f"{100 * v.straggler_share:.0f}% (an even spread gives "
+                     f"{100 / v.num_envs:.0f}% each; a straggler causes at least "
+                     f"{100 * straggler_min_share(v.num_envs):.0f}%)")
     if v.straggler is not None:
         r = v.envs.iloc[v.straggler]
         others = v.envs.drop(index=v.straggler)

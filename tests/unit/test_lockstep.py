@@ -153,6 +153,22 @@ def test_workers_of_another_vector_env_are_not_joined():
     assert v.envs["busy_s"].max() < 0.01
 
 
+def test_no_straggler_when_the_loss_is_spread():
+    """Each env the slowest in turn: the loss is spread evenly and no env is named (one
+    is only when it causes at least halfway between an even share and all the loss)."""
+    busy = [[3, 2, 2, 2], [2, 3, 2, 2], [2, 2, 3, 2], [2, 2, 2, 3], [4, 2, 2, 2]]
+    (v,) = ls.analyze(vector_run(busy)).vector_envs
+    assert v.straggler is None and v.straggler_share == pytest.approx(0.5)
+    assert ls.straggler_min_share(4) == 0.625 and ls.straggler_min_share(2) == 0.75
+    text = "\n".join(render.vector_env_lines(v))
+    assert "No straggler: the largest share of the lock-step loss, env 0's, is 50% " \
+           "(an even spread gives 25% each; a straggler causes at least 62%)" in text
+    # The same envs with one that is slow in every step: named.
+    busy = [[2, 2, 2, 5]] * 5
+    (v,) = ls.analyze(vector_run(busy)).vector_envs
+    assert v.straggler == 3 and v.straggler_share == 1.0
+
+
 def test_sequential_vector_env_has_no_barrier():
     name = "DummyVecEnv#1"
     rows, t = [], 0
