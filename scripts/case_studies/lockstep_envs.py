@@ -101,28 +101,40 @@ def main() -> None:
 
     figs: dict[tuple[str, int], list[Figures]] = {}
     dirs: dict[tuple[str, int], list[Path]] = {}
+    inplace: dict[str, list[Figures]] = {}  # DummyVecEnv with the largest N
     for rep in range(args.reps):
         for sim in sims:
             order = ns[rep % len(ns):] + ns[:rep % len(ns)]
-            for n in order:
-                d = out / sim / f"n{n}" / f"rep{rep}"
-                steps = (256 if args.quick else STEPS_PER_ENV) * n
+            for n in [*order, 0]:  # 0: DummyVecEnv, max(ns) envs in this process
+                vec, k = ("subproc", n) if n else ("dummy", max(ns))
+                d = out / sim / (f"n{n}" if n else f"dummy-n{k}") / f"rep{rep}"
+                steps = (256 if args.quick else STEPS_PER_ENV) * k
                 cmd = [py, str(WORKLOAD), "--algo", "ppo", "--env", SIMULATORS[sim],
-                       "--steps", str(steps), "--n-envs", str(n), "--vec", "subproc"]
+                       "--steps", str(steps), "--n-envs", str(k), "--vec", vec]
                 stdout = earlier_run(d) if args.reanalyze else rls_prof(d, cmd)
                 line = workload_line(stdout, "policy")
+                if not n:
+                    f = figures(d, workers=False)
+                    inplace.setdefault(sim, []).append(f)
+                    print(f"[{clock}] {sim} DummyVecEnv N={k} rep {rep}: "
+                          f"{line['us_per_step']} us/step; vector steps "
+                          f"{f.pct_of_sampling(f.step_s):.1f}% of sampling", flush=True)
+                    continue
                 f = figures(d)
                 figs.setdefault((sim, n), []).append(f)
                 dirs.setdefault((sim, n), []).append(d)
                 print(f"[{clock}] {sim} N={n} rep {rep}: {line['us_per_step']} us/step; "
                       f"lock-step loss {f.pct_of_sampling(f.loss_s):.1f}% of sampling, "
-                      f"IPC/scheduling {f.pct_of_sampling(f.ipc_s):.1f}%, straggler env "
-                      f"{f.straggler} ({100 * f.straggler_share:.0f}% of the loss), "
+                      f"IPC/scheduling {f.pct_of_sampling(f.ipc_s):.1f}%, "
+                      + (f"straggler env {f.straggler}" if f.straggler is not None
+                         else "no straggler")
+                      + f" (largest share of the loss {100 * f.straggler_share:.0f}%), "
                       f"no barrier: {f.async_speedup:.2f}x"
                       + ("" if args.reanalyze else f"; load {os.getloadavg()[0]:.1f}"),
                       flush=True)
 
     report(sims, ns, figs)
+    report_inplace(sims, max(ns), figs, inplace)
     for sim in sims:
         d = dirs[(sim, max(ns))][0]
         print(f"\n$ rls-analyze lockstep {_short(str(d))} --no-plot")
@@ -131,14 +143,14 @@ def main() -> None:
     print(f"[{clock}] done; runs in {out}")
 
 
-def figures(run_dir: Path) -> Figures:
+def figures(run_dir: Path, workers: bool = True) -> Figures:
     from rlscope.analysis import lockstep
 
     ls = lockstep.load(run_dir)
-    vs = [v for v in ls.vector_envs if v.workers]
+    vs = [v for v in ls.vector_envs if v.workers == workers]
     if len(vs) != 1 or len(ls.tables) != 1:
-        sys.exit(f"{run_dir}: expected one vector env in workers, found "
-                 f"{[v.name for v in ls.vector_envs]}")
+        sys.exit(f"{run_dir}: expected one vector env {'in workers' if workers else 'in place'}"
+                 f", found {[v.name for v in ls.vector_envs]}")
     v, t = vs[0], ls.tables[0]
     proj = v.projections
     nb = proj[proj["design"].str.startswith("asynchronous")]
@@ -151,7 +163,8 @@ def report(sims: list[str], ns: list[int], figs: dict[tuple[str, int], list[Figu
            ) -> None:
     print("\nPer simulator and N (mean ± sd over the runs); % of the Sampling time:")
     head = ["simulator", "environment", "N", "sampling s", "step %", "env busy %",
-            "lock-step loss %", "IPC/sched. %", "straggler share %", "no barrier"]
+            "lock-step loss %", "IPC/sched. %", "largest loss share %", "stragglers",
+            "no barrier"]
     rows = []
     for sim in sims:
         for n in ns:
@@ -162,6 +175,7 @@ def report(sims: list[str], ns: list[int], figs: dict[tuple[str, int], list[Figu
                          fmt([x.pct_of_sampling(x.loss_s) for x in f]),
                          fmt([x.pct_of_sampling(x.ipc_s) for x in f]),
                          fmt([100 * x.straggler_share for x in f], 1, 0),
+                         f"{sum(x.straggler is not None for x in f)}/{len(f)}",
                          fmt([x.async_speedup for x in f], 1, 2) + "x"])
     w = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
@@ -170,6 +184,30 @@ def report(sims: list[str], ns: list[int], figs: dict[tuple[str, int], list[Figu
         print("  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)))
     print("(vector step time = mean env busy + lock-step loss + IPC/scheduling; no barrier: "
           "the sampling speed-up projected for envs that each step at their own pace)")
+
+
+def report_inplace(sims: list[str], n: int, figs: dict[tuple[str, int], list[Figures]],
+                   inplace: dict[str, list[Figures]]) -> None:
+    """The same N envs stepped one after another in the main process (DummyVecEnv): no
+    barrier, no pipes; what the worker processes bought on this machine."""
+    print(f"\nN={n}: SubprocVecEnv (workers, lock-step) vs DummyVecEnv (in place); seconds "
+          "(mean ± sd over the runs):")
+    head = ["simulator", "environment", "Subproc vector steps", "Dummy vector steps",
+            "Subproc sampling", "Dummy sampling", "sampling ratio"]
+    rows = []
+    for sim in sims:
+        sub, dum = figs[(sim, n)], inplace[sim]
+        ratio = [a.sampling_s / b.sampling_s for a, b in zip(sub, dum, strict=False)]
+        rows.append([sim, SIMULATORS[sim], fmt([x.step_s for x in sub], 1, 3),
+                     fmt([x.step_s for x in dum], 1, 3), fmt([x.sampling_s for x in sub], 1, 3),
+                     fmt([x.sampling_s for x in dum], 1, 3), fmt(ratio, 1, 2) + "x"])
+    w = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
+    print("  ".join("-" * x for x in w))
+    for r in rows:
+        print("  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)))
+    print("(sampling ratio > 1: the worker processes made sampling slower than stepping the "
+          "envs in place)")
 
 
 def result(sims: list[str], ns: list[int], figs: dict[tuple[str, int], list[Figures]]
