@@ -49,7 +49,7 @@ def install(ray: Any, p: Patcher) -> int:
     manager = getattr(fm, "FunctionActorManager", None)
     if isinstance(manager, type):
         n += _replace(p, manager, "load_actor_class", _after_actor_class)
-        n += _replace(p, manager, "get_execution_info", _after_execution_info)
+        n += _replace_with(p, manager, "get_execution_info", _tasks_in_phases)
     return n
 
 
@@ -185,6 +185,51 @@ def _after_actor_class(cls: Any, manager: Any, job_id: Any, descriptor: Any,
     annotate.set_metadata(**{fmt.META_ROLE: fmt.ROLE_RAY_ACTOR, fmt.META_ROLE_DETAIL: name})
 
 
+TASK_PHASE = "ray task "  # + the task's function name: the phase a task runs in
+_phased: dict[int, tuple[Any, Any]] = {}  # id(function) -> (function, its phased wrapper)
+
+
+def _tasks_in_phases(get_info: Any) -> Any:
+    """``get_execution_info`` whose tasks (not actor methods) run inside the phase
+    ``ray task <function>``: a task worker runs many tasks, and each operation then says
+    which one it belongs to."""
+    @functools.wraps(get_info)
+    def wrapper(self: Any, job_id: Any, descriptor: Any, *args: Any, **kwargs: Any) -> Any:
+        info = get_info(self, job_id, descriptor, *args, **kwargs)
+        if not annotate.is_active():
+            return info
+        try:
+            _after_execution_info(info, self, job_id, descriptor, *args, **kwargs)
+            if getattr(descriptor, "class_name", "") or _state.get("kind") != "task" \
+                    or not hasattr(info, "_replace"):
+                return info
+            return info._replace(function=_in_phase(info.function, _task_name(info,
+                                                                              descriptor)))
+        except Exception:  # never break a Ray task over its trace
+            return info
+    return wrapper
+
+
+def _task_name(info: Any, descriptor: Any) -> str:
+    return str(getattr(info, "function_name", "") or getattr(descriptor, "function_name", "?")
+               ).removeprefix("__main__.")
+
+
+def _in_phase(fn: Any, name: str) -> Any:
+    hit = _phased.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    phase = TASK_PHASE + name
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with annotate.phase(phase):
+            return fn(*args, **kwargs)
+
+    _phased[id(fn)] = (fn, run)
+    return run
+
+
 def _after_execution_info(info: Any, manager: Any, job_id: Any, descriptor: Any,
                           *rest: Any, **kwargs: Any) -> None:
     key = id(info)
@@ -193,8 +238,7 @@ def _after_execution_info(info: Any, manager: Any, job_id: Any, descriptor: Any,
     _seen.add(key)
     if getattr(descriptor, "class_name", "") or _state.get("kind") == "actor":
         return  # an actor's method: the actor's identity says it
-    name = str(getattr(info, "function_name", "") or getattr(descriptor, "function_name", "?")
-               ).removeprefix("__main__.")
+    name = _task_name(info, descriptor)
     tasks = list(_state.get("tasks", []))
     if name in tasks:
         return

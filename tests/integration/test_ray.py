@@ -110,7 +110,10 @@ def test_ray_actors_complete_roles_and_slow_actor(tmp_path: Path):
         mine = ops[(ops["pid"] == row["pid"]) & (ops["operation"] == "actor_step")]
         assert int(mine["calls"].sum()) == STEPS, mine
         per_actor[row["ray_actor_id"]] = float(row["operations_s"])
-    assert int(ops[ops["operation"] == "task_op"]["calls"].sum()) == 4
+    task_ops = ops[ops["operation"] == "task_op"]
+    assert int(task_ops["calls"].sum()) == 4
+    # Each operation of a task worker says which task it ran in: its phase.
+    assert set(task_ops["phase"]) == {"ray task double"}, task_ops[["pid", "phase"]]
     # The slow actor is the one with twice the scale, by its recorded time.
     slow = max(scale, key=lambda k: scale[k])
     fast = min(scale, key=lambda k: scale[k])
