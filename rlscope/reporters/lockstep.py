@@ -108,8 +108,8 @@ def vector_env_lines(v: VectorEnv) -> list[str]:
                      f"{u(v.overhead_s)}")
     if v.straggler is None and v.straggler_share == v.straggler_share:  # not nan
         what = "of the lock-step loss" if v.workers else "of the time above the mean env"
-        k = int(v.envs["loss_caused_pct"].idxmax())
-        lines.append(f"  No straggler: the largest share {what}, env {k}'s, is "
+        top = int(v.envs["loss_caused_pct"].idxmax())
+        lines.append(f"  No straggler: the largest share {what}, env {top}'s, is "
                      f"{100 * v.straggler_share:.0f}% (an even spread gives "
                      f"{100 / v.num_envs:.0f}% each; a straggler causes at least "
                      f"{100 * straggler_min_share(v.num_envs):.0f}%)")

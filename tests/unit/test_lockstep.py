@@ -161,6 +161,7 @@ def test_no_straggler_when_the_loss_is_spread():
     assert v.straggler is None and v.straggler_share == pytest.approx(0.5)
     assert ls.straggler_min_share(4) == 0.625 and ls.straggler_min_share(2) == 0.75
     text = "\n".join(render.vector_env_lines(v))
+    assert "(5 vector steps now take" in text  # the projections' header is untouched
     assert "No straggler: the largest share of the lock-step loss, env 0's, is 50% " \
            "(an even spread gives 25% each; a straggler causes at least 62%)" in text
     # The same envs with one that is slow in every step: named.
