@@ -524,7 +524,8 @@ class Analysis:
         from rlscope.analysis.utilisation import over_time
 
         t0 = min((r.span[0] for r in self.results), default=0)
-        return over_time(t0, self.samples, [(r.pid, r.span[0], r.cpu_bins, m.gpu_truth)
+        return over_time(t0, self.samples, [(r.pid, r.span[0], r.span[1], r.cpu_bins,
+                                             m.gpu_truth)
                                             for r, m in zip(self.results, self._metas,
                                                             strict=True)])
 

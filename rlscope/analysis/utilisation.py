@@ -180,12 +180,13 @@ GPU_SM = "SM clock MHz (NVML)"
 
 
 def over_time(t0: int, samples: Samples | None,
-              processes: list[tuple[int, int, np.ndarray, GpuTruth | None]]
+              processes: list[tuple[int, int, int, np.ndarray, GpuTruth | None]]
               ) -> pd.DataFrame:
     """Every series in one long table: time_s from ``t0``; series; pid (the process, -1
     for cores and NVML's device-wide readings); key (pid, core or device); value.
-    ``processes``: (pid, span start, cpu_bins, GpuTruth) of each. A sample's time is the
-    end of the interval it describes; a bin's, its middle."""
+    ``processes``: (pid, span start, span end, cpu_bins, GpuTruth) of each. A sample's
+    time is the end of the interval it describes; a bin's, its middle. A process's last
+    bin is a share of the part of it the process lived (not of a whole bin)."""
     parts: list[pd.DataFrame] = []
 
     def add(t: np.ndarray, series: str, pid: np.ndarray | int, key: np.ndarray | int,
@@ -209,13 +210,18 @@ def over_time(t0: int, samples: Samples | None,
         add(g.gpu_time_ns, GPU_UTIL, -1, g.gpu_index, g.gpu_util_pct)
         add(g.gpu_time_ns, GPU_MEM, -1, g.gpu_index, g.gpu_memory_used_bytes / 2**20)
         add(g.gpu_time_ns, GPU_SM, -1, g.gpu_index, g.gpu_sm_clock_mhz)
-    for pid, start, cpu_bins, truth in processes:
+    def widths(n: int, start: int, end: int) -> np.ndarray:
+        lo = np.arange(n, dtype=np.int64) * BIN_NS
+        return np.clip(end - start - lo, 1, BIN_NS).astype(np.float64)
+
+    for pid, start, end, cpu_bins, truth in processes:
         centres = start + (np.arange(len(cpu_bins)) + 0.5) * BIN_NS
-        add(centres, RLSCOPE_CPU, pid, pid, 100 * cpu_bins / BIN_NS)
+        add(centres, RLSCOPE_CPU, pid, pid,
+            100 * cpu_bins / widths(len(cpu_bins), start, end))
         if truth is not None:
             for d, ns in truth.bins.items():
                 add(start + (np.arange(len(ns)) + 0.5) * BIN_NS, GPU_BUSY, pid, d,
-                    100 * ns / BIN_NS)
+                    100 * ns / widths(len(ns), start, end))
     if not parts:
         return pd.DataFrame(columns=_SERIES_COLUMNS)
     return pd.concat(parts, ignore_index=True)

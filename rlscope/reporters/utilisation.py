@@ -80,6 +80,7 @@ def figure(a: Analysis) -> Any:
     bottom (when the run used or sampled a GPU): NVML's utilisation per device and each
     process's GPU time in kernels/copies per 0.1 s. None when the run was not sampled."""
     from rlscope.analysis import utilisation as U
+    from rlscope.analysis.timebins import BIN_NS
     from rlscope.reporters.plots import RUN_COLOURS, plotted_processes, pyplot
 
     if a.samples is None:
@@ -96,14 +97,20 @@ def figure(a: Analysis) -> Any:
     names = {int(r.pid): f"{r.process} ({r.pid})" for r in shown.itertuples()}
     colour = {pid: RUN_COLOURS[i % len(RUN_COLOURS)] for i, pid in enumerate(sorted(names))}
     ax = axes[0][0]
+    # 1 s rolling means: /proc counts CPU time in 10 ms ticks, so a 0.1 s sample reads
+    # ±10% of a core around the truth; rlscope's 0.1 s bins are averaged alike.
+    window = {U.PROC_CPU: max(1, round(1e9 / a.samples.interval_ns))
+              if a.samples.interval_ns else 1, U.RLSCOPE_CPU: round(1e9 / BIN_NS)}
     for pid in sorted(names):
         for series, style in ((U.PROC_CPU, "-"), (U.RLSCOPE_CPU, "--")):
             d = ts[(ts["series"] == series) & (ts["pid"] == pid)]
             if len(d):
                 how = "sampled (/proc)" if series == U.PROC_CPU else "rlscope CPU categories"
-                ax.plot(d["time_s"], d["value"], style, color=colour[pid], lw=1,
+                v = d["value"].rolling(window[series], center=True, min_periods=1).mean()
+                ax.plot(d["time_s"], v, style, color=colour[pid], lw=1,
                         label=f"{names[pid]}: {how}")
-    ax.set_ylabel("CPU % of one core")
+    ax.set_ylabel("CPU % of one core (1 s means)")
+    ax.set_ylim(bottom=0)  # from zero: a 2% wobble must not look like a collapse
     ax.set_title("CPU and GPU utilisation: sampled (solid) vs measured by rlscope (dashed)")
     if rows == 2:
         ax = axes[1][0]

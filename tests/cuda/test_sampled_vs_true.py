@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fake_build import Fake
 
@@ -83,8 +84,14 @@ def test_over_time_series(run_dir):
     assert set(ts[ts["series"] == U.GPU_MEM]["value"]) == {3 * 1024.0}
     assert set(ts[ts["series"] == U.GPU_SM]["value"]) == {1755.0}
     busy = ts[ts["series"] == U.GPU_BUSY]
-    # Bins of 0.1 s: their GPU time adds up to the kernels' time.
-    assert (busy["value"] / 100 * 0.1).sum() == pytest.approx(info["kernel_ns"] / 1e9, rel=1e-6)
+    # Bins of 0.1 s, the last one a share of the part the process lived: their GPU time
+    # adds up to the kernels' time.
+    span_s = float(a.processes()["seconds"].iloc[0])
+    width = np.full(len(busy), 0.1)
+    width[-1] = span_s - 0.1 * (len(busy) - 1)
+    assert 0 < width[-1] <= 0.1 + 1e-9
+    assert (busy["value"].to_numpy() / 100 * width).sum() == pytest.approx(
+        info["kernel_ns"] / 1e9, rel=1e-6)
 
 
 def test_timeline_counters_and_flows(run_dir, tmp_path: Path):
