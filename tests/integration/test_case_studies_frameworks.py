@@ -117,4 +117,5 @@ def test_lockstep_envs_quick(tmp_path: Path):
     assert 0 <= loss < 100 and 0 < ipc < 100 and loss + ipc < 100
     # The lock-step report of the run, as rls-analyze prints it.
     assert "SubprocVecEnv#1: 2 envs in worker processes" in out
-    assert "Lock-step loss:" in out and "Straggler: env " in out
+    assert "Lock-step loss:" in out
+    assert "Straggler: env " in out or "No straggler: the largest share" in out
