@@ -24,7 +24,7 @@ from rlscope.trace import format as fmt
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Literal, TypeVar
+    from typing import Any, Literal, NoReturn, TypeVar
 
     from rlscope.recorder.protocol import Recorder
 
@@ -222,15 +222,40 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
 
 def stop() -> None:
     """Stop recording: close open scopes of this thread, flush and close the trace."""
-    global _recorder, _output_dir
     with _lock:
-        rec = _recorder
-        if rec is None:
-            return
-        _recorder = None
-        _use_recorder_factories()
-        rec.stop()
-        _output_dir = None
+        _stop_locked()
+
+
+def _stop_locked() -> None:
+    global _recorder, _output_dir
+    rec = _recorder
+    if rec is None:
+        return
+    _recorder = None
+    _use_recorder_factories()
+    rec.stop()
+    _output_dir = None
+
+
+_os_exit = os._exit
+
+
+def _exit_after_stop(code: int) -> NoReturn:
+    """``os._exit`` while rlscope is loaded: stop recording first. multiprocessing's
+    children leave through it, skipping atexit; its own exit finalizers (see
+    _MultiprocessingHook) are skipped too when a SIGTERM lands between the worker's
+    return and them (Pool.terminate racing a worker's exit sentinel), which left a
+    header-only trace."""
+    # Not stop(): a signal handler calling os._exit may run while this thread holds the
+    # lock; then exit without the flush rather than hang.
+    if _recorder is not None and _lock.acquire(timeout=2.0):
+        try:
+            _stop_locked()
+        except BaseException:  # leaving anyway: a failed flush must not keep us alive
+            pass
+        finally:
+            _lock.release()
+    _os_exit(code)
 
 
 def flush() -> None:
@@ -408,3 +433,4 @@ def _before_fork() -> None:
 _use_native_when_idle()
 os.register_at_fork(before=_before_fork, after_in_child=_after_fork_child)
 atexit.register(stop)
+setattr(os, "_exit", _exit_after_stop)  # setattr: mypy will not assign to a function

@@ -72,6 +72,21 @@ def test_sigkill_of_a_worker_loses_at_most_a_flush_interval(tmp_path: Path):
     assert lost_s <= FLUSH_S + SLACK_S, lost_s
 
 
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_a_child_leaving_through_os_exit_keeps_its_trace(tmp_path: Path, method: str):
+    # os._exit skips atexit; a multiprocessing worker also skips its exit finalizers when
+    # a SIGTERM lands between its return and them (Pool.terminate racing the exit
+    # sentinel): rlscope's os._exit stops the recording first.
+    res, _ = _prof(tmp_path / "x", "os_exit", method)
+    procs = {p.pid: p for p in read_trace(tmp_path / "x").processes}
+    for pid in res["children"]:
+        child = procs[pid]
+        assert child.complete, child.header.argv
+        ops = {child.name_of(int(s)) for s in
+               child.events.name[child.events.kind == fmt.OPERATION_BEGIN]}
+        assert "last_step" in ops
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

@@ -7,6 +7,8 @@
   forkserver         one Process through the forkserver (which outlives this process)
   pool_exit METHOD   ``with Pool() as p: p.map(...)``: the with-block's terminate() sends
                      SIGTERM to workers that may already be exiting
+  os_exit METHOD     children (a multiprocessing Process, a bare os.fork()) that record
+                     an operation and leave through os._exit()
 """
 
 from __future__ import annotations
@@ -101,7 +103,23 @@ def main() -> None:
         ctx = mp.get_context("forkserver")
         with ctx.Pool(1) as pool:
             out["worker"] = pool.apply(noop)
+    elif mode == "os_exit":
+        p = mp.get_context(sys.argv[2]).Process(target=_step_then_os_exit)
+        p.start()
+        p.join()
+        pid = os.fork()
+        if pid == 0:
+            _step_then_os_exit()
+        os.waitpid(pid, 0)
+        out["children"] = [p.pid, pid]
     print(json.dumps(out), flush=True)
+
+
+def _step_then_os_exit() -> None:
+    # Well inside one flush interval: only a flush at the exit writes the step.
+    with rlscope.operation("last_step"):
+        spin(0.001)
+    os._exit(3)
 
 
 _counter = None
