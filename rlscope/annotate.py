@@ -433,4 +433,4 @@ def _before_fork() -> None:
 _use_native_when_idle()
 os.register_at_fork(before=_before_fork, after_in_child=_after_fork_child)
 atexit.register(stop)
-setattr(os, "_exit", _exit_after_stop)  # setattr: mypy will not assign to a function
+setattr(os, "_exit", _exit_after_stop)  # noqa: B010 (mypy refuses to assign a function)
