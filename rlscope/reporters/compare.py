@@ -209,7 +209,7 @@ def figure(df: pd.DataFrame, names: list[str], by: str = "operation",
     """Grouped horizontal bars of the comparison, one row per operation (full path) or
     category in the table's order, one colour per run, error bars from the repetitions
     and the table's significance marks; the caller saves and closes it."""
-    from rlscope.reporters.plots import RUN_COLOURS, pyplot, row_labels
+    from rlscope.reporters.plots import RUN_COLOURS, pyplot, row_labels, value_label
 
     plt = pyplot()
     keys = list(dict.fromkeys(df["key"]))
@@ -227,14 +227,16 @@ def figure(df: pd.DataFrame, names: list[str], by: str = "operation",
         ax.barh(pos, vals, h, xerr=err if err.any() else None, capsize=2,
                 color=RUN_COLOURS[i % len(RUN_COLOURS)], label=name,
                 error_kw={"linewidth": 0.8})
-        if i:
-            for p_, v, e, sig, present in zip(pos, vals, err, g["significant"], g["present"],
-                                              strict=True):
-                mark = "*" if sig is True else ("~" if sig is False else "")
-                if present is False:
-                    mark = "–"
-                if mark:
-                    ax.text(v + e, p_, f" {mark}", va="center", fontsize=9)
+        # Each bar's value (a row far smaller than the largest is unreadable from its
+        # length alone), then the run's significance mark against the first run.
+        for p_, v, e, sig, present in zip(pos, vals, err, g["significant"], g["present"],
+                                          strict=True):
+            mark = "*" if sig is True else ("~" if sig is False else "")
+            if present is False:
+                mark = "–"
+            label = "" if present is False else value_label(v)
+            ax.text(v + e, p_, f" {label}{mark if i else ''}", va="center", fontsize=7)
+    ax.margins(x=0.08)  # room for the largest bar's label
     ax.set_yticks(y, row_labels([str(k) for k in keys]))
     ax.set_ylim(n - 0.5, -0.5)  # first row on top, as in the table
     what = (f"Self time ({unit}): nested operations excluded, summed over processes and "

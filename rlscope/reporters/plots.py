@@ -130,7 +130,7 @@ def _time_unit(largest_s: float) -> tuple[float, str]:
     return 1e6, "µs"
 
 
-def _num(v: float) -> str:
+def value_label(v: float) -> str:
     """3 significant digits, never in exponent notation."""
     if v == 0:
         return "0"
@@ -189,7 +189,8 @@ def breakdown_figure(a: Analysis, pid: int, title: str, session: int = 0):
     top = float(max(walls.max(), selfs.max())) if n else 1.0
     for yi, s, w in zip(y, selfs, walls, strict=True):
         share = 100 * s / scale / covered if covered > 0 else 0.0
-        text = f"{_num(s)} ({share:.1f}%)" + (f", wall {_num(w)}" if w > s * 1.0005 else "")
+        wall_text = f", wall {value_label(w)}" if w > s * 1.0005 else ""
+        text = f"{value_label(s)} ({share:.1f}%){wall_text}"
         ax0.annotate(text, (max(s, w), yi), va="center", ha="left", fontsize=7,
                      xytext=(3, 0), textcoords="offset points")
     ax0.set_xlim(0, max(top * 1.35, 1e-9))
@@ -257,7 +258,7 @@ def transitions_figure(a: Analysis, pid: int, title: str, session: int = 0):
         vals = df[k].to_numpy()
         bars = ax.barh(y + (i - (len(kinds) - 1) / 2) * h, vals, h,
                        color=CATEGORY_COLOURS[k], label=f"→ {k}")
-        ax.bar_label(bars, labels=[f"{v:.3g}" if v else "" for v in vals], fontsize=7,
+        ax.bar_label(bars, labels=[value_label(v) if v else "" for v in vals], fontsize=7,
                      padding=2)
     _label_axis(ax, row_labels([str(i) for i in df.index]))
     ax.set_xlim(0, max(float(df.to_numpy().max()) * 1.15, 1e-9) if n else 1.0)

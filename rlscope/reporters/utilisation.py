@@ -111,7 +111,8 @@ def figure(a: Analysis) -> Any:
                         label=f"{names[pid]}: {how}")
     ax.set_ylabel("CPU % of one core (1 s means)")
     ax.set_ylim(bottom=0)  # from zero: a 2% wobble must not look like a collapse
-    ax.set_title("CPU and GPU utilisation: sampled (solid) vs measured by rlscope (dashed)")
+    what = "CPU and GPU" if rows == 2 else "CPU"
+    ax.set_title(f"{what} utilisation: sampled (solid) vs measured by rlscope (dashed)")
     if rows == 2:
         ax = axes[1][0]
         for i, d in enumerate(sorted(set(gpu["key"]))):

@@ -96,8 +96,12 @@ def test_plot_has_the_significance_marks(tmp_path: Path):
     other = [ops_run({"x": 3000 + d, "y": 500 + d}) for d in (-10, 0, 10)]
     df = cmp.compare([base, other], ["base", "other"])
     fig = cmp.figure(df, ["base", "other"])
+    # Every bar is labelled with its value; the second run's also with its mark: x
+    # tripled (beyond the noise), y within the noise.
     texts = [t.get_text().strip() for t in fig.axes[0].texts]
-    assert "*" in texts and "~" in texts
+    assert len(texts) == 4
+    assert [t[-1] for t in texts[2:]] == ["*", "~"]
+    assert not any(t.endswith(("*", "~")) for t in texts[:2])
     fig.savefig(tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 1000
 
