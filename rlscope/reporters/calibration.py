@@ -32,6 +32,10 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     if c.source == "microbenchmark":
         if not has_estimate:
             return head + " (tight-loop microbenchmark; not measured on this workload)"
+        if c.fallback == "held-out":
+            return (head + f": the {measured} gave {_estimate(c)}, but correcting with "
+                    "that made the held-out rounds worse than not correcting (see the "
+                    "check below): the tight-loop microbenchmark is used")
         if c.estimate_ns < c.per_event_ns:
             return (head + f": the {measured} gave {_estimate(c)}, below the tight-loop "
                     "microbenchmark, which is a lower bound: the microbenchmark is used")

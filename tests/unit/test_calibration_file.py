@@ -104,3 +104,47 @@ def test_chunk_configurations_switch_call_categories_by_mask():
     # bit 0 backend, bit 1 simulator, bit 2 wait (native/common/calls.h)
     assert masks == {"uninstrumented": 0, "annotations": 0, "annotations+backend": 1,
                      "annotations+simulator": 2, "annotations+wait": 4, "full": 7}
+
+
+def _disturbed_calibrating_rounds(held_out_full_s: float) -> list[RunSample]:
+    """Rounds 0 and 2 calibrate: their full runs 1 s slower for 10,000 annotations (a
+    steady 100 µs each, as when other load hits those runs); rounds 1 and 3 validate."""
+    samples = []
+    for r in range(4):
+        samples.append(RunSample("uninstrumented", r, 10.0))
+        full_s = (11.0 + 0.001 * r) if r % 2 == 0 else held_out_full_s
+        samples.append(RunSample("full", r, full_s, {"annotation": 10_000}))
+    return samples
+
+
+def test_estimates_that_fail_the_held_out_check_give_way_to_the_microbenchmark(
+        tmp_path: Path):
+    from rlscope.reporters.calibration import summary_lines
+
+    mb = {"annotation": {"per_event_ns": 120.0, "inside_ns": 40.0}}
+    cal = build_calibration(["x"], _disturbed_calibrating_rounds(10.001),
+                            configurations([], False), 4, mb)
+    a = cal.costs["annotation"]
+    # The runs' 100 µs per annotation would leave the held-out rounds ~10% under the
+    # uninstrumented time; no correction leaves them 0.01% over.
+    assert a.estimate_ns == pytest.approx(1e5, rel=0.01) and a.error_ns < 0.1 * a.estimate_ns
+    assert (a.source, a.fallback, a.per_event_ns, a.inside_ns) == (
+        "microbenchmark", "held-out", 120.0, 40.0)
+    failed = cal.validation["estimates_failed"]
+    assert failed["total_error_pct"] == pytest.approx(-10.0, abs=0.1)
+    assert abs(cal.validation["total_error_pct"]) < 0.1
+    text = "\n".join(summary_lines(cal))
+    assert "worse than not correcting" in text and "microbenchmark is used" in text
+    # Still in the file a later run reads.
+    write_calibration(cal, tmp_path / "c.json")
+    assert read_calibration(tmp_path / "c.json").costs["annotation"].fallback == "held-out"
+
+
+def test_estimates_the_held_out_rounds_confirm_are_kept():
+    mb = {"annotation": {"per_event_ns": 120.0, "inside_ns": 40.0}}
+    cal = build_calibration(["x"], _disturbed_calibrating_rounds(11.0),
+                            configurations([], False), 4, mb)
+    a = cal.costs["annotation"]
+    assert a.source.startswith("runs") and a.fallback == ""
+    assert "estimates_failed" not in cal.validation
+

@@ -402,6 +402,8 @@ def _source(c: KindCost) -> str:
     """Where a cost came from, in a few words (the report's costs line)."""
     if c.source != "microbenchmark":
         return "measured" + (", partly diffuse" if c.diffuse_ns > 0 else "")
+    if c.fallback == "held-out":
+        return "microbenchmark: the estimate failed the held-out check"
     if math.isfinite(c.estimate_ns) and c.estimate_ns < c.per_event_ns:
         return "microbenchmark: the estimate was below it"
     if math.isfinite(c.estimate_ns):

@@ -44,6 +44,10 @@ class KindCost:
     # microbenchmark of the hook (nan: none), so a report can explain the cost used.
     estimate_ns: float = math.nan
     microbenchmark_ns: float = math.nan
+    # Why the microbenchmark replaced the estimate, when it did and the reason is not
+    # read off the numbers: "held-out" (correcting with the estimate made the held-out
+    # rounds worse than not correcting). "" otherwise.
+    fallback: str = ""
 
     @property
     def outside_ns(self) -> float:
@@ -118,7 +122,7 @@ def read_calibration(path: str | os.PathLike[str]) -> Calibration:
             math.nan if c.get("error_ns") is None else float(c["error_ns"]),
             str(c.get("source", "")), int(c.get("events", 0)), str(c.get("note", "")),
             float(c.get("diffuse_ns") or 0.0), _float(c.get("estimate_ns")),
-            _float(c.get("microbenchmark_ns")))
+            _float(c.get("microbenchmark_ns")), str(c.get("fallback") or ""))
     known = {"command", "machine", "repetitions", "configurations", "runs",
              "uninstrumented", "validation", "microbenchmark", "warnings",
              "rlscope_version", "metric", "mode"}
