@@ -4,7 +4,7 @@
 # tool's output folder; ./gpu-results elsewhere), each step's last lines on stdout.
 #   RLSCOPE_VENV=/opt/torch/.venv scripts/gpu_session.sh [check] [ppo] [calibrate]
 # (default: all three; a device command runs at most 10 minutes, so run "check ppo"
-# (at most ~8 min) and "calibrate" (at most ~7 min) as two calls on the warm machine).
+# (at most ~8 min) and "calibrate" (at most ~10 min) as two calls on the warm machine).
 # With .whl/ carried (scripts/gpu_prepare.sh), rlscope is installed from it first.
 # RLSCOPE_GPU_DEVICE=cpu runs the same steps without a GPU (to try the script).
 set -uo pipefail
@@ -53,9 +53,9 @@ if wanted ppo; then
 fi
 # 3. Calibration with the CUDA collector (whole runs: CUDA does not survive fork).
 if wanted calibrate; then
-  TAIL=15 step calibrate 390 "$VENV/bin/rls-prof" -o "$RES/calibrate" --force \
+  TAIL=15 step calibrate 540 "$VENV/bin/rls-prof" -o "$RES/calibrate" --force \
     --calibrate --calibrate-by runs --repetitions 3 -- \
-    "$PY" examples/ppo_cartpole.py --device "$DEV" --total-steps 1024
+    "$PY" examples/ppo_cartpole.py --device "$DEV" --total-steps 2048
   TAIL=12 step calibrate_report 30 sh -c \
     "'$VENV/bin/rls-analyze' report '$RES/calibrate' | sed -n '1,/^Process/p'"
 fi
