@@ -242,10 +242,10 @@ _os_exit = os._exit
 
 def _exit_after_stop(code: int) -> NoReturn:
     """``os._exit`` while rlscope is loaded: stop recording first. multiprocessing's
-    children leave through it, skipping atexit; its own exit finalizers (see
-    _MultiprocessingHook) are skipped too when a SIGTERM lands between the worker's
-    return and them (Pool.terminate racing a worker's exit sentinel), which left a
-    header-only trace."""
+    forked children (fork and forkserver start methods) leave through it, skipping
+    atexit, and so may a bare ``os.fork()`` child. (A finalizer registered with
+    multiprocessing did this before; a SIGTERM from Pool.terminate() landing between a
+    worker's return and its finalizers skipped it and left a header-only trace.)"""
     # Not stop(): a signal handler calling os._exit may run while this thread holds the
     # lock; then exit without the flush rather than hang.
     if _recorder is not None and _lock.acquire(timeout=2.0):
@@ -398,39 +398,7 @@ def _after_fork_child() -> None:
         rec.after_fork_child(fmt.trace_file_path(_output_dir))
 
 
-class _MultiprocessingHook:
-    """multiprocessing's forked workers leave through os._exit(), skipping atexit. Its
-    own exit path runs finalizers, but clears those inherited from the parent first; a
-    finalizer registered from its after-fork hook survives that, so stop() runs there.
-    Installed at the first fork while recording (multiprocessing is imported by then),
-    so processes that never fork do not pay for importing it."""
-
-    installed = False
-    _anchor: _MultiprocessingHook | None = None
-
-    @classmethod
-    def install(cls) -> None:
-        mp_util = sys.modules.get("multiprocessing.util")
-        if cls.installed or mp_util is None:
-            return
-        cls.installed = True
-        cls._anchor = cls()  # register_after_fork keys on a weak reference
-        mp_util.register_after_fork(cls._anchor, cls._after_fork)
-
-    @staticmethod
-    def _after_fork(_anchor: object) -> None:
-        import multiprocessing.util as mp_util
-
-        if _recorder is not None:
-            mp_util.Finalize(None, stop, exitpriority=0)
-
-
-def _before_fork() -> None:
-    if _recorder is not None:
-        _MultiprocessingHook.install()
-
-
 _use_native_when_idle()
-os.register_at_fork(before=_before_fork, after_in_child=_after_fork_child)
+os.register_at_fork(after_in_child=_after_fork_child)
 atexit.register(stop)
 setattr(os, "_exit", _exit_after_stop)  # noqa: B010 (mypy refuses to assign a function)
