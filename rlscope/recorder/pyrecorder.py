@@ -145,6 +145,17 @@ class _Recording:
             return
         st.events.append((ts, kind, name))
 
+    def append_with_args(self, st: _ThreadState, ts: int, kind: int, name: int,
+                         args: tuple[int, ...]) -> None:
+        """An event and its arguments, kept or dropped together, reaching the writer
+        together (under the lock)."""
+        with self.lock:
+            if len(st.events) + 1 + len(args) > self.max_pending:
+                self.dropped += 1
+                return
+            st.events.append((ts, kind, name))
+            st.events.extend((int(a), _ARG, 0) for a in args)
+
     # -- encoding --------------------------------------------------------------------
     def flush(self) -> None:
         with self.lock:
@@ -168,7 +179,10 @@ class _Recording:
             out = []
             first = True
             while first or rows:
-                part, rows = rows[:_CHUNK_EVENTS], rows[_CHUNK_EVENTS:]
+                cut = min(_CHUNK_EVENTS, len(rows))
+                while cut < len(rows) and rows[cut][1][1] == _ARG:
+                    cut += 1  # an event's arguments stay in its chunk
+                part, rows = rows[:cut], rows[cut:]
                 c: dict[str, Any] = {"sequence": self.chunks}
                 if first:
                     c["strings"] = [{"id": sid, "value": s} for sid, s in new_strings]
@@ -365,12 +379,7 @@ def progress(timesteps: int, total: int) -> None:
     rec = _rec
     if rec is None:
         return
-    st = _state()
-    ts = _now()
-    with rec.lock:  # the three records must reach the writer together
-        rec.append(st, ts, fmt.PROGRESS, 0)
-        rec.append(st, int(timesteps), _ARG, 0)
-        rec.append(st, int(total), _ARG, 0)
+    rec.append_with_args(_state(), _now(), fmt.PROGRESS, 0, (timesteps, total))
 
 
 def env_begin(reset: bool, index: int, name: str) -> None:
@@ -380,10 +389,7 @@ def env_begin(reset: bool, index: int, name: str) -> None:
     st = _state()
     ts = _now()
     kind = fmt.ENV_RESET_BEGIN if reset else fmt.ENV_STEP_BEGIN
-    sid = rec.intern(name)
-    with rec.lock:  # the event and its argument reach the writer together
-        rec.append(st, ts, kind, sid)
-        rec.append(st, int(index), _ARG, 0)
+    rec.append_with_args(st, ts, kind, rec.intern(name), (index,))
 
 
 def env_end(reset: bool, name: str) -> None:

@@ -227,6 +227,29 @@ def test_env_events_carry_their_env_index_and_wait_calls_their_category(recordin
     assert kinds.index(fmt.ENV_RESET_BEGIN) < b < end < kinds.index(fmt.ENV_RESET_END)
 
 
+def test_event_arguments_stay_with_their_events_across_chunks(recording: Path,
+                                                              recorder: str):
+    """More events than one chunk holds, flushed at once, with an argument row falling
+    on every possible chunk boundary (the Python twin once cut an env step from its index
+    there: "chunk 6 has 21845 event arguments for events that carry 21846")."""
+    from rlscope import annotate
+
+    rec = annotate.active_recorder()
+    assert rec is not None
+    n = 70_000  # over 65,536 rows per chunk, in a pattern with 1 and 2 argument rows
+    for i in range(n):
+        if i % 3:
+            rec.env_begin(False, i, "CartPole-v1")
+            rec.env_end(False, "CartPole-v1")
+        else:
+            rlscope.report_progress(i, n)
+    p = _stop_and_read(recording)
+    steps = [i for i in range(n) if i % 3]
+    assert p.env.index[::2].tolist() == steps
+    assert p.progress.timesteps.tolist() == list(range(0, n, 3))
+    assert set(p.progress.total_timesteps.tolist()) == {n}
+
+
 def test_scope_entered_before_the_recording_exits_silently(tmp_path: Path, recorder: str):
     """A with-block open when the recording starts (rlscope.start() inside it; a chunk
     calibration copy, forked mid-phase, that runs on to the program's end) was never
