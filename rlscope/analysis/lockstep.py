@@ -326,6 +326,7 @@ class Lockstep:
     vector_envs: list[VectorEnv]
     tables: list[SamplingTable]
     warnings: list[str]
+    corrected: bool = False  # rlscope's own overhead removed (a calibration was applied)
 
     def envs(self) -> pd.DataFrame:
         frames = [v.envs.assign(vector_env=v.name, vector_pid=v.pid) for v in self.vector_envs]
@@ -336,9 +337,24 @@ class Lockstep:
 
 # -- analysis --------------------------------------------------------------------------
 
-def load(directory: str | os.PathLike[str], infer: str = "auto") -> Lockstep:
+def load(directory: str | os.PathLike[str], infer: str = "auto",
+         correct: bool = False) -> Lockstep:
+    """The lock-step analysis of a run directory. ``correct``: with a calibration.json
+    there, rlscope's own overhead is removed first, as in the rest of the report (that
+    reads the whole trace); otherwise only what this analysis needs is read, a chunk at a
+    time, and the times are raw."""
+    from rlscope.analysis.overhead.model import find_calibration
+
     warnings: list[str] = []
-    result = analyze(read(directory, warnings, infer))
+    cal = find_calibration(directory) if correct else None
+    if cal is not None:
+        from rlscope.analysis.overhead.correction import apply_correction
+        from rlscope.trace.reader import read_trace
+
+        result = analyze(from_trace(apply_correction(read_trace(directory), cal), infer))
+        result.corrected = True
+    else:
+        result = analyze(read(directory, warnings, infer))
     result.warnings[:0] = warnings
     return result
 

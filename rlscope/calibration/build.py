@@ -7,7 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from rlscope.analysis.overhead.kinds import ANNOTATION, GPU_ACTIVITY, PAIR_KINDS, PROCESS
+from rlscope.analysis.overhead.kinds import (
+    ANNOTATION,
+    GPU_ACTIVITY,
+    MICROBENCHMARK_ONLY,
+    PAIR_KINDS,
+    PROCESS,
+)
 from rlscope.analysis.overhead.model import Calibration, KindCost, machine_info
 from rlscope.calibration.configs import Config
 from rlscope.calibration.estimate import (
@@ -85,6 +91,26 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
                     estimate_ns=estimate, microbenchmark_ns=mb_cost, fallback=fallback)
 
 
+def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
+                          ) -> dict[str, KindCost]:
+    """Kinds whose cost only the microbenchmark gives (kinds.MICROBENCHMARK_ONLY), for
+    those the full runs recorded."""
+    out = {}
+    for kind in MICROBENCHMARK_ONLY:
+        m = mb.get(kind, {})
+        cost = float(m.get("per_event_ns", math.nan))
+        events = int(np.median([s.counts.get(kind, 0) for s in full])) if full else 0
+        if not (cost > 0 and events):
+            continue
+        inside = float(m.get("inside_ns", math.nan))
+        inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else cost / 2
+        out[kind] = KindCost(cost, inside, math.nan, "microbenchmark", events,
+                             "whole runs record these with the simulation operation and "
+                             "cannot separate the two: the tight-loop microbenchmark is "
+                             "used", microbenchmark_ns=cost)
+    return out
+
+
 def _worse_than_raw(v: Validation, raw: Validation) -> bool:
     """The correction moved the held-out total further from the truth than no correction
     did, and by more than the report would accept anyway."""
@@ -101,16 +127,18 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
     "chunks" (a round is one chunk of work measured in every configuration)."""
     chunks = mode == "chunks"
     cal_rounds, val_rounds = split_rounds([s.round for s in samples])
-    est = estimate_costs(samples, cal_rounds, paired=chunks)
     full = [s for s in samples if s.config == "full"]
+    fixed = _microbenchmark_costs(microbenchmark or {}, full)
+    est = estimate_costs(samples, cal_rounds, paired=chunks,
+                         known={k: c.per_event_ns for k, c in fixed.items()})
 
     def kind_costs(failed_check: bool) -> dict[str, KindCost]:
-        return {kind: _kind_cost(kind, e.per_event_ns, e.error_ns, e.confounded_with,
-                                 (microbenchmark or {}).get(kind),
-                                 int(np.median([s.counts.get(kind, 0) for s in full]))
-                                 if full else 0, "chunks" if chunks else "runs",
-                                 failed_check)
-                for kind, e in est.items()}
+        return {**{kind: _kind_cost(kind, e.per_event_ns, e.error_ns, e.confounded_with,
+                                    (microbenchmark or {}).get(kind),
+                                    int(np.median([s.counts.get(kind, 0) for s in full]))
+                                    if full else 0, "chunks" if chunks else "runs",
+                                    failed_check)
+                   for kind, e in est.items()}, **fixed}
 
     independent = cal_rounds != val_rounds
 

@@ -19,12 +19,13 @@ uninstrumented time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlscope.analysis.overhead.kinds import KINDS
+from rlscope.analysis.overhead.kinds import KINDS, MICROBENCHMARK_ONLY
 
 UNINSTRUMENTED = "uninstrumented"
 
@@ -96,7 +97,14 @@ def uninstrumented_seconds(samples: list[RunSample]) -> np.ndarray:
 
 
 def _observed_kinds(samples: list[RunSample]) -> list[str]:
-    return [k for k in KINDS if any(s.counts.get(k, 0) for s in samples)]
+    """Kinds to fit: those with events, less the ones whole runs cannot separate (their
+    cost, when known, is taken off the times first; see :func:`estimate_costs`)."""
+    return [k for k in KINDS if k not in MICROBENCHMARK_ONLY
+            and any(s.counts.get(k, 0) for s in samples)]
+
+
+def _known_ns(s: RunSample, known: dict[str, float]) -> float:
+    return overhead_ns({k: s.counts.get(k, 0) for k in known}, known)
 
 
 def _confounded(x: np.ndarray, kinds: list[str]) -> dict[str, list[str]]:
@@ -110,12 +118,20 @@ def _confounded(x: np.ndarray, kinds: list[str]) -> dict[str, list[str]]:
 
 
 def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None,
-                   paired: bool = False) -> dict[str, CostEstimate]:
+                   paired: bool = False, known: dict[str, float] | None = None
+                   ) -> dict[str, CostEstimate]:
     """Per-event cost (ns) by kind, from the given rounds (default: all).
 
     ``paired``: the rounds are chunks of different work, each measured in every
     configuration moments apart (launch.chunk_copies); the cost is then the median of
-    the per-chunk estimates (a fastest run over different work means nothing)."""
+    the per-chunk estimates (a fastest run over different work means nothing).
+    ``known``: per-event costs (ns) of kinds not fitted (kinds.MICROBENCHMARK_ONLY),
+    taken off each run's time before the fit; without them those kinds' cost is absorbed
+    by the kinds recorded alongside."""
+    known = dict(known or {})
+    if known:
+        samples = [dataclasses.replace(s, seconds=s.seconds - _known_ns(s, known) / 1e9)
+                   for s in samples]
     t_u = float(np.median(uninstrumented_seconds(samples)))
     kinds = _observed_kinds(samples)
     if paired:

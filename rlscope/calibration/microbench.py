@@ -49,6 +49,17 @@ def _call_loop(f: Callable[[int], int]) -> Callable[[int], None]:
     return body
 
 
+def _noop() -> None:
+    return None
+
+
+def _step_loop(step: Callable[[], None]) -> Callable[[int], None]:
+    def body(n: int) -> None:
+        for _ in range(n):
+            step()
+    return body
+
+
 def _durations(trace_dir: Path, begin: int, end: int) -> np.ndarray:
     from rlscope.trace.reader import read_trace
 
@@ -74,10 +85,20 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
     except Exception:  # no native wrapper: interception not available
         wrapped = None
     idle_call = _loop_ns(_call_loop(wrapped)) if wrapped is not None else math.nan
+    # An env's recorded step (the vector env wrappers do the same work), inside an open
+    # simulation operation so that the operation's own annotation is not counted here.
+    from rlscope import annotate
+    from rlscope.integrations.vecenv import SIMULATION, recorded_method
+
+    env_step = recorded_method(_noop, reset=False, index=0, name="calibration")
+    raw_step = _loop_ns(_step_loop(_noop))
     rlscope.start(tmp, recorder=recorder)
     try:
         rec_ann = _loop_ns(_annotation_loop(rlscope.operation("calibration")))
         rec_call = _loop_ns(_call_loop(wrapped)) if wrapped is not None else math.nan
+        rec = annotate.active_recorder()
+        with rec.operation(SIMULATION):  # type: ignore[union-attr]
+            rec_step = _loop_ns(_step_loop(env_step))
     finally:
         rlscope.stop()
     ann_in = float(np.median(_durations(tmp, fmt.OPERATION_BEGIN, fmt.OPERATION_END)))
@@ -91,6 +112,9 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
                                "idle_ns": idle_call - raw_call}
         out["simulator_call"] = dict(out["backend_call"])  # the same C wrapper
         out["wait_call"] = dict(out["backend_call"])
+    d = _durations(tmp, fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END)
+    out["env_call"] = {"per_event_ns": rec_step - raw_step,
+                       "inside_ns": float(np.median(d)) if len(d) else math.nan}
     return out
 
 

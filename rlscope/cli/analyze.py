@@ -77,6 +77,11 @@ def _no_correct_option(f):
                              "(calibration.json).")(f)
 
 
+def _correcting() -> bool:
+    """Whether rlscope's own overhead is to be removed (no --no-correct)."""
+    return not click.get_current_context().meta.get("rlscope.no_correct")
+
+
 def _analysis(directory: Path) -> Analysis:
     """Analyse (streaming unless overhead correction needs the whole trace), with a
     progress bar on stderr for long analyses on a terminal."""
@@ -94,7 +99,7 @@ def _analysis(directory: Path) -> Analysis:
             bar.update(n)
 
     meta = click.get_current_context().meta
-    correct = not meta.get("rlscope.no_correct")
+    correct = _correcting()
     jobs, ray = meta.get("rlscope.jobs"), meta.get("rlscope.ray")
     label = "analysing {:,} events"
     if ray is not None or jobs != 1:
@@ -198,7 +203,7 @@ def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
         return out
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory, _infer_mode())
+    result = ls.load(directory, _infer_mode(), _correcting())
     if not result.vector_envs:
         return out
     if fmt == "json":
@@ -256,12 +261,13 @@ def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
         return []
     from rlscope.reporters import lockstep as render
 
-    result = ls.load(directory, _infer_mode())
+    result = ls.load(directory, _infer_mode(), _correcting())
     return [("lockstep", render.figure(result))] if result.vector_envs else []
 
 
 @analyze.command()
 @_infer_option
+@_no_correct_option
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format (CSV: the per-env table).")
@@ -278,7 +284,7 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None
     from rlscope.reporters import lockstep as render
     from rlscope.reporters import plots
 
-    result = ls.load(directory, _infer_mode())
+    result = ls.load(directory, _infer_mode(), _correcting())
     for w in result.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
     if not result.vector_envs:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 
+from rlscope.analysis.overhead.kinds import MICROBENCHMARK_ONLY
 from rlscope.analysis.overhead.model import Calibration, KindCost
 
 _UNIT = {"annotation": "event", "backend_call": "call", "simulator_call": "call",
-         "wait_call": "call", "cuda_api": "call", "gpu_activity": "record"}
+         "wait_call": "call", "env_call": "env step or reset", "cuda_api": "call",
+         "gpu_activity": "record"}
 
 
 def _ns(v: float) -> str:
@@ -30,6 +32,9 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     mb = c.microbenchmark_ns
     has_estimate = math.isfinite(c.estimate_ns)
     if c.source == "microbenchmark":
+        if kind in MICROBENCHMARK_ONLY:
+            return (head + " (tight-loop microbenchmark: whole runs record these with the "
+                    "simulation operation and cannot tell the two apart)")
         if not has_estimate:
             return head + " (tight-loop microbenchmark; not measured on this workload)"
         if c.fallback == "held-out":

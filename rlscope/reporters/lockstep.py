@@ -156,6 +156,9 @@ def render_text(result: Lockstep, title: str = "") -> str:
                 lines.append("")
                 lines += ["  " + x if x else "" for x in vector_env_lines(v)]
     lines.append("")
+    lines.append("Times overhead-corrected (calibration.json; --no-correct shows raw ones)."
+                 if result.corrected else "Raw times: rlscope's own overhead is in them (no "
+                 "calibration.json, or --no-correct).")
     lines.append("Sampling: from the first vector env call to the last, less Optimizing "
                  "(operation 'backprop') in it; Step/Reset: vector steps/resets in the main "
                  "process; Inference: operation 'inference' outside Optimizing.")
@@ -181,7 +184,7 @@ def to_dict(result: Lockstep) -> dict[str, Any]:
 
     tables = [{**t.__dict__, "total_s": t.total_s} for t in result.tables]
     return _plain({"vector_envs": [vec(v) for v in result.vector_envs], "sampling": tables,
-                   "warnings": result.warnings})
+                   "corrected": result.corrected, "warnings": result.warnings})
 
 
 def _plain(x: Any) -> Any:

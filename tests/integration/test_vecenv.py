@@ -138,6 +138,33 @@ def test_sequential_vector_envs(tmp_path: Path, mode: str):
     assert v.envs["steps"].tolist() == [40] * ENVS
     assert set(v.envs["pid"]) == {v.pid}
     assert v.env_sum_s <= v.step_s and v.straggler == 3
+    if mode == "sync":
+        check_corrected(out, v)
+
+
+def check_corrected(out: Path, raw: ls.VectorEnv) -> None:
+    """With a calibration, the lock-step section is overhead-corrected like the rest of
+    the report: each env step loses the part of its wrapper's cost inside it, each vector
+    step that and the whole cost of the env steps it holds."""
+    import math
+
+    from rlscope.analysis.overhead.model import Calibration, KindCost, write_calibration
+
+    cost, inside = 2_000.0, 800.0  # ns: 4x the real cost (gaps between events stay open)
+    write_calibration(Calibration(["x"], {"env_call": KindCost(cost, inside, math.nan,
+                                                               "test")}),
+                      out / "calibration.json")
+    (v,) = ls.load(out, correct=True).vector_envs
+    assert ls.load(out, correct=True).corrected and not ls.load(out).corrected
+    steps = raw.envs["steps"].to_numpy() + raw.envs["resets"].to_numpy()
+    assert v.envs["busy_s"].to_numpy() == pytest.approx(
+        raw.envs["busy_s"].to_numpy() - steps * inside / 1e9, abs=1e-6)
+    assert v.step_s == pytest.approx(
+        raw.step_s - raw.vector_steps * (ENVS * cost + inside) / 1e9, abs=1e-6)
+    res = run_tool("rls-analyze", "lockstep", str(out), "--no-plot", "--format", "json")
+    assert res.returncode == 0 and json.loads(res.stdout)["corrected"] is True, res.stderr
+    res = run_tool("rls-analyze", "lockstep", str(out), "--no-plot", "--no-correct")
+    assert res.returncode == 0 and "Raw times" in res.stdout, res.stderr
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])

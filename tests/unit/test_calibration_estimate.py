@@ -206,3 +206,23 @@ def test_one_calibrating_round_is_not_resolved():
     assert "not resolved: no error bar" in cost_line("gpu_activity", gpu, "runs")
     resolved = _kind_cost("gpu_activity", 3000.0, 300.0, [], None, 1000, "runs")
     assert "not resolved" not in cost_line("gpu_activity", resolved, "runs")
+
+
+def test_env_steps_at_a_known_cost_leave_the_other_kinds_unbiased():
+    """Env steps are recorded with the simulation operation in every configuration (a fixed
+    ratio): the runs cannot tell their cost from the annotations'. Taken off as known
+    (the microbenchmark), the fitted kinds come out true; left in, the annotations absorb
+    them."""
+    env_cost, steps = 2000.0, 20_000
+    samples = runs(3, 0.0, drift_amp=0.0)
+    for s in samples:
+        if s.counts.get("annotation"):
+            s.counts["env_call"] = steps
+            s.seconds += env_cost * steps / 1e9
+    est = estimate_costs(samples, known={"env_call": env_cost})
+    assert "env_call" not in est
+    for k, v in TRUE.items():
+        assert est[k].per_event_ns == pytest.approx(v, rel=1e-6)
+    absorbed = estimate_costs(samples)
+    assert absorbed["annotation"].per_event_ns == pytest.approx(
+        TRUE["annotation"] + env_cost * steps / 40_000, rel=1e-6)

@@ -148,3 +148,26 @@ def test_estimates_the_held_out_rounds_confirm_are_kept():
     assert a.source.startswith("runs") and a.fallback == ""
     assert "estimates_failed" not in cal.validation
 
+
+
+def test_env_steps_are_costed_by_the_microbenchmark_and_corrected_in_validation(
+        tmp_path: Path):
+    from rlscope.reporters.calibration import summary_lines
+
+    samples = []
+    for r in range(4):  # 10,000 annotations at 100 ns, 5,000 env steps at 2 µs
+        samples.append(RunSample("uninstrumented", r, 10.0))
+        samples.append(RunSample("full", r, 10.0 + 0.001 + 0.01,
+                                 {"annotation": 10_000, "env_call": 5_000}))
+    mb = {"annotation": {"per_event_ns": 80.0, "inside_ns": 30.0},
+          "env_call": {"per_event_ns": 2000.0, "inside_ns": 700.0}}
+    cal = build_calibration(["x"], samples, configurations([], False), 4, mb)
+    e, a = cal.costs["env_call"], cal.costs["annotation"]
+    assert (e.per_event_ns, e.inside_ns, e.source, e.events) == (
+        2000.0, 700.0, "microbenchmark", 5_000)
+    assert a.per_event_ns == pytest.approx(100.0, rel=1e-6)  # not 1,100 ns
+    assert abs(cal.validation["total_error_pct"]) < 1e-6
+    assert "env_call: 2000 ns per env step or reset (tight-loop microbenchmark: whole runs" \
+        in "\n".join(summary_lines(cal))
+    write_calibration(cal, tmp_path / "c.json")
+    assert read_calibration(tmp_path / "c.json").costs["env_call"].source == "microbenchmark"

@@ -14,18 +14,20 @@ from rlscope.analysis.overhead.model import KindCost
 from rlscope.analysis.synthetic import process_trace
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as G
-from rlscope.trace.data import Trace
+from rlscope.trace.data import EnvEvents, Trace
 
 OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
 BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END
 SB, SE = fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END
 WB, WE = fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END
+EB, EE = fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END
 START, END = fmt.PROCESS_START, fmt.PROCESS_END
 
 COSTS = {"annotation": KindCost(200, 80, 0, "test"),
          "backend_call": KindCost(400, 60, 0, "test"),
          "simulator_call": KindCost(300, 100, 0, "test"),
          "wait_call": KindCost(350, 70, 0, "test"),
+         "env_call": KindCost(500, 240, 0, "test"),
          "cuda_api": KindCost(120, 40, 0, "test"),
          "process": KindCost(1e6, 0, 0, "test")}
 
@@ -61,8 +63,9 @@ def breakdown(*procs) -> dict[tuple, int]:
 
 TRUE = [(0, 0, START, ""), (1000, 0, OB, "inference"), (1500, 0, BB, "torch.mm"),
         (4000, 0, BE, "torch.mm"), (4200, 0, BB, "torch.relu"), (5000, 0, BE, "torch.relu"),
-        (6000, 0, OE, "inference"), (6100, 0, OB, "simulation"), (6300, 0, SB, "step"),
-        (9000, 0, SE, "step"), (9500, 0, OE, "simulation"), (12000, 0, END, "")]
+        (6000, 0, OE, "inference"), (6050, 0, EB, "CartPole-v1"),
+        (6100, 0, OB, "simulation"), (6300, 0, SB, "step"), (9000, 0, SE, "step"),
+        (9500, 0, OE, "simulation"), (9600, 0, EE, "CartPole-v1"), (12000, 0, END, "")]
 
 
 def test_injected_costs_are_removed_exactly():
@@ -72,8 +75,22 @@ def test_injected_costs_are_removed_exactly():
     corrected, summary = correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore
     assert breakdown(*corrected.processes) == breakdown(true)
     r = summary.root()
-    assert r is not None and r.main_removed_ns == 2 * 200 + 2 * 400 + 300 == 1500
-    assert abs(summary.run_overhead_s() - (1500 + 1e6) / 1e9) < 1e-12
+    assert r is not None and r.main_removed_ns == 2 * 200 + 2 * 400 + 300 + 500 == 2000
+    assert abs(summary.run_overhead_s() - (2000 + 1e6) / 1e9) < 1e-12
+
+
+def test_env_steps_are_corrected_in_the_env_table_too():
+    """The env table (lock-step, slices) is read from the same events: its times move with
+    them, and an env step's recorded duration loses the part of its cost inside it."""
+    measured = process_trace(inject(TRUE))
+    e = np.isin(measured.events.kind, (EB, EE))
+    measured.env = EnvEvents(measured.events.time_ns[e], measured.events.thread[e],
+                             measured.events.kind[e], measured.events.name[e],
+                             np.array([0, -1]))
+    corrected, _ = correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore
+    p = corrected.processes[0]
+    assert p.env.time_ns.tolist() == p.events.time_ns[e].tolist()
+    assert int(np.diff(p.env.time_ns)[0]) == 9600 - 6050
 
 
 def test_diffuse_cost_is_removed_as_a_uniform_stretch():

@@ -86,6 +86,7 @@ def _diffuse(costs: dict[str, KindCost]) -> np.ndarray:
     return lut
 
 
+_ENV_KINDS = (fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END, fmt.ENV_RESET_BEGIN, fmt.ENV_RESET_END)
 _BLOCK = 1 << 22  # events shifted at a time: bounds the memory a long thread needs
 
 
@@ -253,9 +254,13 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     if len(prog_idx) == len(progress.time_ns):
         progress = Progress(new_ev_time[prog_idx], progress.thread, progress.timesteps,
                             progress.total_timesteps)
+    env = p.env
+    env_idx = np.flatnonzero(np.isin(ev.kind, _ENV_KINDS))  # the env table's rows, in order
+    if len(env) and len(env_idx) == len(env):
+        env = dataclasses.replace(env, time_ns=new_ev_time[env_idx])
     new_api = dataclasses.replace(api, start_ns=new_api_start, end_ns=new_api_end)
     out = dataclasses.replace(p, events=new_events, progress=progress, api_calls=new_api,
-                              gpu=new_gpu)
+                              gpu=new_gpu, env=env)
     fixed = costs.get(PROCESS)
     fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0),

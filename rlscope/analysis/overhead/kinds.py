@@ -3,8 +3,9 @@
 A *cost kind* is one unit of book-keeping whose overhead is estimated and removed: an
 annotation (a begin/end pair of an operation or phase), an intercepted backend or
 simulator call (a begin/end pair), an intercepted blocking call (a wait: its wrapper's
-cost, not the wait), a CUDA API call (two CUPTI callbacks), a GPU activity
-record, and the fixed per-process cost of recording at all.
+cost, not the wait), a recorded env step or reset (the Python wrapper of a vector env or
+of one of its envs: a begin/end pair), a CUDA API call (two CUPTI callbacks), a GPU
+activity record, and the fixed per-process cost of recording at all.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ ANNOTATION = "annotation"
 BACKEND_CALL = "backend_call"
 SIMULATOR_CALL = "simulator_call"
 WAIT_CALL = "wait_call"
+ENV_CALL = "env_call"
 CUDA_API = "cuda_api"
 GPU_ACTIVITY = "gpu_activity"
-KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, CUDA_API, GPU_ACTIVITY)
+KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, ENV_CALL, CUDA_API,
+         GPU_ACTIVITY)
 # Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
 # per-process cost is paid before recording starts and after it stops.
 PAIR_KINDS = {
@@ -29,7 +32,12 @@ PAIR_KINDS = {
     BACKEND_CALL: ((fmt.BACKEND_CALL_BEGIN,), (fmt.BACKEND_CALL_END,)),
     SIMULATOR_CALL: ((fmt.SIMULATOR_CALL_BEGIN,), (fmt.SIMULATOR_CALL_END,)),
     WAIT_CALL: ((fmt.WAIT_CALL_BEGIN,), (fmt.WAIT_CALL_END,)),
+    ENV_CALL: ((fmt.ENV_STEP_BEGIN, fmt.ENV_RESET_BEGIN), (fmt.ENV_STEP_END, fmt.ENV_RESET_END)),
 }
+# Kinds that whole runs cannot separate: env events are recorded by the same integrations
+# as the simulation operation (every configuration that has one has the other, in a
+# fixed ratio), so their cost is the microbenchmark's, taken as known by the estimate.
+MICROBENCHMARK_ONLY = (ENV_CALL,)
 
 
 def count_process(p: ProcessTrace) -> dict[str, int]:

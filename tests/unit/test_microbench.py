@@ -1,0 +1,31 @@
+"""The hook microbenchmarks (rlscope.calibration.microbench) with each recorder: every
+kind a calibration may fall back on gets a positive cost and a measured inside part."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_every_hook_is_measured(tmp_path: Path, recorder: str):
+    import json
+
+    # A fresh interpreter, as rls-prof --calibrate runs it (no recording of this one's).
+    r = subprocess.run([sys.executable, "-m", "rlscope.calibration.microbench",
+                        str(tmp_path), recorder], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) >= {"annotation", "env_call"}
+    if recorder == "native":
+        assert {"backend_call", "simulator_call", "wait_call"} <= set(out)
+    for kind, m in out.items():
+        assert m["per_event_ns"] > 0, kind
+        # (The Python twin records no native call wrappers: no inside part for those.)
+        if recorder == "native" or kind in ("annotation", "env_call"):
+            assert math.isfinite(m["inside_ns"]) and m["inside_ns"] >= 0, kind
+    # An env step's wrapper does more than an annotation's hook (a Python-level call,
+    # its recorder lookup and the operation check around two native records).
+    assert out["env_call"]["per_event_ns"] > out["annotation"]["per_event_ns"]
