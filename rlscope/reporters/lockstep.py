@@ -123,6 +123,11 @@ def vector_env_lines(v: VectorEnv) -> list[str]:
                      f"{r['slowest_pct']:.0f}% of vector steps; step p99 "
                      f"{r['step_p99_ms']:.2f} ms vs {others['step_p99_ms'].median():.2f} ms "
                      "(median of the other envs)")
+        if v.straggler == v.first_env:
+            lines.append(f"    (env {v.straggler} is stepped first in (nearly) every vector step, "
+                         "right after the code before it: caches are cold there whichever "
+                         "env it is, so part of its extra time may be its place, not the "
+                         "env; step the envs in another order, or in workers, to tell)")
     lines.append("")
     head = ["Env", "Pid", "Name", "Steps", "Resets", "Mean ms", "p50 ms", "p99 ms", "Max ms",
             "Slowest %"] + ([f"Barrier wait {u.name}", "Loss caused %"] if v.workers
@@ -176,7 +181,7 @@ def to_dict(result: Lockstep) -> dict[str, Any]:
             "pid", "process", "name", "cls", "num_envs", "workers", "vector_steps",
             "complete_steps", "vector_resets", "step_s", "send_s", "wait_s", "reset_s",
             "env_mean_s", "env_sum_s", "slowest_s", "lockstep_loss_s", "idle_env_s",
-            "overhead_s", "straggler", "straggler_share", "sampling_s")}
+            "overhead_s", "straggler", "straggler_share", "sampling_s", "first_env")}
         d["loss_share_of_sampling"] = v.loss_share
         d["envs"] = _records(v.envs)
         d["projections"] = _records(v.projections)

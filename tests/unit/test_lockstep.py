@@ -170,20 +170,45 @@ def test_no_straggler_when_the_loss_is_spread():
     assert v.straggler == 3 and v.straggler_share == 1.0
 
 
-def test_sequential_vector_env_has_no_barrier():
+def sequential_run(steps: list[list[float]], order: list[list[int]] | None = None
+                   ) -> ls.VectorEnv:
+    """A DummyVecEnv stepping its envs one after another (in ``order``, per vector step;
+    default 0..n-1), env i busy steps[v][i] ms in vector step v."""
     name = "DummyVecEnv#1"
     rows, t = [], 0
-    for busy in ([1, 4], [1, 2]):
+    for v, busy in enumerate(steps):
         rows.append((t, STEP_B, name, -1))
         t += 100
-        for i, b in enumerate(busy):
-            rows += [(t, STEP_B, "Env", i), (t + b * MS, STEP_E, "Env", -1)]
-            t += b * MS + 100
+        for i in (order[v] if order else range(len(busy))):
+            rows += [(t, STEP_B, "Env", i), (t + int(busy[i] * MS), STEP_E, "Env", -1)]
+            t += int(busy[i] * MS) + 100
         rows.append((t, STEP_E, name, -1))
         t += MS
-    meta = {fmt.META_VECENVS: [{"name": name, "class": "DummyVecEnv", "num_envs": 2,
-                                "workers": False}]}
+    meta = {fmt.META_VECENVS: [{"name": name, "class": "DummyVecEnv",
+                                "num_envs": len(steps[0]), "workers": False}]}
     (v,) = ls.analyze([proc(1, rows, meta)]).vector_envs
+    return v
+
+
+def test_the_env_stepped_first_is_named_with_the_straggler():
+    """Sequential envs: the one stepped first after the policy runs with cold caches,
+    whichever it is. A straggler that is also
+    the first-stepped env carries a caveat; one stepped later does not."""
+    v = sequential_run([[3, 1, 1]] * 10)
+    assert v.first_env == 0 and v.straggler == 0
+    text = "\n".join(render.vector_env_lines(v))
+    assert "env 0 is stepped first in (nearly) every vector step" in text
+    v = sequential_run([[1, 1, 3]] * 10)
+    assert v.first_env == 0 and v.straggler == 2
+    assert "stepped first" not in "\n".join(render.vector_env_lines(v))
+    # No fixed first env (the order varies): none named.
+    v = sequential_run([[3, 1, 1]] * 10, order=[[0, 1, 2], [1, 2, 0]] * 5)
+    assert v.first_env is None and "stepped first" not in "\n".join(
+        render.vector_env_lines(v))
+
+
+def test_sequential_vector_env_has_no_barrier():
+    v = sequential_run([[1, 4], [1, 2]])
     assert not v.workers and v.lockstep_loss_s == 0 and v.idle_env_s == 0
     assert v.env_sum_s == pytest.approx(8e-3)
     assert v.overhead_s == pytest.approx(v.step_s - v.env_sum_s)
