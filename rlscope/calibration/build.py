@@ -93,14 +93,15 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
 
 def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
                           ) -> dict[str, KindCost]:
-    """Kinds whose cost only the microbenchmark gives (kinds.MICROBENCHMARK_ONLY), for
-    those the full runs recorded."""
+    """Kinds whose cost only the microbenchmark gives (kinds.MICROBENCHMARK_ONLY). Kept
+    even when the calibration's runs recorded none: chunk copies are forked after the
+    workload made its vector env, unrecorded, while the profiled run records its steps."""
     out = {}
     for kind in MICROBENCHMARK_ONLY:
         m = mb.get(kind, {})
         cost = float(m.get("per_event_ns", math.nan))
         events = int(np.median([s.counts.get(kind, 0) for s in full])) if full else 0
-        if not (cost > 0 and events):
+        if not cost > 0:
             continue
         inside = float(m.get("inside_ns", math.nan))
         inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else cost / 2
