@@ -106,9 +106,9 @@ def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
         inside = float(m.get("inside_ns", math.nan))
         inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else cost / 2
         out[kind] = KindCost(cost, inside, math.nan, "microbenchmark", events,
-                             "whole runs record these with the simulation operation and "
-                             "cannot separate the two: the tight-loop microbenchmark is "
-                             "used", microbenchmark_ns=cost)
+                             "no configuration separates these from the simulation "
+                             "operation recorded with them: the tight-loop "
+                             "microbenchmark is used", microbenchmark_ns=cost)
     return out
 
 

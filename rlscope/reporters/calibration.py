@@ -33,8 +33,8 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     has_estimate = math.isfinite(c.estimate_ns)
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
-            return (head + " (tight-loop microbenchmark: whole runs record these with the "
-                    "simulation operation and cannot tell the two apart)")
+            return (head + " (tight-loop microbenchmark of the env wrappers: no "
+                    "calibration configuration separates their cost)")
         if not has_estimate:
             return head + " (tight-loop microbenchmark; not measured on this workload)"
         if c.fallback == "held-out":

@@ -167,7 +167,7 @@ def test_env_steps_are_costed_by_the_microbenchmark_and_corrected_in_validation(
         2000.0, 700.0, "microbenchmark", 5_000)
     assert a.per_event_ns == pytest.approx(100.0, rel=1e-6)  # not 1,100 ns
     assert abs(cal.validation["total_error_pct"]) < 1e-6
-    assert "env_call: 2000 ns per env step or reset (tight-loop microbenchmark: whole runs" \
-        in "\n".join(summary_lines(cal))
+    assert "env_call: 2000 ns per env step or reset (tight-loop microbenchmark of the env " \
+        "wrappers" in "\n".join(summary_lines(cal))
     write_calibration(cal, tmp_path / "c.json")
     assert read_calibration(tmp_path / "c.json").costs["env_call"].source == "microbenchmark"
