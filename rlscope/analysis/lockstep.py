@@ -494,8 +494,8 @@ def _vector_env(p: ProcessEvents, a: dict[str, Any], workers: list[ProcessEvents
         loss = idle = 0.0
         overhead = float((T - total).sum())
         barrier = np.zeros(width)
-    first_env = None if in_workers else _first_stepped(vec, env_idx, eb, in_step, complete,
-                                                        width)
+    first_env = None if in_workers else _first_stepped(vec, env_idx, eb, in_step,
+                                                        np.asarray(complete), width)
     straggler: int | None = None
     share = float("nan")
     if n > 1 and caused.sum() > 0:

@@ -181,16 +181,17 @@ def _with_diagnosis(a: Analysis, fmt: str, out: str) -> str:
     """The report's closing diagnosis: what limits the run (text; a key in JSON)."""
     if fmt not in ("text", "json"):
         return out
-    from rlscope.analysis.diagnosis import diagnose
+    from rlscope.analysis.diagnosis import diagnose, gpu_findings
     from rlscope.reporters import diagnosis as render
 
     verdicts = diagnose(a.operations(), a.processes())
+    findings = gpu_findings(a.utilisation()) if a.samples is not None else []
     if fmt == "json":
         import json
 
-        return json.dumps({**json.loads(out), "diagnosis": render.to_list(verdicts)},
-                          indent=2)
-    text = render.lines(verdicts)
+        return json.dumps({**json.loads(out), "diagnosis": render.to_list(verdicts),
+                           "gpu_findings": render.gpu_to_list(findings)}, indent=2)
+    text = render.lines(verdicts, findings)
     return out + ("\n\n" + "\n".join(text) if text else "")
 
 

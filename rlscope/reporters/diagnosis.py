@@ -4,17 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlscope.analysis.diagnosis import Verdict
+from rlscope.analysis.diagnosis import GpuFinding, Verdict
 
 
 def _s(v: float) -> str:
     return f"{v:.3f} s" if v >= 0.01 else f"{1e3 * v:.2f} ms"
 
 
-def lines(verdicts: list[Verdict]) -> list[str]:
-    if not verdicts:
+def gpu_lines(findings: list[GpuFinding]) -> list[str]:
+    """The sampled-utilisation warning, one per process whose GPU NVML overstates."""
+    out = []
+    for f in findings:
+        x = "∞" if f.overstated_x == float("inf") else f"{f.overstated_x:.0f}"
+        out.append(f"  the GPU of {f.process} (pid {f.pid}, device {f.devices}) is not what "
+                   f"limits it: NVML (what nvidia-smi shows) read it busy in "
+                   f"{f.sampled_busy_pct:.0f}% of {f.samples} samples (mean utilisation "
+                   f"{f.sampled_util_pct:.0f}%), yet its kernels and copies filled "
+                   f"{f.gpu_pct:.1f}% of the time ({_s(f.gpu_s)}), {x}x less: NVML counts a "
+                   "sample period busy when any kernel ran in it"
+                   + (f", device-wide ({f.sharing} other process(es) of this run used it "
+                      "too)" if f.sharing else "")
+                   + "; the CPU-side limits are the ones to act on")
+    return out
+
+
+def lines(verdicts: list[Verdict], findings: list[GpuFinding] | None = None) -> list[str]:
+    gpu = gpu_lines(findings or [])
+    if not verdicts and not gpu:
         return []
     out = ["What limits this run (from the tables above; thresholds in docs/analysis.md)"]
+    out += gpu
     for v in verdicts:
         where = f"{v.operation} in {v.process} (pid {v.pid}): {_s(v.wall_s)}, " \
             f"{100 * v.process_share:.1f}% of the process"
@@ -33,3 +52,7 @@ def lines(verdicts: list[Verdict]) -> list[str]:
 
 def to_list(verdicts: list[Verdict]) -> list[dict[str, Any]]:
     return [v.to_dict() for v in verdicts]
+
+
+def gpu_to_list(findings: list[GpuFinding]) -> list[dict[str, Any]]:
+    return [f.to_dict() for f in findings]

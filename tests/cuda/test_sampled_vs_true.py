@@ -71,6 +71,16 @@ def test_report_contrast_matches_the_scripted_values(run_dir):
     assert 0 < row["sampled_cpu_pct"] <= row["rlscope_cpu_pct"] + 15
     text = run_tool("rls-analyze", "report", str(out)).stdout
     assert "GPU busy% NVML" in text and "GPU% rlscope" in text
+    # The diagnosis says it in words, with the same numbers: NVML busy in every sample,
+    # kernels a few % of the process's time, so the GPU is not the limit.
+    (f,) = json.loads(rep.stdout)["gpu_findings"]
+    wall = sum(r["wall_s"] for r in u["rows"])
+    assert f["sampled_busy_pct"] == 100.0 and f["sampled_util_pct"] == 90.0
+    assert f["gpu_pct"] == pytest.approx(100 * info["kernel_ns"] / 1e9 / wall, rel=1e-9)
+    assert f["overstated_x"] > 20 and f["samples"] == sum(r["gpu_samples"] for r in u["rows"])
+    (line,) = [ln for ln in text.splitlines() if "is not what limits it" in ln]
+    assert "NVML (what nvidia-smi shows) read it busy in 100% of" in line
+    assert f"filled {f['gpu_pct']:.1f}% of the time" in line
 
 
 def test_over_time_series(run_dir):

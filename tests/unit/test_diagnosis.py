@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from rlscope.analysis import analyze
-from rlscope.analysis.diagnosis import diagnose
+from rlscope.analysis.diagnosis import diagnose, gpu_findings
 from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.utilisation import contrast_frame
 from rlscope.reporters import diagnosis as render
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Trace
@@ -127,3 +128,49 @@ def test_start_up_gets_its_own_verdict_not_a_per_step_remedy():
     assert "amortises" in s.remedy and "vectorise" not in s.remedy
     assert s.max_saving_s == pytest.approx(s.wall_s)
     assert v["train"].bound is not None  # the loop's own verdict is unchanged
+
+
+def _util(busy: float, util: float, gpu_s: float, samples: int = 20,
+          devices: str = "0") -> list[dict[str, object]]:
+    """Utilisation rows of one process over two phases of 5 s each, NVML's readings and
+    the GPU time split evenly."""
+    return [{"pid": 7, "process": "train.py", "phase": ph, "wall_s": 5.0,
+             "gpu_devices": devices, "gpu_samples": samples // 2,
+             "sampled_gpu_busy_pct": busy, "sampled_gpu_util_pct": util,
+             "rlscope_gpu_s": gpu_s / 2} for ph in ("-", "training")]
+
+
+def test_gpu_that_nvml_reads_busy_but_kernels_barely_use_is_named():
+    # The H100 PPO run: busy in 99% of samples, 4% mean utilisation, 1.8% in kernels.
+    (f,) = gpu_findings(contrast_frame(_util(99.0, 4.0, 0.18)))
+    assert (f.pid, f.samples, f.sampled_busy_pct, f.sampled_util_pct) == (7, 20, 99.0, 4.0)
+    assert f.gpu_pct == pytest.approx(1.8) and f.overstated_x == pytest.approx(55)
+    text = "\n".join(render.lines([], [f]))
+    assert text.startswith("What limits this run")
+    assert "the GPU of train.py (pid 7, device 0) is not what limits it" in text
+    assert "busy in 99% of 20 samples (mean utilisation 4%)" in text
+    assert "filled 1.8% of the time (0.180 s), 55x less" in text
+    assert "device-wide" not in text
+    # Two devices: the GPU time is of wall x 2.
+    (f,) = gpu_findings(contrast_frame(_util(99.0, 4.0, 0.18, devices="0,1")))
+    assert f.gpu_pct == pytest.approx(0.9)
+    # Another process of the run used device 1 too: NVML's busy is device-wide.
+    other = [dict(r, pid=8, gpu_devices="1", gpu_samples=0) for r in _util(0, 0, 1.0)]
+    (f, *_) = gpu_findings(contrast_frame(_util(99.0, 4.0, 0.18, devices="0,1") + other))
+    assert f.sharing == 1
+    assert "device-wide (1 other process(es) of this run used it too)" in "\n".join(
+        render.gpu_lines([f]))
+
+
+@pytest.mark.parametrize("busy,gpu_s,samples", [
+    (40.0, 0.1, 20),   # NVML itself reads the GPU mostly idle
+    (99.0, 8.0, 20),   # kernels fill 80%: NVML is right, the GPU is busy
+    (99.0, 0.1, 4),    # too few samples to say anything
+])
+def test_no_gpu_finding_when_nvml_does_not_overstate(busy, gpu_s, samples):
+    assert gpu_findings(contrast_frame(_util(busy, busy / 2, gpu_s, samples))) == []
+
+
+def test_no_gpu_finding_without_gpu_samples():
+    rows = _util(99.0, 4.0, 0.18, samples=0)
+    assert gpu_findings(contrast_frame(rows)) == [] and gpu_findings(contrast_frame([])) == []
