@@ -504,15 +504,17 @@ class Analysis:
         from rlscope.analysis import categories as C
         from rlscope.analysis.utilisation import contrast, contrast_frame
 
-        b = self.breakdown(by=("pid", "phase", "category", "region"))
+        b = self.breakdown(by=("pid", "session", "phase", "category", "region"))
         cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]
         b = b[b["category"].isin(cpu_names) & (b["region"] != C.REGION_NAMES[C.GPU_ONLY])]
-        cpu = b.groupby(["pid", "phase"])["seconds"].sum()
+        cpu = b.groupby(["pid", "session", "phase"])["seconds"].sum()
+        by_process = {k: g.droplevel([0, 1]).to_dict()
+                      for k, g in cpu.groupby(level=[0, 1], sort=False)}
         rows: list[dict[str, Any]] = []
-        for r, m in zip(self.results, self._metas, strict=True):
-            mine = cpu.loc[r.pid] if r.pid in cpu.index.get_level_values(0) else pd.Series()
-            rows += contrast(r.pid, r.process, r.span, r.phase_times, r.phase_ids,
-                             self.phases.names, mine.to_dict(), m.gpu_truth, self.samples)
+        for r, m, n in zip(self.results, self._metas, self._session, strict=True):
+            rows += [dict(row, session=n) for row in contrast(
+                r.pid, r.process, r.span, r.phase_times, r.phase_ids, self.phases.names,
+                by_process.get((r.pid, n), {}), m.gpu_truth, self.samples)]
         return contrast_frame(rows)
 
     def utilisation_over_time(self) -> pd.DataFrame:

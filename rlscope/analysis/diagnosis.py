@@ -90,7 +90,8 @@ def gpu_findings(util: pd.DataFrame) -> list[GpuFinding]:
     users = util[util["rlscope_gpu_s"].fillna(0) > 0]
     on = {int(p): set(str(d).split(",")) for p, d in zip(users["pid"], users["gpu_devices"],
                                                         strict=True)}
-    for (pid, process), g in sampled.groupby(["pid", "process"], sort=False):
+    for (pid, _session, process), g in sampled.groupby(["pid", "session", "process"],
+                                                        sort=False, dropna=False):
         n = int(g["gpu_samples"].sum())
         devices = str(g["gpu_devices"].iloc[0])
         wall = float(g["wall_s"].sum()) * max(len(devices.split(",")), 1)

@@ -103,7 +103,7 @@ def gpu_truth(gpu: GpuActivities, span: tuple[int, int], phase_times: np.ndarray
 _COLUMNS = ["pid", "process", "phase", "wall_s", "cpu_samples", "sampled_cpu_pct",
             "sampled_cpu_s", "rlscope_cpu_s", "rlscope_cpu_pct", "gpu_devices",
             "gpu_samples", "sampled_gpu_busy_pct", "sampled_gpu_util_pct", "rlscope_gpu_s",
-            "rlscope_gpu_pct"]
+            "rlscope_gpu_pct", "session"]
 
 
 def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndarray,

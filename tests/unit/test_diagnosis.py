@@ -137,7 +137,7 @@ def _util(busy: float, util: float, gpu_s: float, samples: int = 20,
     return [{"pid": 7, "process": "train.py", "phase": ph, "wall_s": 5.0,
              "gpu_devices": devices, "gpu_samples": samples // 2,
              "sampled_gpu_busy_pct": busy, "sampled_gpu_util_pct": util,
-             "rlscope_gpu_s": gpu_s / 2} for ph in ("-", "training")]
+             "rlscope_gpu_s": gpu_s / 2, "session": 0} for ph in ("-", "training")]
 
 
 def test_gpu_that_nvml_reads_busy_but_kernels_barely_use_is_named():

@@ -93,3 +93,23 @@ def test_contrast_rows():
     assert tr["sampled_cpu_pct"] == pytest.approx(50.0)  # cpu grows at half the wall rate
     assert tr["cpu_samples"] == 10 and tr["gpu_devices"] == "0"
     assert truth.bins[0].sum() == pytest.approx(200 * ms)
+
+
+def test_a_reused_pid_keeps_its_sessions_apart():
+    """Two trace files of one pid (a second rlscope.start, or a pid the system reused):
+    each gets its own utilisation rows, with its own CPU time, not their sum."""
+    from rlscope.analysis import analyze
+    from rlscope.analysis.synthetic import process_trace
+    from rlscope.trace import format as fmt
+    from rlscope.trace.data import Trace
+
+    def proc(t0: int, busy_ns: int):
+        return process_trace([(t0, 0, fmt.PROCESS_START, ""),
+                              (t0 + 10, 0, fmt.OPERATION_BEGIN, "work"),
+                              (t0 + 10 + busy_ns, 0, fmt.OPERATION_END, "work"),
+                              (t0 + 20 + busy_ns, 0, fmt.PROCESS_END, "")], pid=100)
+
+    a = analyze(Trace(None, {}, [proc(0, 1_000_000), proc(10_000_000, 3_000_000)]))
+    u = a.utilisation()
+    assert u["session"].tolist() == [0, 1]
+    assert u["rlscope_cpu_s"].tolist() == pytest.approx([1_000_020e-9, 3_000_020e-9])
