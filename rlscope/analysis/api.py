@@ -11,10 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis import categories as C
-from rlscope.analysis import multiprocess
-from rlscope.analysis.overlap import ProcessResult, analyze_process
-from rlscope.analysis.paths import (
+from rlscope.analysis.engine import categories as C
+from rlscope.analysis.engine.overlap import ProcessResult, analyze_process
+from rlscope.analysis.engine.paths import (
     FIRST_OPERATION_ID,
     STARTUP_ID,
     STARTUP_IMPORTS_ID,
@@ -22,8 +21,9 @@ from rlscope.analysis.paths import (
     NameTable,
     PathTable,
 )
-from rlscope.analysis.startup import without_imports
-from rlscope.analysis.utilisation import GpuTruth, gpu_truth
+from rlscope.analysis.engine.startup import without_imports
+from rlscope.analysis.processes import runsummary as multiprocess
+from rlscope.analysis.processes.utilisation import GpuTruth, gpu_truth
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header, Progress, Trace
 from rlscope.trace.reader import read_trace
@@ -75,12 +75,12 @@ def load(directory: str | os.PathLike[str],
     analysis streams: memory is bounded by ``batch_events`` (default 1M events), not by
     the trace (docs/analysis.md).
     """
-    from rlscope.analysis.stream import DEFAULT_BATCH, stream_directory
+    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, stream_directory
     from rlscope.trace.reader import trace_files
 
     d, _, _ = trace_files(directory)  # the directory's errors first
     if ray is not None or jobs != 1:
-        from rlscope.analysis import fanout
+        from rlscope.analysis.pipeline import fanout
 
         _, run, units, order = fanout.plan(d)
         n = fanout.workers(jobs, units)
@@ -125,9 +125,10 @@ def _load_parallel(d: Path, run: dict[str, Any], units: list[Any], order: list[i
                    n: int, ray: str | None, correct: bool, batch_events: int | None,
                    infer: str, progress: Callable[[int], None] | None,
                    on_total: Callable[[int], None] | None) -> Analysis:
-    """:func:`load` one process per task (rlscope.analysis.fanout)."""
-    from rlscope.analysis import fanout, inferred
-    from rlscope.analysis.stream import DEFAULT_BATCH
+    """:func:`load` one process per task (rlscope.analysis.pipeline.fanout)."""
+    from rlscope.analysis import inferred
+    from rlscope.analysis.pipeline import fanout
+    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH
 
     inferred.check_mode(infer)
     cal = None
@@ -501,8 +502,8 @@ class Analysis:
         sampled_gpu_util_pct: mean utilisation) next to its GPU time in kernels and
         copies recorded by CUPTI (rlscope_gpu_s, rlscope_gpu_pct: of wall x devices).
         NVML's readings are device-wide (other processes on the GPU count too)."""
-        from rlscope.analysis import categories as C
-        from rlscope.analysis.utilisation import contrast, contrast_frame
+        from rlscope.analysis.engine import categories as C
+        from rlscope.analysis.processes.utilisation import contrast, contrast_frame
 
         b = self.breakdown(by=("pid", "session", "phase", "category", "region"))
         cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]
@@ -522,8 +523,8 @@ class Analysis:
         process's start, series, pid, key, value): per process CPU % and RSS (sampled),
         CPU % in rlscope's categories (0.1 s bins), per core CPU %, per GPU NVML
         utilisation %, memory and SM clock, and each process's GPU busy % in kernels and
-        copies (rlscope, 0.1 s bins). Series names: rlscope.analysis.utilisation."""
-        from rlscope.analysis.utilisation import over_time
+        copies (rlscope, 0.1 s bins). Series names: rlscope.analysis.processes.utilisation."""
+        from rlscope.analysis.processes.utilisation import over_time
 
         t0 = min((r.span[0] for r in self.results), default=0)
         return over_time(t0, self.samples, [(r.pid, r.span[0], r.span[1], r.cpu_bins,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
+from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
 
 DOMINANT = 0.5  # a limit holds at least this share of the operation's time...
 MARGIN = 0.15  # ...and this much more than the next category

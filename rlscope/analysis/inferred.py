@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rlscope.analysis.scopes import pair_scopes
+from rlscope.analysis.engine.scopes import pair_scopes
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 

@@ -341,8 +341,8 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
     import gzip
     import io
 
-    from rlscope.analysis import timeline as sel
-    from rlscope.analysis.slices import CALL_KINDS, TRACK_KINDS
+    from rlscope.analysis.timeline import select as sel
+    from rlscope.analysis.timeline.slices import CALL_KINDS, TRACK_KINDS
     from rlscope.reporters import perfetto
     from rlscope.reporters import timeline as tl
 
@@ -391,7 +391,7 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
 
 
 def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) -> float:
-    from rlscope.analysis.slices import COUNTERS
+    from rlscope.analysis.timeline.slices import COUNTERS
 
     return sum(n * (per_counter if k == COUNTERS else per_slice) for k, n in counts.items())
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.paths import PATH_SEP, UNANNOTATED
+from rlscope.analysis.engine.paths import PATH_SEP, UNANNOTATED
 from rlscope.errors import RLScopeError
 from rlscope.reporters.table import to_markdown
 

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis import categories as C
+from rlscope.analysis.engine import categories as C
 
 _KINDS = [(C.CATEGORY_NAMES[C.KERNEL], "Kernels"), (C.CATEGORY_NAMES[C.MEMCPY], "Copies"),
           (C.CATEGORY_NAMES[C.MEMSET], "Memsets")]

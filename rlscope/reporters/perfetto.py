@@ -29,8 +29,8 @@ from typing import IO
 
 import numpy as np
 
-from rlscope.analysis.slices import CounterTrack, Track, counter_tracks, process_tracks
-from rlscope.analysis.timeline import Plan
+from rlscope.analysis.timeline.select import Plan
+from rlscope.analysis.timeline.slices import CounterTrack, Track, counter_tracks, process_tracks
 from rlscope.reporters.pbrows import FIXED64, LEN, VARINT, Field, encode, field, message, tag
 from rlscope.reporters.timeline import Stats
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
+from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
 from rlscope.reporters import processes
 
 # Okabe & Ito's colour-blind safe palette, one colour per category in every figure.

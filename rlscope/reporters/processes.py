@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.multiprocess import ALL
+from rlscope.analysis.processes.runsummary import ALL
 from rlscope.trace import format as fmt
 
 # Tables a one-table format (CSV, Markdown) can select; "operations" is table.py's.

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
-from rlscope.analysis.paths import PATH_SEP, STARTUP, UNANNOTATED
+from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
 from rlscope.reporters import gpuwork, hosts, processes
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines

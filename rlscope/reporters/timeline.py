@@ -14,8 +14,8 @@ from typing import IO
 
 import numpy as np
 
-from rlscope.analysis.slices import CounterTrack, Track, counter_tracks, process_tracks
-from rlscope.analysis.timeline import Plan
+from rlscope.analysis.timeline.select import Plan
+from rlscope.analysis.timeline.slices import CounterTrack, Track, counter_tracks, process_tracks
 
 BATCH = 1 << 18
 BYTES_PER_SLICE = 115  # for size estimates (measured: 100-110 on real runs)

@@ -79,8 +79,8 @@ def figure(a: Analysis) -> Any:
     Top: each process's CPU % (of one core) by /proc and in rlscope's CPU categories;
     bottom (when the run used or sampled a GPU): NVML's utilisation per device and each
     process's GPU time in kernels/copies per 0.1 s. None when the run was not sampled."""
-    from rlscope.analysis import utilisation as U
-    from rlscope.analysis.timebins import BIN_NS
+    from rlscope.analysis.engine.timebins import BIN_NS
+    from rlscope.analysis.processes import utilisation as U
     from rlscope.reporters.plots import RUN_COLOURS, plotted_processes, pyplot
 
     if a.samples is None:

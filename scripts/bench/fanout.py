@@ -109,7 +109,7 @@ def main() -> None:
         ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)
         # Start the workers (and their imports) before timing, as a long-lived cluster has.
-        warm = ray.remote(num_cpus=1)(lambda: __import__("rlscope.analysis.fanout") and 0)
+        warm = ray.remote(num_cpus=1)(lambda: __import__("rlscope.analysis.pipeline.fanout") and 0)
         ray.get([warm.remote() for _ in range(jobs)])
 
     times: dict[str, list[float]] = {"serial": [], "fanout": [], "ray": []}

@@ -13,7 +13,7 @@ from conftest import app_json, run_traced
 from fake_build import Fake
 
 from rlscope.analysis import analyze
-from rlscope.analysis import timeline as sel
+from rlscope.analysis.timeline import select as sel
 from rlscope.reporters.timeline import write_chrome_trace
 from rlscope.trace import gpu as g
 from rlscope.trace.reader import read_trace

@@ -16,7 +16,7 @@ import pytest
 from fake_build import Fake
 
 from rlscope.analysis import load
-from rlscope.analysis import utilisation as U
+from rlscope.analysis.processes import utilisation as U
 from tests.conftest import run_tool
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlscope.analysis.summary import summarize
+from rlscope.analysis.engine.summary import summarize
 from rlscope.trace.reader import read_trace
 from tests.conftest import REPO, run_tool
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlscope.analysis.timeline_counters import CORES_PID
+from rlscope.analysis.timeline.counters import CORES_PID
 from rlscope.trace import format as fmt
 from tests.conftest import run_tool
 

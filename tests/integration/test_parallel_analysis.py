@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from rlscope.analysis import load
-from rlscope.analysis.fanout import Unit, workers
 from rlscope.analysis.overhead.model import Calibration, KindCost, write_calibration
+from rlscope.analysis.pipeline.fanout import Unit, workers
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Header
 from tests.conftest import REPO, run_tool

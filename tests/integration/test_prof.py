@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlscope.analysis.scopes import operation_intervals, phase_intervals
-from rlscope.analysis.startup import imports, without_imports
-from rlscope.analysis.summary import summarize
+from rlscope.analysis.engine.scopes import operation_intervals, phase_intervals
+from rlscope.analysis.engine.startup import imports, without_imports
+from rlscope.analysis.engine.summary import summarize
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
 from tests.conftest import run_tool, wait_until

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis import load
-from rlscope.analysis.timeline import plan as timeline_plan
+from rlscope.analysis.timeline.select import plan as timeline_plan
 from rlscope.reporters.timeline import write_chrome_trace
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace

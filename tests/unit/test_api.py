@@ -14,7 +14,7 @@ import pytest
 
 import rlscope
 from rlscope import annotate
-from rlscope.analysis.scopes import operation_intervals, phase_intervals
+from rlscope.analysis.engine.scopes import operation_intervals, phase_intervals
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
 

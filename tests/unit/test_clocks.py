@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlscope.analysis import load
-from rlscope.analysis.timeline import plan as timeline_plan
+from rlscope.analysis.timeline.select import plan as timeline_plan
 from rlscope.reporters import table
 from rlscope.reporters.timeline import write_chrome_trace
 from rlscope.trace import format as fmt

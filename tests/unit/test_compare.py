@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis import analyze
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.errors import RLScopeError
 from rlscope.reporters import compare as cmp
 from rlscope.trace import format as fmt

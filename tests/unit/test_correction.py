@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlscope.analysis import analyze
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.analysis.overhead.correction import correct_trace
 from rlscope.analysis.overhead.kinds import PAIR_KINDS
 from rlscope.analysis.overhead.model import KindCost
-from rlscope.analysis.synthetic import process_trace
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as G
 from rlscope.trace.data import EnvEvents, Trace

@@ -7,8 +7,8 @@ import pytest
 
 from rlscope.analysis import analyze
 from rlscope.analysis.diagnosis import diagnose, gpu_findings
-from rlscope.analysis.synthetic import process_trace
-from rlscope.analysis.utilisation import contrast_frame
+from rlscope.analysis.engine.synthetic import process_trace
+from rlscope.analysis.processes.utilisation import contrast_frame
 from rlscope.reporters import diagnosis as render
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Trace

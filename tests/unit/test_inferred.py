@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from rlscope.analysis import api, inferred
-from rlscope.analysis.overlap import ProcessAnalyzer, process_info
-from rlscope.analysis.paths import NameTable, PathTable
-from rlscope.analysis.scopes import operation_intervals
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.overlap import ProcessAnalyzer, process_info
+from rlscope.analysis.engine.paths import NameTable, PathTable
+from rlscope.analysis.engine.scopes import operation_intervals
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, Trace
 

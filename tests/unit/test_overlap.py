@@ -8,7 +8,7 @@ import random
 import pandas as pd
 
 from rlscope.analysis import analyze
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as G
 from rlscope.trace.data import Trace

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlscope.analysis import analyze
-from rlscope.analysis import categories as C
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine import categories as C
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Trace
 

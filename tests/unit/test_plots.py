@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlscope.analysis import analyze
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.reporters import compare as cmp
 from rlscope.reporters import plots
 from rlscope.trace import format as fmt

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from rlscope.analysis import analyze
-from rlscope.analysis import proctree as T
-from rlscope.analysis import roles as R
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.synthetic import process_trace
+from rlscope.analysis.processes import roles as R
+from rlscope.analysis.processes import tree as T
 from rlscope.reporters import processes as P
 from rlscope.reporters import table
 from rlscope.trace import format as fmt

@@ -17,7 +17,7 @@ import pytest
 
 import rlscope
 from rlscope.analysis import lockstep as ls
-from rlscope.analysis import roles
+from rlscope.analysis.processes import roles
 from rlscope.integrations import ray_workers
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace, trace_files

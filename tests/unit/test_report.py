@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from rlscope.analysis import analyze
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.reporters import plots, table
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as G

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlscope.analysis.scopes import operation_intervals
+from rlscope.analysis.engine.scopes import operation_intervals
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis import analyze, load
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.reporters import table
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Trace

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlscope.analysis import timeline as sel
-from rlscope.analysis.slices import CounterTrack, Track, nest, process_tracks
-from rlscope.analysis.synthetic import process_trace
+from rlscope.analysis.engine.synthetic import process_trace
+from rlscope.analysis.timeline import select as sel
+from rlscope.analysis.timeline.slices import CounterTrack, Track, nest, process_tracks
 from rlscope.errors import UsageError
 from rlscope.reporters import pbrows, perfetto
 from rlscope.reporters.timeline import write_chrome_trace
@@ -248,7 +248,7 @@ def test_window_cuts_slices_and_leads_counters():
 
 
 def _counters(plan: sel.Plan) -> list[CounterTrack]:
-    from rlscope.analysis.slices import counter_tracks
+    from rlscope.analysis.timeline.slices import counter_tracks
 
     return [c for pp in plan.processes for c in counter_tracks(pp.trace, plan.kinds,
                                                                plan.window)]

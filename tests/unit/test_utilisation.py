@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlscope.analysis.timebins import TimeBins
-from rlscope.analysis.utilisation import (
+from rlscope.analysis.engine.timebins import TimeBins
+from rlscope.analysis.processes.utilisation import (
     contrast,
     covered_before,
     gpu_truth,
@@ -99,7 +99,7 @@ def test_a_reused_pid_keeps_its_sessions_apart():
     """Two trace files of one pid (a second rlscope.start, or a pid the system reused):
     each gets its own utilisation rows, with its own CPU time, not their sum."""
     from rlscope.analysis import analyze
-    from rlscope.analysis.synthetic import process_trace
+    from rlscope.analysis.engine.synthetic import process_trace
     from rlscope.trace import format as fmt
     from rlscope.trace.data import Trace
 

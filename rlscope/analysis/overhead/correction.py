@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlscope.analysis.engine.summary import process_span
 from rlscope.analysis.overhead.kinds import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, PROCESS
 from rlscope.analysis.overhead.model import Calibration, KindCost
-from rlscope.analysis.summary import process_span
 from rlscope.trace import format as fmt
 from rlscope.trace.argv import shell_line
 from rlscope.trace.data import Events, ProcessTrace, Progress, Trace

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlscope.analysis import proctree, roles
-from rlscope.analysis.slices import (
+from rlscope.analysis.processes import roles
+from rlscope.analysis.processes import tree as proctree
+from rlscope.analysis.timeline.counters import CounterGroup, gpu_busy_tracks, sample_tracks
+from rlscope.analysis.timeline.slices import (
     CALL_KINDS,
     COUNTERS,
     GPU,
@@ -24,7 +26,6 @@ from rlscope.analysis.slices import (
     Window,
     count_slices,
 )
-from rlscope.analysis.timeline_counters import CounterGroup, gpu_busy_tracks, sample_tracks
 from rlscope.errors import UsageError
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import on_run_clock

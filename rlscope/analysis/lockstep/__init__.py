@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis import roles
+from rlscope.analysis.processes import roles
 from rlscope.trace import format as fmt
 from rlscope.trace.data import EnvEvents, Events, Header, Trace
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis.timebins import BIN_NS, TimeBins
+from rlscope.analysis.engine.timebins import BIN_NS, TimeBins
 from rlscope.trace.gpu import GpuActivities
 from rlscope.trace.samples import Samples, rates
 

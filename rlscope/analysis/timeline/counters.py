@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlscope.analysis import utilisation as U
-from rlscope.analysis.slices import CounterTrack, Window, window_samples
-from rlscope.analysis.timebins import BIN_NS
+from rlscope.analysis.engine.timebins import BIN_NS
+from rlscope.analysis.processes import utilisation as U
+from rlscope.analysis.timeline.slices import CounterTrack, Window, window_samples
 from rlscope.trace.data import ProcessTrace
 from rlscope.trace.samples import Samples, rates
 

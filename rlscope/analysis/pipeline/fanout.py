@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from rlscope.analysis.overlap import ProcessResult
-from rlscope.analysis.paths import FIRST_OPERATION_ID, NameTable, PathTable
+from rlscope.analysis.engine.overlap import ProcessResult
+from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, NameTable, PathTable
 from rlscope.errors import RLScopeError
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
@@ -137,8 +137,8 @@ def analyze_unit(unit: Unit, opts: Options) -> UnitOut:
 
 
 def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
-    from rlscope.analysis.overlap import ProcessAnalyzer, process_info
-    from rlscope.analysis.stream import DEFAULT_BATCH, ScannedProcess, batches, scan
+    from rlscope.analysis.engine.overlap import ProcessAnalyzer, process_info
+    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, batches, scan
     from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
 
     s = scan(unit.python, unit.header, phases, opts.infer) if unit.python else None
@@ -166,8 +166,8 @@ def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) ->
 
 def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
     from rlscope.analysis import inferred
+    from rlscope.analysis.engine.overlap import analyze_process
     from rlscope.analysis.overhead.correction import correct_process
-    from rlscope.analysis.overlap import analyze_process
     from rlscope.trace.cuda_reader import merge_cuda
     from rlscope.trace.reader import read_process
 
@@ -186,7 +186,7 @@ def _truth(p: Any, r: ProcessResult) -> Any:
     """The GPU time CUPTI recorded, per phase and device (as the data API keeps it)."""
     if not len(p.gpu):
         return None
-    from rlscope.analysis.utilisation import gpu_truth
+    from rlscope.analysis.processes.utilisation import gpu_truth
 
     return gpu_truth(p.gpu, r.span, r.phase_times, r.phase_ids)
 

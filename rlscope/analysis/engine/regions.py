@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlscope.analysis import categories as C
-from rlscope.analysis.aggregate import encode
-from rlscope.analysis.gpuwork import GpuIndex
-from rlscope.analysis.threadstate import ThreadState
+from rlscope.analysis.engine import categories as C
+from rlscope.analysis.engine.aggregate import encode
+from rlscope.analysis.engine.gpuwork import GpuIndex
+from rlscope.analysis.engine.threadstate import ThreadState
 from rlscope.trace.gpu import GpuActivities
 
 

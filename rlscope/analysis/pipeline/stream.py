@@ -4,7 +4,7 @@ trace size.
 Each Python trace file is read twice, one chunk at a time: a first pass collects what the
 sweep needs up front (strings, threads, metadata, progress, the recorded span, the main
 thread's phases) and validates the file; the second feeds batches of events to
-:class:`~rlscope.analysis.overlap.ProcessAnalyzer`. The file is memory-mapped, so its
+:class:`~rlscope.analysis.engine.overlap.ProcessAnalyzer`. The file is memory-mapped, so its
 bytes are not copied. CUDA collector files (smaller, columnar) are read whole by the
 reader and merged as usual.
 """
@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from rlscope.analysis import inferred
-from rlscope.analysis.overlap import ProcessAnalyzer, ProcessInfo
-from rlscope.analysis.paths import NameTable, PathTable
-from rlscope.analysis.startup import first_user_time
-from rlscope.analysis.summary import ProcessSpan
-from rlscope.analysis.threadstate import phase_changes
+from rlscope.analysis.engine.overlap import ProcessAnalyzer, ProcessInfo
+from rlscope.analysis.engine.paths import NameTable, PathTable
+from rlscope.analysis.engine.startup import first_user_time
+from rlscope.analysis.engine.summary import ProcessSpan
+from rlscope.analysis.engine.threadstate import phase_changes
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
@@ -174,7 +174,7 @@ def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases
     for p in merged:
         s = by_id.get(id(p))
         if s is None:  # a CUDA file with no Python process
-            from rlscope.analysis.overlap import process_info
+            from rlscope.analysis.engine.overlap import process_info
 
             s = ScannedProcess(p, process_info(p.events, p.strings, phases), 0, False)
         out.append(s)

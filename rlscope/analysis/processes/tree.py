@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlscope.analysis import roles
+from rlscope.analysis.processes import roles
 from rlscope.trace import format as fmt
 
 NO_PARENT = -1

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlscope.analysis.scopes import Intervals, pair_scopes
-from rlscope.analysis.summary import process_span
+from rlscope.analysis.engine.scopes import Intervals, pair_scopes
+from rlscope.analysis.engine.summary import process_span
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 from rlscope.trace.gpu import GPU_KIND_NAMES

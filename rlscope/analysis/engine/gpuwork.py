@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis import categories as C
+from rlscope.analysis.engine import categories as C
 from rlscope.trace.data import ProcessTrace
 from rlscope.trace.gpu import GpuActivities
 

@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlscope.analysis import categories as C
-from rlscope.analysis.aggregate import aggregate, aggregate_keys
-from rlscope.analysis.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
-from rlscope.analysis.paths import STARTUP_IMPORTS_ID, NameTable, PathTable
-from rlscope.analysis.regions import process_regions, runs, thread_regions
-from rlscope.analysis.startup import first_user_time, imports
-from rlscope.analysis.summary import ProcessSpan
-from rlscope.analysis.threadstate import (
+from rlscope.analysis.engine import categories as C
+from rlscope.analysis.engine.aggregate import aggregate, aggregate_keys
+from rlscope.analysis.engine.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
+from rlscope.analysis.engine.paths import STARTUP_IMPORTS_ID, NameTable, PathTable
+from rlscope.analysis.engine.regions import process_regions, runs, thread_regions
+from rlscope.analysis.engine.startup import first_user_time, imports
+from rlscope.analysis.engine.summary import ProcessSpan
+from rlscope.analysis.engine.threadstate import (
     API_BEGIN,
     API_END,
     WAIT_BEGIN,
@@ -44,7 +44,7 @@ from rlscope.analysis.threadstate import (
     phase_changes,
     thread_state,
 )
-from rlscope.analysis.timebins import TimeBins
+from rlscope.analysis.engine.timebins import TimeBins
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 
@@ -146,7 +146,7 @@ def process_info(ev: Events, strings: list[str], phases: NameTable,
 
 
 def _span(ev: Events) -> ProcessSpan:
-    from rlscope.analysis.summary import process_span
+    from rlscope.analysis.engine.summary import process_span
 
     class _P:  # process_span only reads .events
         events = ev

@@ -17,10 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from rlscope.analysis import proctree, roles
-from rlscope.analysis.overlap import ProcessResult
-from rlscope.analysis.paths import PathTable
-from rlscope.analysis.proctimes import ProcessTimes, process_times, top_operations
+from rlscope.analysis.engine.overlap import ProcessResult
+from rlscope.analysis.engine.paths import PathTable
+from rlscope.analysis.processes import roles
+from rlscope.analysis.processes import tree as proctree
+from rlscope.analysis.processes.times import ProcessTimes, process_times, top_operations
 from rlscope.trace import format as fmt
 from rlscope.trace.argv import shell_line
 from rlscope.trace.clocks import RunClock

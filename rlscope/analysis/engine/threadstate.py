@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlscope.analysis import categories as C
-from rlscope.analysis.paths import STARTUP_ID, STARTUP_IMPORTS_ID, NameTable, PathTable
+from rlscope.analysis.engine import categories as C
+from rlscope.analysis.engine.paths import STARTUP_ID, STARTUP_IMPORTS_ID, NameTable, PathTable
 from rlscope.trace import format as fmt
 
 # Pseudo event kinds for CUDA API calls merged into a thread's events.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis.scopes import Intervals, operation_intervals, phase_intervals
+from rlscope.analysis.engine.scopes import Intervals, operation_intervals, phase_intervals
 from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace, Trace
 
