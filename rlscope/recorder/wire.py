@@ -105,17 +105,13 @@ _MASK64 = (1 << 64) - 1
 
 
 def varint(n: int) -> bytes:
-    """Base-128 varint of a non-negative int (negative int64s: two's complement, 10 bytes)."""
-    n &= _MASK64
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    """Base-128 varint of a non-negative int (negative int64s: two's complement, 10 bytes).
+    The package's one varint encoder: the offline writers (reporters/pbrows.py) use it too."""
+    return varints((n,))
 
 
-def _packed_varints(values: Sequence[int]) -> bytes:
+def varints(values: Sequence[int]) -> bytes:
+    """The varints of ``values``, one after the other (a packed repeated field's payload)."""
     if min(values) >= 0 and max(values) < 0x80:
         return bytes(values)  # one byte each: the common case for kinds, threads, names
     out = bytearray()
@@ -161,7 +157,7 @@ def encode(message: str, values: Mapping[str, Any]) -> bytes:
             if repeated:  # proto3 packs repeated scalars
                 if len(v):
                     vals = _zigzag(v) if typ == "sint64" else v
-                    out.append(_delimited(varint(number << 3 | 2), _packed_varints(vals)))
+                    out.append(_delimited(varint(number << 3 | 2), varints(vals)))
             elif v:
                 out.append(varint(number << 3))
                 out.append(varint(_zigzag([v])[0] if typ == "sint64" else v))

@@ -4,8 +4,8 @@ writes millions of near-identical packets, and a Python call per packet would do
 A message shape is a list of ``Field``s; each has constant leading bytes (its tag), then
 optionally a varint per row, raw bytes per row, or a nested message (its length as a
 varint, then its own fields). A row mask leaves a field out of some rows. ``encode``
-returns the rows concatenated. Scalar helpers (``tag``, ``varint``, ``message``) build the
-few one-off messages.
+returns the rows concatenated. Scalar helpers (``tag``, ``field``, ``message``) build the
+few one-off messages, with the recorder's varint encoder (rlscope/recorder/wire.py).
 """
 
 from __future__ import annotations
@@ -15,23 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlscope.recorder.wire import varint
+
 VARINT, FIXED64, LEN = 0, 1, 2  # wire types used here
 _THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 
 
 def tag(number: int, wire_type: int) -> bytes:
     return varint((number << 3) | wire_type)
-
-
-def varint(n: int) -> bytes:
-    """Base-128 varint (negative numbers as 64-bit two's complement)."""
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def field(number: int, value: int | bytes | str) -> bytes:
