@@ -14,7 +14,7 @@ import pandas as pd
 from rlscope.analysis import Analysis
 from rlscope.analysis.engine.paths import PATH_SEP, UNANNOTATED
 from rlscope.errors import RLScopeError
-from rlscope.reporters.table import to_markdown
+from rlscope.reporters.markdown import to_markdown
 
 COLUMNS = ["key", "run", "repetitions", "present", "mean_s", "std_s", "delta_s",
            "delta_pct", "significant"]

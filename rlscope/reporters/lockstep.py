@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis.lockstep import Lockstep, SamplingTable, VectorEnv, straggler_min_share
+from rlscope.reporters.markdown import to_markdown
 
 FORMATS = ("text", "csv", "json", "markdown")
 
@@ -209,15 +210,6 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(r) for r in df.to_dict(orient="records")]
 
 
-def _markdown(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in df.itertuples(index=False):
-        out.append("| " + " | ".join(f"{v:.6g}" if isinstance(v, float) else str(v)
-                                      for v in row) + " |")
-    return "\n".join(out)
-
-
 def render(result: Lockstep, fmt: str, title: str = "") -> str:
     if fmt == "text":
         return render_text(result, title)
@@ -229,13 +221,13 @@ def render(result: Lockstep, fmt: str, title: str = "") -> str:
         parts = []
         for t in result.tables:
             parts.append(f"### Process {t.pid}: Sampling / Optimizing\n")
-            parts.append(_markdown(pd.DataFrame([{**t.__dict__, "total_s": t.total_s}])))
+            parts.append(to_markdown(pd.DataFrame([{**t.__dict__, "total_s": t.total_s}])))
         parts.append("\n### Envs\n")
-        parts.append(_markdown(result.envs()))
+        parts.append(to_markdown(result.envs()))
         for v in result.vector_envs:
             if len(v.projections):
                 parts.append(f"\n### Projections: {v.name}\n")
-                parts.append(_markdown(v.projections))
+                parts.append(to_markdown(v.projections))
         return "\n".join(parts)
     raise ValueError(f"unknown format {fmt!r}")
 

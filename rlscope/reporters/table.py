@@ -16,6 +16,7 @@ from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
 from rlscope.reporters import gpuwork, hosts, processes
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
+from rlscope.reporters.markdown import to_markdown
 from rlscope.trace.argv import shell_line
 
 FORMATS = ("text", "csv", "json", "markdown")
@@ -210,12 +211,3 @@ def render_frame(df: pd.DataFrame, fmt: str) -> str:
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(df.to_json(orient="records"))
-
-
-def to_markdown(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in df.itertuples(index=False):
-        out.append("| " + " | ".join(f"{v:.6g}" if isinstance(v, float) else str(v)
-                                      for v in row) + " |")
-    return "\n".join(out)
