@@ -137,7 +137,7 @@ class RunNumbers:
 
 def run_numbers(run_dir: Path, phase: str) -> RunNumbers:
     import rlscope.analysis
-    from rlscope.reporters.compare import timesteps
+    from rlscope.analysis.compare import timesteps
 
     a = rlscope.analysis.load(run_dir)
     df = a.operations()
