@@ -145,7 +145,7 @@ def _misplaced_pop(e: RLScopeError) -> None:
 
 def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
     """Record training progress; lets reports extrapolate to the full run."""
-    if _progress_hook is not None:  # calibration's chunk boundaries (launch.chunk_copies)
+    if _progress_hook is not None:  # calibration's chunk boundaries (inprocess.chunk_copies)
         _progress_hook()
     rec = _recorder
     if rec is not None:
@@ -334,7 +334,7 @@ def active_recorder() -> Recorder | None:
 
 
 def set_launcher_directory(path: str) -> None:
-    """This process runs under the rls-prof that holds ``path`` (rlscope.launch.autostart):
+    """This process runs under the rls-prof that holds ``path`` (rlscope.inprocess.autostart):
     :func:`start` may record into it."""
     global _launcher_dir
     _launcher_dir = os.path.abspath(path)

@@ -8,7 +8,7 @@ import sys
 
 def _rlscope_autostart() -> None:
     try:
-        from rlscope.launch import autostart
+        from rlscope.inprocess import autostart
     except ImportError:
         return  # an interpreter without rlscope installed: run unprofiled
     autostart.autostart()

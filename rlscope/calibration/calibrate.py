@@ -23,11 +23,11 @@ from rlscope.calibration.chunked import MIN_CHUNKS, run_chunks
 from rlscope.calibration.configs import Config, configurations
 from rlscope.calibration.runner import SUBDIR, RunRecord, run_configurations
 from rlscope.errors import UsageError
+from rlscope.inprocess.chunk_copies import DEFAULT_CHUNK_S, DEFAULT_MAX_CHUNKS
+from rlscope.inprocess.limits import parse_limit
 from rlscope.intercept import parse as parse_intercept
 from rlscope.launch import env
-from rlscope.launch.chunk_copies import DEFAULT_CHUNK_S, DEFAULT_MAX_CHUNKS
 from rlscope.launch.environment import Recording
-from rlscope.launch.limits import parse_limit
 
 Echo = Callable[[str], None]
 

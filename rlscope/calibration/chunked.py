@@ -1,5 +1,5 @@
 """rls-prof's side of paired-chunk calibration: run the workload once with the chunk
-driver (:mod:`rlscope.launch.chunk_copies`) and turn its children's times and traces
+driver (:mod:`rlscope.inprocess.chunk_copies`) and turn its children's times and traces
 into samples, one round per chunk."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from rlscope.calibration.configs import Config
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, config_recording, run_once
 from rlscope.errors import RLScopeError
+from rlscope.inprocess import chunk_copies as ch
 from rlscope.intercept import BACKENDS, SIMULATORS, WAITS
-from rlscope.launch import chunk_copies as ch
 from rlscope.launch import environment
 from rlscope.launch.environment import Recording
 from rlscope.trace.reader import read_trace

@@ -123,7 +123,7 @@ def estimate_costs(samples: list[RunSample], rounds: list[int] | None = None,
     """Per-event cost (ns) by kind, from the given rounds (default: all).
 
     ``paired``: the rounds are chunks of different work, each measured in every
-    configuration moments apart (launch.chunk_copies); the cost is then the median of
+    configuration moments apart (inprocess.chunk_copies); the cost is then the median of
     the per-chunk estimates (a fastest run over different work means nothing).
     ``known``: per-event costs (ns) of kinds not fitted (kinds.MICROBENCHMARK_ONLY),
     taken off each run's time before the fit; without them those kinds' cost is absorbed

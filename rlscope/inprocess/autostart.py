@@ -49,11 +49,11 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def autostart() -> None:
     if os.environ.get(env.MAX_PROGRESS):  # calibration work bound (any configuration)
-        from rlscope.launch.switches import apply_work_limit
+        from rlscope.inprocess.switches import apply_work_limit
 
         apply_work_limit()
     if os.environ.get(env.CHUNK_DIR):  # calibration by chunks: no recording
-        from rlscope.launch import chunk_copies
+        from rlscope.inprocess import chunk_copies
 
         _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
         chunk_copies.install_from_env()
@@ -82,7 +82,7 @@ def autostart() -> None:
 
 def _start_recording(rlscope: ModuleType, out: str) -> None:
     if os.environ.get(env.ANNOTATIONS) == "0":  # calibration's base configuration
-        from rlscope.launch.switches import apply_annotation_switch
+        from rlscope.inprocess.switches import apply_annotation_switch
 
         apply_annotation_switch()
     from rlscope import annotate
@@ -98,9 +98,9 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
     _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
-    from rlscope.launch import imports
+    from rlscope.inprocess import import_timer
 
-    imports.install()  # the user's imports, for the start-up row (docs/analysis.md)
+    import_timer.install()  # the user's imports, for the start-up row (docs/analysis.md)
 
 
 def _install_sigterm_handler() -> bool:

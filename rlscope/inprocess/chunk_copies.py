@@ -309,7 +309,7 @@ class Driver:
         (self.out / "stopped.txt").write_text(why + "\n")
 
     def _finish(self, why: str) -> None:
-        from rlscope.launch.limits import WorkLimitReached
+        from rlscope.inprocess.limits import WorkLimitReached
 
         self._stop(why)
         print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
@@ -401,7 +401,7 @@ def _die_with_parent() -> None:
 
 
 def install_from_env() -> None:
-    """Called by rlscope.launch.autostart when ``RLSCOPE_CALIBRATE_CHUNKS`` is set."""
+    """Called by rlscope.inprocess.autostart when ``RLSCOPE_CALIBRATE_CHUNKS`` is set."""
     from rlscope import annotate
 
     # Processes the workload starts run as usual (not chunked, not recording).

@@ -1,9 +1,9 @@
-"""Environment switches of calibration runs, applied by :mod:`rlscope.launch.autostart`.
+"""Environment switches of calibration runs, applied by :mod:`rlscope.inprocess.autostart`.
 
 - ``RLSCOPE_ANNOTATIONS=0``: recording runs, but ``rlscope.operation``/``phase`` scopes
   are not recorded (the calibration's *base* configuration: the fixed cost of recording).
 - ``RLSCOPE_MAX_PROGRESS=N``: end the process at the script's N-th progress report
-  (:mod:`rlscope.launch.limits`); honoured with or without recording.
+  (:mod:`rlscope.inprocess.limits`); honoured with or without recording.
 
 Interception is selected by ``RLSCOPE_INTERCEPT`` and the CUDA collector by its preload,
 as in any profiled run (docs/rls-prof.md).
@@ -18,7 +18,7 @@ from rlscope.launch import env
 
 
 def apply_work_limit() -> None:
-    from rlscope.launch.limits import install_progress_limit, parse_limit
+    from rlscope.inprocess.limits import install_progress_limit, parse_limit
 
     try:
         n = parse_limit(os.environ.get(env.MAX_PROGRESS))

@@ -1,9 +1,8 @@
-"""Launching profiled processes: the environment contract (``env``: every ``RLSCOPE_*``
-name), the environments children get (``environment``), what every Python process does
-at start-up (``autostart`` with ``limits``, ``switches`` and calibration's
-``chunk_copies``), running a command profiled (``profile``) and its ``run.json``
-(``metadata``).
+"""Launching profiled processes, in rls-prof: the environment contract (``env``: every
+``RLSCOPE_*`` name), the environments children get (``environment``), running a command
+profiled (``profile``, ``descendants``), its ``run.json`` (``metadata``) and the
+utilisation sampler (``sampler``, ``nvml``).
 
-Importing this package imports none of them: ``autostart`` runs in every process under
-``rls-prof`` and must stay cheap (docs/architecture.md).
+What runs inside the profiled processes is :mod:`rlscope.inprocess`; this package never
+imports it.
 """

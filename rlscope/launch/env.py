@@ -1,7 +1,7 @@
 """Every environment variable rlscope reads or sets, in one place (docs/rls-prof.md).
 
 rls-prof sets them for the command it runs and every descendant inherits them; the
-start-up hook (:mod:`rlscope.launch.autostart`) and the CUDA collector
+start-up hook (:mod:`rlscope.inprocess.autostart`) and the CUDA collector
 (native/cuda/config.cpp) read them.
 """
 

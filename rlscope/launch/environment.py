@@ -112,7 +112,7 @@ def chunk_calibration(rec: Recording, copies_dir: str | os.PathLike[str], config
                       chunk_s: float, max_chunks: int,
                       base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The chunk-calibration run: interception installed, nothing recording, forked copies
-    per configuration (``configs``: rlscope.launch.chunk_copies.encode_configs) written
+    per configuration (``configs``: rlscope.inprocess.chunk_copies.encode_configs) written
     into ``copies_dir`` (docs/overhead-correction.md)."""
     e = profiled(rec, base)
     del e[env.OUTPUT_DIR]

@@ -80,7 +80,7 @@ META_SESSION = "rlscope.session"
 # {"name", "class", "num_envs", "workers"}; "name" names its vector-level ENV events.
 META_VECENVS = "rlscope.vecenvs"
 META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env it serves
-# One outermost import on the recording thread (rlscope.launch.imports): the key is this
+# One outermost import on the recording thread (rlscope.inprocess.import_timer): the key is this
 # prefix and the module's name, the value [begin_ns, end_ns] (CLOCK_MONOTONIC).
 META_IMPORT_PREFIX = "rlscope.import:"
 # Ray (rlscope.integrations.ray_workers): {"kind": "driver" | "actor" | "task", "job_id",

@@ -34,7 +34,7 @@ WORKLOAD = [str(HERE / "workloads" / "sb3_fixed.py"), "sac", "Pendulum-v1", "300
 DRIVER = """
 import json, os, runpy, sys
 from rlscope import intercept
-from rlscope.launch import chunk_copies as chunks
+from rlscope.inprocess import chunk_copies as chunks
 chunks.distinct = lambda configs, active: configs
 intercept.enable("auto")
 os.environ[chunks.ENV_CONFIGS] = json.dumps(

@@ -38,7 +38,7 @@ import pandas as pd
 from rlscope.analysis import analyze
 from rlscope.analysis.overhead.correction import correct_trace
 from rlscope.analysis.overhead.model import FILE_NAME, Calibration, read_calibration
-from rlscope.launch.chunk_copies import RESULTS
+from rlscope.inprocess.chunk_copies import RESULTS
 from rlscope.trace.reader import read_trace
 
 HERE = Path(__file__).resolve().parent

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlscope.analysis.overhead.model import FILE_NAME, read_calibration
-from rlscope.launch.chunk_copies import RESULTS
+from rlscope.inprocess.chunk_copies import RESULTS
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
 from tests.conftest import run_tool, wait_until
@@ -132,7 +132,7 @@ def test_ctrl_c_during_fork_of_a_copy_is_not_lost():
     # where the KeyboardInterrupt is only printed: here one is sent from such a callback.
     code = textwrap.dedent("""
         import os, signal
-        from rlscope.launch.chunk_copies import _fork
+        from rlscope.inprocess.chunk_copies import _fork
         os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))
         pid, interrupted = _fork()
         if pid == 0:

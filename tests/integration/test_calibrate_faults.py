@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis.overhead.model import FILE_NAME, read_calibration
-from rlscope.launch.chunk_copies import RESULT_SUFFIX, RESULTS, write_result
+from rlscope.inprocess.chunk_copies import RESULT_SUFFIX, RESULTS, write_result
 from rlscope.trace.reader import read_trace
 from tests.conftest import run_tool
 

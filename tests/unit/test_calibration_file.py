@@ -18,7 +18,7 @@ from rlscope.calibration.build import build_calibration
 from rlscope.calibration.configs import configurations, prune
 from rlscope.calibration.estimate import RunSample
 from rlscope.errors import RLScopeError
-from rlscope.launch.limits import WorkLimitReached, limited, parse_limit
+from rlscope.inprocess.limits import WorkLimitReached, limited, parse_limit
 
 
 def test_round_trip_keeps_costs_and_writes_no_nan(tmp_path: Path):

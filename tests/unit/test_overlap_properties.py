@@ -48,7 +48,7 @@ def timelines(draw):
         s = draw(st.integers(0, 70))
         gpu.append((draw(st.sampled_from([1, 2, 3])), draw(st.integers(0, 2)), s,
                     s + draw(st.integers(0, 20)), draw(st.integers(0, len(api) + 1))))
-    # Timed imports of the main thread (rlscope.launch.imports), possibly nested.
+    # Timed imports of the main thread (rlscope.inprocess.import_timer), possibly nested.
     imports = {}
     for i in range(draw(st.integers(0, 3))):
         b = draw(st.integers(0, 30))

@@ -48,7 +48,7 @@ def test_import_rlscope_is_lean():
 def test_profiled_process_start_up_is_lean(tmp_path: Path, intercept: str):
     env = profiled(Recording(str(tmp_path / "trace"), intercept=intercept), _clean_env())
     mods = _modules("import rlscope; assert rlscope.is_active()\n" + SHOW, env)
-    assert "rlscope.launch.autostart" in mods and "rlscope._native" in mods
+    assert "rlscope.inprocess.autostart" in mods and "rlscope._native" in mods
     assert ("rlscope.intercept" in mods) == (intercept == "auto")
     assert _offending(mods) == []
     assert list((tmp_path / "trace").glob("python.*.rlscope")), "the process recorded"
