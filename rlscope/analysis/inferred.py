@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rlscope.analysis.engine.scopes import pair_scopes
+from rlscope.analysis.intervals import contains_any, inside_any, overlaps_any, union
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 
@@ -117,16 +118,6 @@ def _calls(time: np.ndarray, kind: np.ndarray, name: np.ndarray, begin: int
     b = np.flatnonzero(is_b[:-1] & ~is_b[1:])
     return time[sel[b]], time[sel[b + 1]], name[sel[b]]
 
-
-def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted intervals covering the union of [s, e)."""
-    if not len(s):
-        return s, e
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], np.maximum.accumulate(e[o])
-    first = np.r_[True, s[1:] > e[:-1]]
-    last = np.r_[first[1:], True]
-    return s[first], e[last]
 
 
 def thread_intervals(m_start: np.ndarray, m_end: np.ndarray, role: np.ndarray,
@@ -207,31 +198,7 @@ def _nests(start: np.ndarray, end: np.ndarray, r_start: np.ndarray, r_end: np.nd
     return ok
 
 
-def _overlaps(start: np.ndarray, end: np.ndarray, u_start: np.ndarray, u_end: np.ndarray
-              ) -> np.ndarray:
-    """Whether each interval overlaps the union of (disjoint, sorted) intervals."""
-    if not len(u_start):
-        return np.zeros(len(start), bool)
-    j = np.searchsorted(u_start, end, side="left") - 1
-    return (j >= 0) & (u_end[np.maximum(j, 0)] > start)
 
-
-def _contains_any(s: np.ndarray, e: np.ndarray, a_s: np.ndarray, a_e: np.ndarray
-                  ) -> np.ndarray:
-    """Whether each interval contains one of the (disjoint, sorted) intervals a."""
-    if not len(a_s):
-        return np.zeros(len(s), bool)
-    j = np.searchsorted(a_s, s, side="left")
-    return (j < len(a_s)) & (a_e[np.minimum(j, len(a_s) - 1)] <= e)
-
-
-def _inside(s: np.ndarray, e: np.ndarray, u_s: np.ndarray, u_e: np.ndarray) -> np.ndarray:
-    """Whether each interval lies inside one of the (disjoint, sorted) intervals u."""
-    if not len(u_s):
-        return np.zeros(len(s), bool)
-    j = np.searchsorted(u_s, s, side="right") - 1
-    k = np.maximum(j, 0)
-    return (j >= 0) & (u_e[k] >= e)
 
 
 def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
@@ -265,16 +232,16 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
         s, e, role = s[so], e[so], role[so]
         r = ops.thread == t
         r_s, r_e, r_n = ops.start_ns[r], ops.end_ns[r], ops.name[r]
-        a_s, a_e = _union(r_s[np.isin(r_n, sim)], r_e[np.isin(r_n, sim)])
+        a_s, a_e = union(r_s[np.isin(r_n, sim)], r_e[np.isin(r_n, sim)])
         i_s, i_e, i_op = thread_intervals(s, e, role, a_s, a_e)
         if not len(i_s):
             continue
         blocked = np.isin(r_n, blocking)
-        u_s, u_e = _union(r_s[blocked], r_e[blocked])
+        u_s, u_e = union(r_s[blocked], r_e[blocked])
         o_s, o_e = r_s[~blocked], r_e[~blocked]
-        ok = ~_overlaps(i_s, i_e, u_s, u_e) & _nests(i_s, i_e, o_s, o_e)
-        leaf = ~_contains_any(o_s, o_e, a_s, a_e)  # the user's own part of an iteration
-        ok &= ~_inside(i_s, i_e, *_union(o_s[leaf], o_e[leaf]))
+        ok = ~overlaps_any(i_s, i_e, u_s, u_e) & _nests(i_s, i_e, o_s, o_e)
+        leaf = ~contains_any(o_s, o_e, a_s, a_e)  # the user's own part of an iteration
+        ok &= ~inside_any(i_s, i_e, *union(o_s[leaf], o_e[leaf]))
         ok &= i_e > i_s
         out.append((np.full(int(ok.sum()), t, np.int64), i_s[ok], i_e[ok], i_op[ok]))
     if not out:

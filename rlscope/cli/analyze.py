@@ -2,122 +2,101 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from rlscope.analysis import Analysis, load
-from rlscope.cli.common import run
+from rlscope.analysis.frames import Analysis
+from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, LOCKSTEP, Run, RunOptions, open_run
+from rlscope.cli import common
 from rlscope.errors import RLScopeError
+from rlscope.reporters import lockstep as lockstep_report
 from rlscope.reporters import processes, table
 from rlscope.reporters.dump import dump_lines
-from rlscope.trace.data import Trace
+from rlscope.reporters.section import Report, Section
 from rlscope.trace.format import TIMELINE_FILES
-from rlscope.trace.reader import read_trace
 
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
 
-def _load(directory: Path, correct: bool = False, infer: bool = False) -> Trace:
-    trace = read_trace(directory)
-    for w in trace.warnings:
-        click.echo(f"rls-analyze: warning: {w}", err=True)
-    if correct and not click.get_current_context().meta.get("rlscope.no_correct"):
-        from rlscope.analysis.overhead.correction import apply_correction
+def _run_options(parallel: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--infer, --no-correct (and --jobs/--ray): how to open a run, handed to the command
+    as one explicit ``opts: RunOptions`` argument."""
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def command(*args: Any, infer: str, no_correct: bool, jobs: int | None = 1,
+                    ray: str | None = None, **kwargs: Any) -> Any:
+            opts = RunOptions(correct=not no_correct, infer=infer, jobs=jobs, ray=ray)
+            return f(*args, opts=opts, **kwargs)
 
-        trace = apply_correction(trace)  # with DIR/calibration.json, if there is one
-    if infer:
-        from rlscope.analysis import inferred
-
-        trace.processes = [inferred.apply(p, _infer_mode()) for p in trace.processes]
-    return trace
-
-
-def _infer_option(f):
-    """--infer: operations inferred from the training loop's calls (attribution.md)."""
-    def store(ctx: click.Context, _param: click.Parameter, value: str) -> None:
-        ctx.meta["rlscope.infer"] = value
-
-    return click.option("--infer", type=click.Choice(["auto", "off", "only"]), default="auto",
-                        show_default=True, expose_value=False, callback=store,
-                        help="inference/backprop inferred from the loop's calls where none "
-                             "is recorded (auto), never (off), or instead of the recorded "
-                             "ones (only: to check them against your annotations).")(f)
-
-
-def _infer_mode() -> str:
-    return str(click.get_current_context().meta.get("rlscope.infer", "auto"))
-
-
-def _parallel_options(f):
-    """--jobs / --ray: one process per task, locally or on Ray (docs/rls-analyze.md)."""
-    def store(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-        ctx.meta[f"rlscope.{param.name}"] = value
-
-    f = click.option("--ray", "ray", default=None, is_flag=False, flag_value="",
-                     metavar="[ADDRESS]", expose_value=False, callback=store,
-                     help="Analyse one process per Ray task, on the cluster at ADDRESS (or "
-                          "as ray.init() finds or starts one). The trace must be at the "
-                          "same path on every node.")(f)
-    return click.option("--jobs", "-j", "jobs", type=click.IntRange(min=1), default=None,
-                        expose_value=False, callback=store,
-                        help="Local processes analysing one trace file each [default: one "
-                             "per CPU for large runs; 1: serial]. Same results.")(f)
+        if parallel:
+            command = click.option(
+                "--ray", "ray", default=None, is_flag=False, flag_value="",
+                metavar="[ADDRESS]",
+                help="Analyse one process per Ray task, on the cluster at ADDRESS (or as "
+                     "ray.init() finds or starts one). The trace must be at the same path "
+                     "on every node.")(command)
+            command = click.option(
+                "--jobs", "-j", "jobs", type=click.IntRange(min=1), default=None,
+                help="Local processes analysing one trace file each [default: one per CPU "
+                     "for large runs; 1: serial]. Same results.")(command)
+        command = click.option(
+            "--infer", type=click.Choice(["auto", "off", "only"]), default="auto",
+            show_default=True,
+            help="inference/backprop inferred from the loop's calls where none is recorded "
+                 "(auto), never (off), or instead of the recorded ones (only: to check "
+                 "them against your annotations).")(command)
+        return click.option(
+            "--no-correct", "no_correct", is_flag=True,
+            help="Show raw numbers: do not remove rlscope's own overhead "
+                 "(calibration.json).")(command)
+    return deco
 
 
-def _no_correct_option(f):
-    """--no-correct: raw numbers, book-keeping overhead left in (overhead-correction.md)."""
-    def store(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        ctx.meta["rlscope.no_correct"] = value
-
-    return click.option("--no-correct", is_flag=True, expose_value=False, callback=store,
-                        help="Show raw numbers: do not remove rlscope's own overhead "
-                             "(calibration.json).")(f)
-
-
-def _correcting() -> bool:
-    """Whether rlscope's own overhead is to be removed (no --no-correct)."""
-    return not click.get_current_context().meta.get("rlscope.no_correct")
-
-
-def _analysis(directory: Path) -> Analysis:
-    """Analyse (streaming unless overhead correction needs the whole trace), with a
-    progress bar on stderr for long analyses on a terminal."""
+def _open(directory: Path, opts: RunOptions, want: tuple[str, ...] = (ANALYSIS,)) -> Run:
+    """Open a run (rlscope.analysis.pipeline.run), with a progress bar on stderr for long
+    analyses on a terminal, and its warnings printed."""
     bar: Any = None
+    parallel = opts.ray is not None or opts.jobs != 1
+    label = "analysing {:,} bytes of traces" if parallel else "analysing {:,} events"
 
     def on_total(n: int) -> None:
         nonlocal bar
         if n >= _PROGRESS_MIN_EVENTS and sys.stderr.isatty():
-            bar = click.progressbar(length=n, label=label.format(n),
-                                    file=sys.stderr)
+            bar = click.progressbar(length=n, label=label.format(n), file=sys.stderr)
             bar.__enter__()
 
     def step(n: int) -> None:
         if bar is not None:
             bar.update(n)
 
-    meta = click.get_current_context().meta
-    correct = _correcting()
-    jobs, ray = meta.get("rlscope.jobs"), meta.get("rlscope.ray")
-    label = "analysing {:,} events"
-    if ray is not None or jobs != 1:
-        label = "analysing {:,} bytes of traces"  # in parallel: counted by file
     try:
-        a = load(directory, step, correct=correct, on_total=on_total, infer=_infer_mode(),
-                 jobs=jobs, ray=ray)
+        run = open_run(directory, opts, want, step, on_total)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
-    for w in a.warnings:
+    for w in run.warnings:
         click.echo(f"rls-analyze: warning: {w}", err=True)
-    procs = a.processes()
-    if not len(procs) or not (procs["covered_s"] > 0).any():
-        raise RLScopeError(empty_message(directory, dict(zip(procs.get("file", []),
-                                                             procs.get("torn_bytes", []),
-                                                             strict=True))))
-    return a
+    if run.lockstep is not None:
+        for w in run.lockstep.warnings:
+            click.echo(f"rls-analyze: warning: {w}", err=True)
+    if run.analysis is not None:
+        procs = run.analysis.processes()
+        if not len(procs) or not (procs["covered_s"] > 0).any():
+            raise RLScopeError(empty_message(directory, dict(zip(
+                procs.get("file", []), procs.get("torn_bytes", []), strict=True))))
+    return run
+
+
+def _analysis(directory: Path, opts: RunOptions) -> Analysis:
+    run = _open(directory, opts)
+    assert run.analysis is not None
+    return run.analysis
 
 
 def empty_message(directory: Path, torn: dict[str, int]) -> str:
@@ -146,99 +125,85 @@ def analyze() -> None:
               help="Print at most this many events per process.")
 def dump(directory: Path, limit: int | None) -> None:
     """Print every record of the trace as text."""
-    trace = _load(directory)
+    run = _open(directory, RunOptions(correct=False, infer="off"), (EVENTS,))
+    assert run.trace is not None
     out = sys.stdout
-    for p in trace.processes:
+    for p in run.trace.processes:
         for line in dump_lines(p, limit):
             out.write(line + "\n")
 
 
 @analyze.command()
-@_parallel_options
-@_infer_option
-@_no_correct_option
+@_run_options()
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format.")
 @click.option("--table", "which", type=click.Choice(processes.TABLES), default=None,
               help="With --format csv or markdown: the table to print [default: "
                    "operations]; text and JSON carry every table.")
-def report(directory: Path, fmt: str, which: str | None) -> None:
+def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> None:
     """The process tree and run summary, then time per process, phase and operation:
     calls, wall, self, and the split into Python, Backend, Simulator, CUDA API and GPU,
     and CPU only / GPU only / CPU+GPU; then the vector envs' lock-step section."""
     if which is not None and fmt not in ("csv", "markdown"):
         raise click.UsageError("--table selects one table for --format csv or markdown")
-    a = _analysis(directory)
-    if which is None or which == "operations":
-        click.echo(_with_diagnosis(a, fmt, _with_lockstep(a, directory, fmt,
-                                                          table.render(a, fmt))))
-    else:
-        click.echo(table.render_frame(processes.table_frame(a, which), fmt))
+    tables_only = fmt in ("csv", "markdown")
+    run = _open(directory, opts, (ANALYSIS,) if tables_only else (ANALYSIS, LOCKSTEP))
+    a = run.analysis
+    assert a is not None
+    if tables_only:
+        click.echo(table.render_frame(processes.table_frame(a, which or "operations"), fmt))
+        return
+    sections = [table.section(a)]
+    if run.lockstep is not None and run.lockstep.vector_envs:
+        sections.append(lockstep_report.section(run.lockstep))
+    sections.append(_diagnosis_section(a))
+    out = Report(sections)
+    click.echo(out.to_json() if fmt == "json" else out.to_text())
 
 
-def _with_diagnosis(a: Analysis, fmt: str, out: str) -> str:
-    """The report's closing diagnosis: what limits the run (text; a key in JSON)."""
-    if fmt not in ("text", "json"):
-        return out
+def _diagnosis_section(a: Analysis) -> Section:
+    """The report's closing diagnosis: what limits the run."""
     from rlscope.analysis.diagnosis import diagnose, gpu_findings
-    from rlscope.reporters import diagnosis as render
+    from rlscope.reporters import diagnosis
 
     verdicts = diagnose(a.operations(), a.processes())
     findings = gpu_findings(a.utilisation()) if a.samples is not None else []
-    if fmt == "json":
-        import json
-
-        return json.dumps({**json.loads(out), "diagnosis": render.to_list(verdicts),
-                           "gpu_findings": render.gpu_to_list(findings)}, indent=2)
-    text = render.lines(verdicts, findings)
-    return out + ("\n\n" + "\n".join(text) if text else "")
-
-
-def _with_lockstep(a: Analysis, directory: Path, fmt: str, out: str) -> str:
-    """The report, with the lock-step section when the run has vector envs (text; a key
-    in JSON; CSV and Markdown are one table)."""
-    from rlscope.analysis import lockstep as ls
-
-    if fmt not in ("text", "json") or not ls.has_vector_envs(a.processes()["metadata"]):
-        return out
-    from rlscope.reporters import lockstep as render
-
-    result = ls.load(directory, _infer_mode(), _correcting())
-    if not result.vector_envs:
-        return out
-    if fmt == "json":
-        import json
-
-        return json.dumps({**json.loads(out), "lockstep": render.to_dict(result)}, indent=2)
-    return f"{out}\n\n{render.render(result, fmt)}"
+    return diagnosis.section(verdicts, findings)
 
 
 @analyze.command()
-@_parallel_options
-@_infer_option
-@_no_correct_option
+@_run_options()
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Output directory [default: DIRECTORY/plots].")
 @click.option("--format", "formats", type=click.Choice(["png", "svg"]), multiple=True,
               default=("png", "svg"), show_default=True, help="Image formats (repeatable).")
-def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None:
+def plot(directory: Path, output: Path | None, formats: tuple[str, ...],
+         opts: RunOptions) -> None:
     """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API),
     transitions per operation call, and (when rls-prof sampled the run) CPU and GPU
     utilisation over time, sampled vs measured, as PNG and SVG."""
-    from rlscope.reporters import plots
+    from rlscope.reporters import plots, utilisation
 
-    a = _analysis(directory)
+    plt = plots.pyplot()  # before the analysis: without matplotlib, say so at once
+    run = _open(directory, opts, (ANALYSIS, LOCKSTEP))
+    a = run.analysis
+    assert a is not None
     out = output or directory / "plots"
     _make_dir(out)
-    for stem, fig in [*plots.figures(a), *_lockstep_figure(a, directory),
-                      *_utilisation_figure(a)]:
+    figs = list(plots.figures(a))
+    if run.lockstep is not None and run.lockstep.vector_envs:
+        figs.append(("lockstep", lockstep_report.figure(run.lockstep)))
+    util = utilisation.figure(a)
+    if util is not None:
+        figs.append(("utilisation", util))
+    for stem, fig in figs:
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
             _save(fig, path)
             click.echo(str(path))
-        plots.pyplot().close(fig)
+        plt.close(fig)
     skipped = sorted(set(a.processes()["pid"]) - set(plots.plotted_processes(a)["pid"]))
     if skipped:
         click.echo(f"rls-analyze: no figures for {len(skipped)} process(es) with nothing to "
@@ -246,29 +211,8 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...]) -> None
                    f"{' '.join(map(str, skipped))}", err=True)
 
 
-def _utilisation_figure(a: Analysis) -> list[tuple[str, Any]]:
-    """Sampled vs measured CPU and GPU over time, when rls-prof sampled the run."""
-    from rlscope.reporters import utilisation
-
-    fig = utilisation.figure(a)
-    return [("utilisation", fig)] if fig is not None else []
-
-
-def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
-    """Each env's step-time distribution, when the run has vector envs."""
-    from rlscope.analysis import lockstep as ls
-
-    if not ls.has_vector_envs(a.processes()["metadata"]):
-        return []
-    from rlscope.reporters import lockstep as render
-
-    result = ls.load(directory, _infer_mode(), _correcting())
-    return [("lockstep", render.figure(result))] if result.vector_envs else []
-
-
 @analyze.command()
-@_infer_option
-@_no_correct_option
+@_run_options(parallel=False)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format (CSV: the per-env table).")
@@ -276,39 +220,49 @@ def _lockstep_figure(a: Analysis, directory: Path) -> list[tuple[str, Any]]:
               help="Directory for the figure [default: DIRECTORY/plots].")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Write lockstep.png/.svg: each env's step-time distribution.")
-def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool) -> None:
+def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool,
+             opts: RunOptions) -> None:
     """Vector envs in lock-step: per env step times (mean, p50, p99, max), the barrier
     wait of every vector step and the time it loses, the straggler, IPC overhead, Sampling
     vs Optimizing, and projections for asynchronous or batched rollouts and k envs per
     worker (docs/multiprocess.md)."""
-    from rlscope.analysis import lockstep as ls
-    from rlscope.reporters import lockstep as render
-    from rlscope.reporters import plots
-
-    result = ls.load(directory, _infer_mode(), _correcting())
-    for w in result.warnings:
-        click.echo(f"rls-analyze: warning: {w}", err=True)
+    run = _open(directory, opts, (LOCKSTEP,))
+    result = run.lockstep
+    assert result is not None
     if not result.vector_envs:
         raise RLScopeError(f"{directory} has no vector env steps: record a run that steps an "
                            "SB3 DummyVecEnv/SubprocVecEnv or a gymnasium "
                            "SyncVectorEnv/AsyncVectorEnv under rls-prof")
-    click.echo(render.render(result, fmt, str(directory)))
+    click.echo(lockstep_report.render(result, fmt, str(directory)))
     if plot:
+        plt = _pyplot_or_skip("lockstep.png/.svg")
+        if plt is None:
+            return
         out = output or directory / "plots"
         _make_dir(out)
-        fig = render.figure(result)
+        fig = lockstep_report.figure(result)
         for suffix in ("png", "svg"):
             _save(fig, out / f"lockstep.{suffix}")
             click.echo(str(out / f"lockstep.{suffix}"), err=True)
-        plots.pyplot().close(fig)
+        plt.close(fig)
+
+
+def _pyplot_or_skip(what: str) -> Any:
+    """matplotlib's pyplot, or None after one line saying the figure was skipped."""
+    from rlscope.reporters import plots
+
+    try:
+        return plots.pyplot()
+    except RLScopeError as e:
+        click.echo(f"rls-analyze: {what} skipped: {e}", err=True)
+        return None
 
 
 _TIMELINE_FORMATS = ("perfetto", "json")
 
 
 @analyze.command()
-@_infer_option
-@_no_correct_option
+@_run_options(parallel=False)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Output file [default: DIRECTORY/timeline.pftrace, or DIRECTORY/"
@@ -334,7 +288,8 @@ _TIMELINE_FORMATS = ("perfetto", "json")
               help="Without --tracks: leave native calls out when the estimated file "
                    "size is over this many MB.")
 def timeline(directory: Path, output: Path | None, fmt: str | None, window: str | None,
-             processes: tuple[str, ...], tracks: tuple[str, ...], max_mb: float) -> None:
+             processes: tuple[str, ...], tracks: tuple[str, ...], max_mb: float,
+             opts: RunOptions) -> None:
     """A timeline to open in ui.perfetto.dev: per process, tracks of phases, operations,
     native calls and env steps per thread, CUDA API calls, GPU streams with flows from
     each launch, counters."""
@@ -351,7 +306,9 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
     if fmt is None:
         fmt = "json" if output is not None and output.name.endswith((".json", ".json.gz")) \
             else "perfetto"
-    trace = _load(directory, correct=True, infer=True)
+    run = _open(directory, opts, (EVENTS,))
+    trace = run.trace
+    assert trace is not None
     if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
         raise RLScopeError(empty_message(directory, {p.path.name: p.torn_bytes
                                                      for p in trace.processes}))
@@ -367,10 +324,19 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
                        f"about {size / 1e6:,.0f} MB with them, over --max-size "
                        f"{max_mb:g} MB): keep them with --tracks all, or narrow with "
                        "--window / --process", err=True)
+    if not any(plan.counts().values()):
+        shown = ", ".join(sorted(plan.kinds))
+        raise RLScopeError(f"the timeline would be empty: no {shown} in "
+                           f"{'the chosen processes' if processes else directory}"
+                           f"{' and window' if spec is not None else ''}; pick other "
+                           "--tracks/--process/--window (nothing written)")
     out = output or directory / TIMELINE_FILES[fmt]
     _make_dir(out.parent)
+    # Written beside the output and renamed over it when complete: a failed export never
+    # leaves a truncated file in place of a good one.
+    part = out.with_name(f".{out.name}.part")
     try:
-        with open(out, "wb") as raw:
+        with open(part, "wb") as raw:
             f: Any = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) \
                 if out.name.endswith(".gz") else raw
             if fmt == "perfetto":
@@ -382,9 +348,12 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
                 text.detach()
             if f is not raw:
                 f.close()
+        os.replace(part, out)
         size_mb = out.stat().st_size / 1e6
     except OSError as e:
         raise RLScopeError(f"cannot write {out}: {e.strerror}") from None
+    finally:
+        part.unlink(missing_ok=True)
     click.echo(f"{out}: {stats.slices:,} slices, {stats.flows:,} flows, "
                f"{stats.counter_values:,} counter values on {stats.tracks:,} tracks "
                f"({size_mb:,.1f} MB); open it in https://ui.perfetto.dev")
@@ -397,9 +366,7 @@ def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) ->
 
 
 @analyze.command()
-@_parallel_options
-@_infer_option
-@_no_correct_option
+@_run_options()
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
               show_default=True, help="Output format.")
@@ -420,11 +387,10 @@ def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) ->
                    "training loop without set-up.")
 def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
             maps: tuple[str, ...], per_timestep: bool, labels: tuple[str, ...],
-            phase: str | None) -> None:
+            phase: str | None, opts: RunOptions) -> None:
     """Compare runs side by side. Each RUN is a trace directory, or several separated by
     commas: repetitions of one configuration, used to tell deltas from noise."""
     from rlscope.reporters import compare as cmp
-    from rlscope.reporters import plots
 
     groups = [[Path(d) for d in r.split(",") if d] for r in runs]
     if any(not g for g in groups):
@@ -435,7 +401,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
         mapping = cmp.parse_map(maps)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    analyses = [[_analysis(d) for d in g] for g in groups]
+    analyses = [[_analysis(d, opts) for d in g] for g in groups]
     names = list(labels) or cmp.unique_labels([cmp.run_label(g) for g in groups])
     if len(set(names)) != len(names):
         raise click.UsageError("two runs have the same name; name them with --name")
@@ -444,10 +410,13 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
     df = cmp.compare(analyses, names, by, mapping, per_timestep, phase)
     click.echo(cmp.render(df, names, fmt, per_timestep))
     if plot_to is not None:
+        plt = _pyplot_or_skip(f"the figure {plot_to}")
+        if plt is None:
+            return
         _make_dir(plot_to.parent)
         fig = cmp.figure(df, names, by, per_timestep)
         _save(fig, plot_to)
-        plots.pyplot().close(fig)
+        plt.close(fig)
         click.echo(str(plot_to), err=True)
 
 
@@ -466,7 +435,7 @@ def _make_dir(d: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run(analyze, "rls-analyze", argv))
+    sys.exit(common.run(analyze, "rls-analyze", argv))
 
 
 if __name__ == "__main__":

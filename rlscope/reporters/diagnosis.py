@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlscope.analysis.diagnosis import GpuFinding, Verdict
+from rlscope.reporters.section import Section
 
 
 def _s(v: float) -> str:
@@ -56,3 +57,10 @@ def to_list(verdicts: list[Verdict]) -> list[dict[str, Any]]:
 
 def gpu_to_list(findings: list[GpuFinding]) -> list[dict[str, Any]]:
     return [f.to_dict() for f in findings]
+
+
+def section(verdicts: list[Verdict], findings: list[GpuFinding]) -> Section:
+    """What limits the run, closing a report (rlscope.reporters.section)."""
+    return Section("diagnosis", lambda: {"diagnosis": to_list(verdicts),
+                                         "gpu_findings": gpu_to_list(findings)},
+                   lambda: "\n".join(lines(verdicts, findings)), merge=True)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from rlscope.analysis.lockstep import Lockstep, SamplingTable, VectorEnv, straggler_min_share
 from rlscope.reporters.markdown import to_markdown
+from rlscope.reporters.section import Section
 
 FORMATS = ("text", "csv", "json", "markdown")
 
@@ -290,3 +291,8 @@ def figure(result: Lockstep) -> Any:
 
 _ENV = "#56B4E9"  # Okabe–Ito sky blue
 _STRAGGLER = "#D55E00"  # Okabe–Ito vermillion
+
+
+def section(result: Lockstep, title: str = "") -> Section:
+    """The lock-step section of a report (rlscope.reporters.section)."""
+    return Section("lockstep", lambda: to_dict(result), lambda: render_text(result, title))

@@ -17,6 +17,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
+from rlscope.errors import RLScopeError
 from rlscope.reporters import processes
 
 # Okabe & Ito's colour-blind safe palette, one colour per category in every figure.
@@ -49,8 +50,13 @@ _LABEL_WIDTH = 46
 
 
 def pyplot() -> Any:
-    """matplotlib.pyplot on the Agg backend (no display needed)."""
-    import matplotlib
+    """matplotlib.pyplot on the Agg backend (no display needed); without matplotlib, an
+    RLScopeError naming the extra that installs it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise RLScopeError("figures need matplotlib, which this install lacks: pip install "
+                           "'rlscope[plot]' (or pip install matplotlib)") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -17,6 +17,7 @@ from rlscope.reporters import gpuwork, hosts, processes
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.reporters.markdown import to_markdown
+from rlscope.reporters.section import Section
 from rlscope.trace.argv import shell_line
 
 FORMATS = ("text", "csv", "json", "markdown")
@@ -176,23 +177,27 @@ def render_text(a: Analysis) -> str:
     return "\n".join(lines)
 
 
+def to_dict(a: Analysis) -> dict[str, Any]:
+    """The report's tables as data (the top-level keys of the JSON report)."""
+    return {"run": a.run, "processes": _records(a.processes()),
+            "operations": _records(a.operations()),
+            "extrapolation": _records(a.extrapolation()),
+            **processes.json_sections(a), **_utilisation_json(a),
+            **({"gpu_work": gpuwork.to_dict(a)} if len(a.gpu()) else {}),
+            **hosts.json_section(a), "warnings": a.warnings}
+
+
+def section(a: Analysis) -> Section:
+    """The per-process tables (rlscope.reporters.section)."""
+    return Section("tables", lambda: to_dict(a), lambda: render_text(a), merge=True)
+
+
 def render(a: Analysis, fmt: str) -> str:
     if fmt == "text":
         return render_text(a)
-    df = a.operations()
-    if fmt == "csv":
-        return df.to_csv(index=False).rstrip("\n")
-    if fmt == "markdown":
-        return to_markdown(df)
     if fmt == "json":
-        return json.dumps({"run": a.run, "processes": _records(a.processes()),
-                           "operations": _records(df),
-                           "extrapolation": _records(a.extrapolation()),
-                           **processes.json_sections(a), **_utilisation_json(a),
-                           **({"gpu_work": gpuwork.to_dict(a)} if len(a.gpu()) else {}),
-                           **hosts.json_section(a),
-                           "warnings": a.warnings}, indent=2)
-    raise ValueError(f"unknown format {fmt!r}")
+        return json.dumps(to_dict(a), indent=2)
+    return render_frame(a.operations(), fmt)
 
 
 def _utilisation_json(a: Analysis) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
@@ -62,7 +64,11 @@ def trace_files(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]
 
 def read_trace(directory: str | os.PathLike[str]) -> Trace:
     """Read every process's trace file in ``directory``."""
-    d, run, files = trace_files(directory)
+    return read_files(*trace_files(directory))
+
+
+def read_files(d: Path, run: dict[str, Any], files: list[Path]) -> Trace:
+    """Read the trace files of a run directory (as :func:`trace_files` gives them)."""
     processes = [read_process(f) for f in files]
     processes = merge_cuda(processes)  # cuda.<pid> files join python.<pid> ones
     versions = {p.header.format_version for p in processes}
@@ -112,3 +118,9 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
     return ProcessTrace(path, header, events, string_list, threads, Progress.concat(progress),
                         metadata, dropped, chunks, warnings, env=EnvEvents.concat(env),
                         torn_bytes=sum(torn))
+
+
+def read_progress(path: str | os.PathLike[str]) -> np.ndarray:
+    """The times (ns) of a Python trace file's progress records, one chunk at a time."""
+    parts = [c.progress.time_ns for c in iter_chunks(Path(path)) if len(c.progress.time_ns)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)

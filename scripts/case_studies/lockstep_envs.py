@@ -144,9 +144,9 @@ def main() -> None:
 
 
 def figures(run_dir: Path, workers: bool = True) -> Figures:
-    from rlscope.analysis import lockstep
+    from rlscope.analysis import load_lockstep
 
-    ls = lockstep.load(run_dir)
+    ls = load_lockstep(run_dir, correct=False)
     vs = [v for v in ls.vector_envs if v.workers == workers]
     if len(vs) != 1 or len(ls.tables) != 1:
         sys.exit(f"{run_dir}: expected one vector env {'in workers' if workers else 'in place'}"

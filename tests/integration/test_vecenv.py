@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import rlscope.analysis
+from rlscope.analysis import load_lockstep
 from rlscope.analysis import lockstep as ls
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
@@ -81,7 +82,7 @@ def check_workers(out: Path, v: ls.VectorEnv) -> None:
 
 def test_async_vector_env_straggler(tmp_path: Path):
     out, truth = record(tmp_path, "async", 150, straggler=2)
-    r = ls.load(out)
+    r = load_lockstep(out, correct=False)
     assert r.warnings == []
     (v,) = r.vector_envs
     assert (v.cls, v.workers, v.vector_resets) == ("AsyncVectorEnv", True, 1)
@@ -110,7 +111,7 @@ def test_async_vector_env_straggler(tmp_path: Path):
 def test_sb3_ppo_subproc_vec_env_straggler(tmp_path: Path):
     pytest.importorskip("stable_baselines3")
     out, truth = record(tmp_path, "ppo", 512, straggler=1)
-    r = ls.load(out)
+    r = load_lockstep(out, correct=False)
     (v,) = r.vector_envs
     assert (v.cls, v.workers, v.vector_resets) == ("SubprocVecEnv", True, 1)
     assert v.vector_steps == 512 // ENVS
@@ -132,7 +133,7 @@ def test_sequential_vector_envs(tmp_path: Path, mode: str):
     if mode.startswith("sb3"):
         pytest.importorskip("stable_baselines3")
     out, _ = record(tmp_path, mode, 40, straggler=3)
-    (v,) = ls.load(out).vector_envs
+    (v,) = load_lockstep(out, correct=False).vector_envs
     assert not v.workers and v.lockstep_loss_s == 0
     assert v.vector_steps == v.complete_steps == 40
     assert v.envs["steps"].tolist() == [40] * ENVS
@@ -154,8 +155,8 @@ def check_corrected(out: Path, raw: ls.VectorEnv) -> None:
     write_calibration(Calibration(["x"], {"env_call": KindCost(cost, inside, math.nan,
                                                                "test")}),
                       out / "calibration.json")
-    (v,) = ls.load(out, correct=True).vector_envs
-    assert ls.load(out, correct=True).corrected and not ls.load(out).corrected
+    (v,) = load_lockstep(out, correct=True).vector_envs
+    assert load_lockstep(out, correct=True).corrected and not load_lockstep(out, correct=False).corrected
     steps = raw.envs["steps"].to_numpy() + raw.envs["resets"].to_numpy()
     assert v.envs["busy_s"].to_numpy() == pytest.approx(
         raw.envs["busy_s"].to_numpy() - steps * inside / 1e9, abs=1e-6)
@@ -170,7 +171,7 @@ def check_corrected(out: Path, raw: ls.VectorEnv) -> None:
 @pytest.mark.parametrize("start_method", ["fork", "forkserver", "spawn"])
 def test_worker_start_methods(tmp_path: Path, start_method: str):
     out, truth = record(tmp_path, "async", 20, straggler=0, start_method=start_method)
-    (v,) = ls.load(out).vector_envs
+    (v,) = load_lockstep(out, correct=False).vector_envs
     assert v.vector_steps == v.complete_steps == 20
     assert v.envs["steps"].tolist() == [20] * ENVS
     check_workers(out, v)

@@ -14,6 +14,7 @@ from rlscope.analysis.engine.overlap import ProcessAnalyzer, process_info
 from rlscope.analysis.engine.paths import NameTable, PathTable
 from rlscope.analysis.engine.scopes import operation_intervals
 from rlscope.analysis.engine.synthetic import process_trace
+from rlscope.analysis.frames import Analysis, ProcessMeta
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, Trace
 
@@ -180,7 +181,7 @@ def test_streamed_batches_match_the_whole_process(tmp_path: Path):
             a.feed(plan.batch(p.events.take(np.arange(lo, min(lo + batch,
                                                               len(p.events))))))
         a.feed(plan.rest())
-        got = api.Analysis("", {}, [a.finish()], [api._ProcessMeta(
+        got = Analysis("", {}, [a.finish()], [ProcessMeta(
             p.pid, 1, "x", "synthetic", True, len(p.events), {}, p.progress)], paths,
             phases, []).operations()[cols].sort_values("operation", ignore_index=True)
         assert got.equals(whole), (batch, got, whole)

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import rlscope
+from rlscope.analysis import intervals
 from rlscope.analysis import lockstep as ls
+from rlscope.analysis.lockstep import barrier, reader
 from rlscope.reporters import lockstep as render
 from rlscope.trace import format as fmt
 from rlscope.trace.data import EnvEvents
@@ -42,7 +44,7 @@ def proc(pid: int, env: list[tuple[int, int, str, int]], metadata: dict | None =
     t = np.array([c[0] for c in calls], np.int64)
     k = np.array([c[1] for c in calls], np.uint8)
     n = np.array([sid(c[2]) for c in calls], np.uint32)
-    return ls._process(pid, f"p{pid}", strings, metadata or {}, e, t,
+    return reader._process(pid, f"p{pid}", strings, metadata or {}, e, t,
                        np.full(len(calls), thread, np.uint32), k, n)
 
 
@@ -221,7 +223,7 @@ def test_sequential_vector_env_has_no_barrier():
 
 def test_sampling_table_and_projections():
     busy = [[2, 2, 10], [2, 2, 2], [2, 2, 2], [2, 2, 2]]
-    steps = ls._vector_intervals(vector_run(busy)[0], "SubprocVecEnv#1", False)
+    steps = barrier._vector_intervals(vector_run(busy)[0], "SubprocVecEnv#1", False)
     # inference before each step, backprop after the second step and after the last.
     calls = [(int(b) - 2 * MS, fmt.OPERATION_BEGIN, "inference") for b in steps.begin]
     calls += [(int(b) - MS, fmt.OPERATION_END, "inference") for b in steps.begin]
@@ -255,15 +257,15 @@ def test_sampling_table_and_projections():
 def test_outermost_operations_merge_nested_ones():
     t = np.array([0, 1, 2, 3, 10, 11, 12], np.int64)
     k = np.array([1, 1, 2, 2, 2, 1, 2], np.uint8)  # a stray end at 10
-    iv, pos = ls._pairs(t, np.zeros(7, np.uint32), k, np.ones(7, np.uint32), 1, 2, True)
+    iv, pos = reader._pairs(t, np.zeros(7, np.uint32), k, np.ones(7, np.uint32), 1, 2, True)
     assert iv.begin.tolist() == [0, 11] and iv.end.tolist() == [3, 12]
     assert pos.tolist() == [0, 5]
 
 
 def test_interval_union_and_overlap():
-    b, e = ls._union(np.array([5, 0, 2, 20]), np.array([8, 3, 4, 25]))
+    b, e = intervals.union(np.array([5, 0, 2, 20]), np.array([8, 3, 4, 25]))
     assert b.tolist() == [0, 5, 20] and e.tolist() == [4, 8, 25]
-    assert ls._overlap(b, e, np.array([3, 7]), np.array([6, 22])) == 1 + 1 + 1 + 2
+    assert intervals.overlap(b, e, np.array([3, 7]), np.array([6, 22])) == 1 + 1 + 1 + 2
 
 
 def test_render_formats():

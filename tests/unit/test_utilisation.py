@@ -9,13 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlscope.analysis.engine.timebins import TimeBins
-from rlscope.analysis.processes.utilisation import (
-    contrast,
-    covered_before,
-    gpu_truth,
-    merged,
-    phase_spans,
-)
+from rlscope.analysis.intervals import covered_before
+from rlscope.analysis.intervals import union as merged
+from rlscope.analysis.processes.utilisation import contrast, gpu_truth, phase_spans
 from rlscope.trace.gpu import GpuActivities
 from rlscope.trace.samples import Samples, rates
 

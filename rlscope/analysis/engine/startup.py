@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rlscope.analysis.intervals import union
 from rlscope.trace import format as fmt
 
 USER_KINDS = (fmt.OPERATION_BEGIN, fmt.PHASE_BEGIN, fmt.PROGRESS, fmt.ENV_STEP_BEGIN,
@@ -48,15 +49,7 @@ class Imports:
     def union(self) -> tuple[np.ndarray, np.ndarray]:
         """Disjoint [begin, end) runs covering every import (a record nested in another,
         possible for an extension module's own imports, counts once)."""
-        if not len(self.begin):
-            z = np.zeros(0, np.int64)
-            return z, z
-        b, e = self.begin, np.maximum(self.end, self.begin)
-        reach = np.maximum.accumulate(e)
-        new = np.r_[True, b[1:] > reach[:-1]]
-        starts = np.flatnonzero(new)
-        ends = np.r_[starts[1:], len(b)] - 1
-        return b[starts], reach[ends]
+        return union(self.begin, self.end)
 
 
 def imports(metadata: dict[str, Any]) -> Imports:

@@ -30,7 +30,6 @@ from rlscope.errors import RLScopeError
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.data import Header, Progress
-from rlscope.trace.reader import trace_files
 from rlscope.trace.records import read_header
 
 # Below this much trace data the default analysis stays serial: starting worker processes
@@ -59,6 +58,7 @@ class Options:
     batch_events: int | None  # None: a process's events in one batch (read whole)
     infer: str
     costs: dict[str, Any] | None = None  # overhead correction: KindCost per kind
+    lockstep: bool = False  # also the lock-step analysis's input of the process
 
 
 @dataclass
@@ -82,6 +82,7 @@ class UnitOut:
     correction: Any = None  # overhead.correction.ProcessCorrection
     bytes: int = 0
     gpu_truth: Any = None  # utilisation.GpuTruth (phase ids of the task's table)
+    lockstep: Any = None  # lockstep.ProcessEvents (string ids of its own file)
 
 
 @dataclass
@@ -93,12 +94,10 @@ class Merged:
     corrections: list[Any] = field(default_factory=list)
 
 
-def plan(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[Unit],
-                                                     list[int]]:
-    """The directory, run.json, its processes (Python files in file order, then CUDA
-    files with no Python file) and the order the serial analysis takes them in (start on
-    the run clock, then pid). Reads only headers."""
-    d, run, files = trace_files(directory)
+def units(d: Path, run: dict[str, Any], files: list[Path]) -> tuple[list[Unit], list[int]]:
+    """The run's processes (Python files in file order, then CUDA files with no Python
+    file) and the order the serial analysis takes them in (start on the run clock, then
+    pid); ``files`` as trace_files gives them. Reads only headers."""
     files = [Path(os.path.abspath(f)) for f in files]  # Ray workers run elsewhere
     py: list[Unit] = []
     cuda: list[tuple[Path, Header]] = []
@@ -125,7 +124,7 @@ def plan(directory: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], list[
     clock = RunClock.of(run, [u.header for u in units])
     order = sorted(range(len(units)),
                    key=lambda i: (clock.start(units[i].header), units[i].header.pid))
-    return d, run, units, order
+    return units, order
 
 
 def analyze_unit(unit: Unit, opts: Options) -> UnitOut:
@@ -137,11 +136,13 @@ def analyze_unit(unit: Unit, opts: Options) -> UnitOut:
 
 
 def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
-    from rlscope.analysis.engine.overlap import ProcessAnalyzer, process_info
-    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, batches, scan
+    from rlscope.analysis.engine.overlap import process_info
+    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep
     from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
 
-    s = scan(unit.python, unit.header, phases, opts.infer) if unit.python else None
+    batch = opts.batch_events or DEFAULT_BATCH
+    s = (scan(unit.python, unit.header, phases, opts.infer, opts.lockstep, batch)
+         if unit.python else None)
     n_scan = len(phases.names)
     if unit.cuda is not None:
         h, raw = read_header(unit.cuda)
@@ -151,35 +152,34 @@ def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) ->
         else:
             merge_cuda([s.trace, c])
     assert s is not None
-    a = ProcessAnalyzer(s.trace, s.info, paths, phases)
-    plan_ = s.inferred
-    if s.events:
-        for ev in batches(s.trace.path, opts.batch_events or DEFAULT_BATCH):
-            a.feed(ev if plan_ is None else plan_.batch(ev))
-        if plan_ is not None:
-            a.feed(plan_.rest())
-    p, r = s.trace, a.finish()
+    r = sweep(s, paths, phases, None, batch)
+    p = s.trace
     return UnitOut(r, p.header, s.complete, s.events, p.metadata, p.progress,
                    p.torn_bytes, p.path.name, list(p.warnings), paths.parent, paths.name,
-                   phases.names, n_scan, bytes=unit.bytes, gpu_truth=_truth(p, r))
+                   phases.names, n_scan, bytes=unit.bytes, gpu_truth=_truth(p, r),
+                   lockstep=s.lockstep)
 
 
 def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
     from rlscope.analysis import inferred
     from rlscope.analysis.engine.overlap import analyze_process
+    from rlscope.analysis.lockstep import from_trace
     from rlscope.analysis.overhead.correction import correct_process
     from rlscope.trace.cuda_reader import merge_cuda
+    from rlscope.trace.data import Trace
     from rlscope.trace.reader import read_process
 
     parts = [read_process(f) for f in (unit.python, unit.cuda) if f is not None]
     p = merge_cuda(parts)[0]
     assert opts.costs is not None
     p, corr = correct_process(p, opts.costs)
-    r = analyze_process(inferred.apply(p, opts.infer), paths, phases, None,
-                        opts.batch_events)
+    p = inferred.apply(p, opts.infer)
+    r = analyze_process(p, paths, phases, None, opts.batch_events)
+    steps = (from_trace(Trace(p.path.parent, {}, [p]), "off")[0]
+             if opts.lockstep and unit.python is not None else None)
     return UnitOut(r, p.header, p.complete, len(p.events), p.metadata, p.progress,
                    p.torn_bytes, p.path.name, list(p.warnings), paths.parent, paths.name,
-                   phases.names, 1, corr, unit.bytes, _truth(p, r))
+                   phases.names, 1, corr, unit.bytes, _truth(p, r), steps)
 
 
 def _truth(p: Any, r: ProcessResult) -> Any:

@@ -1,17 +1,19 @@
 """Streaming analysis of a trace directory: memory bounded by the batch size, not the
 trace size.
 
-Each Python trace file is read twice, one chunk at a time: a first pass collects what the
-sweep needs up front (strings, threads, metadata, progress, the recorded span, the main
-thread's phases) and validates the file; the second feeds batches of events to
-:class:`~rlscope.analysis.engine.overlap.ProcessAnalyzer`. The file is memory-mapped, so its
-bytes are not copied. CUDA collector files (smaller, columnar) are read whole by the
-reader and merged as usual.
+Each Python trace file is read one chunk at a time. A first pass collects what the sweep
+needs up front (strings, threads, metadata, progress, the recorded span, the main thread's
+phases, the markers operations are inferred from, what the lock-step analysis reads) and
+validates the file; it keeps the events too while they fit in one batch, so a file of up
+to ``batch_events`` events is read once. Only a larger file is read a second time, a batch
+at a time, to feed :class:`~rlscope.analysis.engine.overlap.ProcessAnalyzer` with memory
+bounded by the batch, not by the trace. The file is memory-mapped, so its bytes are not
+copied. CUDA collector files (smaller, columnar) are read whole by the reader and merged
+as usual.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,18 +22,19 @@ from typing import Any
 import numpy as np
 
 from rlscope.analysis import inferred
-from rlscope.analysis.engine.overlap import ProcessAnalyzer, ProcessInfo
+from rlscope.analysis.engine.overlap import ProcessAnalyzer, ProcessInfo, ProcessResult
 from rlscope.analysis.engine.paths import NameTable, PathTable
 from rlscope.analysis.engine.startup import first_user_time
 from rlscope.analysis.engine.summary import ProcessSpan
 from rlscope.analysis.engine.threadstate import phase_changes
+from rlscope.analysis.lockstep.reader import Collector as LockstepCollector
+from rlscope.analysis.lockstep.reader import ProcessEvents
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
 from rlscope.trace.data import EnvEvents, Events, Header, ProcessTrace, Progress, ThreadInfo
-from rlscope.trace.reader import trace_files
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
 
 DEFAULT_BATCH = 1 << 20  # events per batch fed to the sweep
@@ -44,11 +47,16 @@ class ScannedProcess:
     events: int
     complete: bool
     inferred: inferred.Plan | None = None  # operations inferred from the loop's markers
+    lockstep: ProcessEvents | None = None  # what the lock-step analysis needs of it
+    kept: Events | None = None  # all its events, when they fit in one batch
 
 
-def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> ScannedProcess:
+def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
+         lockstep: bool = False, keep_events: int = 0) -> ScannedProcess:
     """First pass: everything but the events, the ProcessInfo for the sweep, and the
-    operations inferred where none is recorded (rlscope.analysis.inferred)."""
+    operations inferred where none is recorded (rlscope.analysis.inferred); with
+    ``lockstep``, the lock-step analysis's input; the events themselves while there are
+    at most ``keep_events`` (then no second pass is needed)."""
     strings: dict[int, str] = {0: ""}
     threads: dict[int, ThreadInfo] = {}
     metadata: dict[str, Any] = {}
@@ -65,11 +73,15 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> 
     max_name = 0
     torn: list[int] = []
     collector = inferred.Collector()
+    lockstep_in = LockstepCollector() if lockstep else None
+    kept: list[Events] | None = [] if keep_events > 0 else None
     for c in iter_chunks(path, warnings, torn):
         expected = c.sequence + 1
         strings.update(c.strings)
         if infer != "off":
             collector.add(c.events, c.strings)
+        if lockstep_in is not None:
+            lockstep_in.add(c.events, c.strings)
         threads.update((t.index, t) for t in c.threads)
         metadata.update(c.metadata)
         dropped += c.dropped
@@ -78,6 +90,11 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> 
         if not n:
             continue
         n_events += n
+        if kept is not None:
+            if n_events <= keep_events:
+                kept.append(ev)
+            else:
+                kept = None  # over the batch: the sweep reads the file again
         if first_thread is None:
             first_thread = int(ev.thread[0])
         lo, hi = int(ev.time_ns.min()), int(ev.time_ns.max())
@@ -126,7 +143,20 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto") -> 
     pt = ProcessTrace(path, header, Events.empty(), string_list, threads,
                       Progress.concat(progress), metadata, dropped, expected, warnings,
                       env=EnvEvents.concat(env), torn_bytes=sum(torn))
-    return ScannedProcess(pt, info, n_events, end is not None, plan)
+    steps = (lockstep_in.finish(header, string_list, metadata, pt.env, plan)
+             if lockstep_in is not None else None)
+    return ScannedProcess(pt, info, n_events, end is not None, plan, steps,
+                          Events.concat(kept) if kept is not None else None)
+
+
+def events_of(s: ScannedProcess, batch_events: int) -> Iterator[Events]:
+    """The process's events in batches of about ``batch_events``: those the first pass
+    kept, else a second pass over its file."""
+    if s.kept is not None:
+        if len(s.kept):
+            yield s.kept
+        return
+    yield from batches(s.trace.path, batch_events)
 
 
 def batches(path: Path, batch_events: int) -> Iterator[Events]:
@@ -144,22 +174,10 @@ def batches(path: Path, batch_events: int) -> Iterator[Events]:
         yield Events.concat(parts)
 
 
-@dataclass
-class StreamedProcess:
-    scanned: ScannedProcess
-    analyzer: ProcessAnalyzer
-
-
-def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases: NameTable,
-                     progress: Callable[[int], None] | None = None,
-                     batch_events: int = DEFAULT_BATCH,
-                     on_scanned: Callable[[int], None] | None = None, infer: str = "auto"
-                     ) -> tuple[Path, dict[str, Any], list[Any], list[ScannedProcess]]:
-    """Scan, merge CUDA files, then analyse every process batch by batch. Returns the
-    directory, run.json, the ProcessResults and the scanned processes (same order).
-    ``infer``: operations inferred from the loop's markers (rlscope.analysis.inferred)."""
-    inferred.check_mode(infer)
-    d, run, files = trace_files(directory)
+def scan_files(files: list[Path], run: dict[str, Any], phases: NameTable, infer: str,
+               lockstep: bool, keep_events: int) -> list[ScannedProcess]:
+    """The first pass over every file of a run: Python files scanned, CUDA files read whole
+    and merged into their processes, in run order (start on the run clock, then pid)."""
     scanned: list[ScannedProcess] = []
     cuda: list[ProcessTrace] = []
     for f in files:
@@ -167,7 +185,7 @@ def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases
         if header.source == SOURCE_CUDA:
             cuda.append(read_cuda_process(f, header, raw))
         else:
-            scanned.append(scan(f, header, phases, infer))
+            scanned.append(scan(f, header, phases, infer, lockstep, keep_events))
     merged = merge_cuda([s.trace for s in scanned] + cuda)
     by_id = {id(s.trace): s for s in scanned}
     out: list[ScannedProcess] = []
@@ -180,16 +198,17 @@ def stream_directory(directory: str | os.PathLike[str], paths: PathTable, phases
         out.append(s)
     clock = RunClock.of(run, [s.trace.header for s in out])  # hosts on one clock
     out.sort(key=lambda s: (clock.start(s.trace.header), s.trace.pid))
-    if on_scanned:
-        on_scanned(sum(s.events + 2 * len(s.trace.api_calls) for s in out))
-    results = []
-    for s in out:
-        a = ProcessAnalyzer(s.trace, s.info, paths, phases, progress)
-        plan = s.inferred
-        if s.events:
-            for ev in batches(s.trace.path, batch_events):
-                a.feed(ev if plan is None else plan.batch(ev))
-            if plan is not None:
-                a.feed(plan.rest())
-        results.append(a.finish())
-    return d, run, results, out
+    return out
+
+
+def sweep(s: ScannedProcess, paths: PathTable, phases: NameTable,
+          progress: Callable[[int], None] | None, batch_events: int) -> ProcessResult:
+    """The second stage: the process's events, batch by batch, through the sweep."""
+    a = ProcessAnalyzer(s.trace, s.info, paths, phases, progress)
+    plan = s.inferred
+    if s.events:
+        for ev in events_of(s, batch_events):
+            a.feed(ev if plan is None else plan.batch(ev))
+        if plan is not None:
+            a.feed(plan.rest())
+    return a.finish()

@@ -21,34 +21,9 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis.engine.timebins import BIN_NS, TimeBins
+from rlscope.analysis.intervals import covered_before, union
 from rlscope.trace.gpu import GpuActivities
 from rlscope.trace.samples import Samples, rates
-
-
-def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals [start, end) as sorted disjoint intervals."""
-    if not len(starts):
-        z = np.zeros(0, np.int64)
-        return z, z
-    o = np.argsort(starts, kind="stable")
-    s, e = starts[o].astype(np.int64), np.maximum(ends[o], starts[o]).astype(np.int64)
-    reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]  # starts after everything before it ended
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:], len(s)] - 1
-    return s[first], reach[last]
-
-
-def covered_before(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Time covered by the disjoint sorted intervals (s, e) before each time ``t``."""
-    if not len(s):
-        return np.zeros(len(t))
-    cum = np.r_[0, np.cumsum(e - s)]
-    i = np.searchsorted(s, t, side="right") - 1
-    ok = i >= 0
-    j = np.maximum(i, 0)
-    inside = np.clip(np.minimum(t, e[j]) - s[j], 0, None)
-    return np.where(ok, cum[j] + inside, 0).astype(np.float64)
 
 
 def phase_spans(span: tuple[int, int], times: np.ndarray, ids: np.ndarray
@@ -90,7 +65,7 @@ def gpu_truth(gpu: GpuActivities, span: tuple[int, int], phase_times: np.ndarray
     starts, ends, ph = phase_spans(span, phase_times, phase_ids)
     for d in devices:
         sel = gpu.device == d
-        s, e = merged(gpu.start_ns[sel], gpu.end_ns[sel])
+        s, e = union(gpu.start_ns[sel], gpu.end_ns[sel])
         per = covered_before(s, e, ends) - covered_before(s, e, starts)
         for p in np.unique(ph).tolist():
             out.by_phase[(int(p), d)] = float(per[ph == p].sum())

@@ -1,0 +1,462 @@
+"""The data API: :class:`Analysis`, every table a reporter uses, as pandas DataFrames,
+from the analysed processes (rlscope.analysis.pipeline builds it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlscope.analysis.engine import categories as C
+from rlscope.analysis.engine.overlap import ProcessResult
+from rlscope.analysis.engine.paths import (
+    FIRST_OPERATION_ID,
+    STARTUP_ID,
+    STARTUP_IMPORTS_ID,
+    UNANNOTATED,
+    NameTable,
+    PathTable,
+)
+from rlscope.analysis.engine.startup import without_imports
+from rlscope.analysis.processes import runsummary as multiprocess
+from rlscope.analysis.processes.utilisation import GpuTruth
+from rlscope.trace.clocks import RunClock
+from rlscope.trace.data import Header, Progress
+from rlscope.trace.samples import Samples
+
+# "session" (docs/rls-analyze.md) comes last in every table: columns added later go at
+# the end, so CSV readers keep their positions.
+BREAKDOWN_KEYS = ("pid", "process", "thread", "phase", "operation", "category", "region",
+                  "session")
+
+
+@dataclass
+class ProcessMeta:
+    pid: int
+    ppid: int
+    process: str
+    recorder: str
+    complete: bool
+    events: int
+    metadata: dict[str, Any]
+    progress: Progress
+    header: Header | None = None
+    session: int = 0  # see assign_sessions
+    torn_bytes: int = 0  # a torn last record: lost
+    file: str = ""  # the trace file's name
+    gpu_truth: GpuTruth | None = None  # the process's CUPTI GPU time, reduced
+
+
+def assign_sessions(pids: Sequence[int]) -> list[int]:
+    """The ``session`` of each process, given in start order: 0 for a pid's first trace
+    file, 1, 2, ... for its later ones. (pid, session) is the key of a process in every
+    table: a process that recorded several sessions (``rlscope.start`` after
+    ``rlscope.stop``) has one file, and one row, per session; so has, rarely, a pid the
+    system reused within the run (docs/rls-analyze.md)."""
+    seen: dict[int, int] = {}
+    out = []
+    for pid in pids:
+        out.append(seen.get(pid, 0))
+        seen[pid] = out[-1] + 1
+    return out
+
+
+class Analysis:
+    """Analysed trace. Every method returns a fresh pandas DataFrame."""
+
+    def __init__(self, directory: str, run: dict[str, Any], results: list[ProcessResult],
+                 metas: list[ProcessMeta], paths: PathTable, phases: NameTable,
+                 warnings: list[str], samples: Samples | None = None) -> None:
+        self.directory = directory
+        self.samples = samples  # rls-prof's utilisation samples (None: not sampled)
+        self.run = run
+        self.results = results
+        self._metas = metas
+        for m, n in zip(metas, assign_sessions([m.pid for m in metas]), strict=True):
+            m.session = n
+        self._session = [m.session for m in metas]
+        self.paths = paths
+        self.phases = phases
+        self.warnings = warnings
+        self._path_names = np.array([paths.path(i) for i in range(len(paths))], object)
+        self._phase_names = np.array(phases.names, object)
+        self._process_table: pd.DataFrame | None = None
+
+    # -- per process -------------------------------------------------------------------
+    def processes(self) -> pd.DataFrame:
+        """One row per process: recorded span, covered time and its region split, and the
+        start-up (recording start to the first user event) with the imports in it."""
+        rows = []
+        for r, m in zip(self.results, self._metas, strict=True):
+            rows.append({
+                "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
+                "complete": m.complete, "events": m.events, "file": m.file,
+                "torn_bytes": m.torn_bytes, "threads": len(r.threads),
+                "metadata": without_imports(m.metadata),
+                "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
+                **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
+                   for i, n in enumerate(C.REGION_NAMES)},
+                "startup_s": r.startup_ns / 1e9, "imports_s": r.imports_ns / 1e9,
+                "session": m.session,
+            })
+        return pd.DataFrame(rows)
+
+    def imports(self) -> pd.DataFrame:
+        """The timed imports of each process's start-up (outermost imports of the
+        recording thread, ``import torch`` with everything it imports), slowest first."""
+        rows = [{"pid": r.pid, "module": name, "seconds": ns / 1e9}
+                for r in self.results for name, ns in r.imports]
+        df = pd.DataFrame(rows, columns=["pid", "module", "seconds"])
+        order = {r.pid: i for i, r in enumerate(self.results)}
+        return (df.assign(_p=df["pid"].map(order))
+                .sort_values(["_p", "seconds"], ascending=[True, False], kind="stable")
+                .drop(columns="_p").reset_index(drop=True))
+
+    def threads(self) -> pd.DataFrame:
+        return pd.DataFrame([{"pid": r.pid, "thread": t.index, "tid": t.tid, "name": t.name,
+                              "main": t.main, "events": t.events, "session": n}
+                             for r, n in zip(self.results, self._session, strict=True)
+                             for t in r.threads])
+
+    def breakdown(self, by: Sequence[str] = ("pid", "process", "phase", "operation",
+                                             "category", "region", "session")
+                  ) -> pd.DataFrame:
+        """Seconds per group of (pid, process, thread, phase, operation, category, region,
+        session).
+
+        Without "thread" in ``by`` this is the process roll-up: the sum over threads.
+        """
+        unknown = set(by) - set(BREAKDOWN_KEYS)
+        if unknown:
+            raise ValueError(f"unknown breakdown keys {sorted(unknown)}")
+        df = self._fine()
+        return (df.groupby(list(by), sort=False, dropna=False)["seconds"].sum()
+                .reset_index())
+
+    def _fine(self) -> pd.DataFrame:
+        frames = []
+        for r, n in zip(self.results, self._session, strict=True):
+            frames.append(pd.DataFrame({
+                "pid": r.pid, "process": r.process, "thread": r.thread, "session": n,
+                "phase": self._phase_names[r.phase], "operation": self._path_names[r.path],
+                "path_id": r.path,
+                "category": np.array(C.CATEGORY_NAMES, object)[r.category],
+                "region": np.array(C.REGION_NAMES, object)[r.region],
+                "seconds": r.ns / 1e9}))
+        if not frames:
+            return pd.DataFrame(columns=[*BREAKDOWN_KEYS, "path_id", "seconds"])
+        return pd.concat(frames, ignore_index=True)
+
+    def _counts(self) -> pd.DataFrame:
+        frames = []
+        for r, n in zip(self.results, self._session, strict=True):
+            c = r.count_rows
+            frames.append(pd.DataFrame({"pid": r.pid, "session": n,
+                                        "phase": self._phase_names[c[:, 1]],
+                                        "path_id": c[:, 2], "what": c[:, 3],
+                                        "n": r.count_n}))
+        if not frames:
+            return pd.DataFrame(columns=["pid", "session", "phase", "path_id", "what", "n"])
+        return pd.concat(frames, ignore_index=True)
+
+    # -- many processes (docs/multiprocess.md) ------------------------------------------
+    def process_tree(self) -> pd.DataFrame:
+        """One row per process in tree order (depth-first, siblings by start): pid, parent
+        (``parent_index`` into :meth:`processes` rows, -1 when not traced), depth, role
+        (``role_label`` with a vector-env worker's env index), a display name, start/end
+        relative to the run, wall, busy, waiting, idle and operations seconds, and whether
+        it is an idle helper (reports fold those)."""
+        if self._process_table is None:
+            entries = [multiprocess.ProcessEntry(_header(m), m.metadata, m.complete,
+                                                 m.events, len(m.progress.time_ns),
+                                                 m.session)
+                       for m in self._metas]
+            self._process_table = multiprocess.process_table(self.results, entries,
+                                                             self.run)
+        return self._process_table.copy()
+
+    def run_summary(self) -> pd.DataFrame:
+        """Per role: processes, idle helpers, summed wall/busy/waiting/idle/operations
+        seconds and the busy share; last, the whole run (``all processes``)."""
+        return multiprocess.run_summary(self.process_tree())
+
+    def role_operations(self) -> pd.DataFrame:
+        """Top-level operations per role, summed over the role's processes."""
+        return multiprocess.role_operations(self.results, self.process_tree(), self.paths)
+
+    def clock(self) -> RunClock:
+        """The run's clock: the hosts' CLOCK_MONOTONIC aligned by their clock pairs
+        (docs/multiprocess.md#several-hosts)."""
+        return RunClock.of(self.run, [_header(m) for m in self._metas])
+
+    def hosts(self) -> pd.DataFrame:
+        """One row per host, in order of first start: its processes (trace files),
+        whether its clock is the run's (``reference``), the shift that put its times on
+        the run's clock and the bound of that shift's error (seconds; not counting how
+        far the hosts' realtime clocks disagree)."""
+        clock = self.clock()
+        rows = [{"host": h.host, "processes": h.files, "reference": h.reference,
+                 "shift_s": h.shift_ns / 1e9, "error_bound_s": h.error_ns / 1e9,
+                 "pair_uncertainty_s": h.uncertainty_ns / 1e9,
+                 "offset_spread_s": h.spread_ns / 1e9} for h in clock.hosts.values()]
+        return pd.DataFrame(rows, columns=HOST_COLUMNS)
+
+    def run_wall_s(self) -> float:
+        """The run's wall time (rls-prof's measurement, else first start to last end)."""
+        return multiprocess.run_wall_s(self.process_tree(), self.run)
+
+    # -- per operation -----------------------------------------------------------------
+    def operations(self) -> pd.DataFrame:
+        """One row per (process, phase, operation path), in time order (below), with:
+
+        calls; wall_s (inclusive of nested operations) and self_s (exclusive), both
+        summed over threads; the self time split by category (python_s, backend_s,
+        simulator_s, cuda_api_s, waiting_s, gpu_s) and by region (cpu_only_s, gpu_only_s,
+        cpu_gpu_s), each split summing to self_s; transitions (backend_calls,
+        simulator_calls, cuda_api_calls) and intercepted waits (wait_calls) made directly
+        in the operation; shares of the
+        process's covered time.
+
+        Rows: "(start-up)" (and its "imports") first; then the phases in the order they
+        first began, the operations outside phases where their first one began; within
+        each, operations depth-first, siblings in the order they first began, and
+        "(unannotated)" last. Figures use the same order.
+        """
+        fine = self._fine()
+        cols = ["pid", "session", "phase", "path_id"]
+        # No fill_value= in pivot_table: pandas < 2 then downcasts floats within 1e-8 of
+        # an integer, turning times under 10 ns into 0; the fillna below fills instead.
+        cat = fine.assign(key=fine["category"].map(_CAT_COL)).pivot_table(
+            index=cols, columns="key", values="seconds", aggfunc="sum")
+        reg = fine.assign(key=fine["region"].map(lambda n: f"{_col(n)}_s")).pivot_table(
+            index=cols, columns="key", values="seconds", aggfunc="sum")
+        wide = cat.join(reg, how="outer").fillna(0.0)
+        for c in [*_CAT_COLS, *_REGION_COLS]:
+            if c not in wide:
+                wide[c] = 0.0
+        wide["self_s"] = wide[list(_REGION_COLS)].sum(axis=1)
+        counts = self._counts()
+        if len(counts):
+            cnt = counts.pivot_table(index=cols, columns="what", values="n", aggfunc="sum",
+                                     fill_value=0)
+        else:
+            cnt = pd.DataFrame(index=wide.index)
+        cnt = cnt.rename(columns={-1: "calls", C.BACKEND: "backend_calls",
+                                  C.SIMULATOR: "simulator_calls", C.CUDA_API: "cuda_api_calls",
+                                  C.WAITING: "wait_calls"})
+        wide = wide.join(cnt, how="outer").fillna(0)
+        for c in _COUNT_COLS:
+            wide[c] = wide[c].astype(np.int64) if c in wide else 0
+        wide = wide.reset_index()
+        wide = self._add_ancestors(wide)
+        wide["wall_s"] = self._inclusive(wide)
+        meta = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
+        keys = list(zip(wide["pid"], wide["session"], strict=True))
+        wide["process"] = [meta[k].process for k in keys]
+        covered = np.array([max(meta[k].covered_ns, 1) / 1e9 for k in keys], np.float64)
+        wide["wall_pct"] = 100.0 * wide["wall_s"] / covered
+        wide["self_pct"] = 100.0 * wide["self_s"] / covered
+        wide["operation"] = self._path_names[wide["path_id"].to_numpy(np.int64)]
+        wide["depth"] = [max(self.paths.depth[i], 0) for i in wide["path_id"]]
+        order = {k: i for i, k in enumerate(meta)}
+        wide["_p"] = [order[k] for k in keys]
+        wide["_tree"] = [self._tree_key(meta[k].first_ns, int(i))
+                         for k, i in zip(keys, wide["path_id"], strict=True)]
+        wide["_ph"] = self._group_key(wide, [meta[k] for k in keys])
+        wide = wide.sort_values(["_p", "_ph", "phase", "_tree"], kind="stable")
+        return wide[OPERATION_COLUMNS].reset_index(drop=True)
+
+    def _tree_key(self, first: dict[int, int], path: int) -> tuple[tuple[int, int], ...]:
+        """Depth-first, siblings by first begin; the start-up first, unannotated last."""
+        if path == 0:
+            return ((_LAST, 0),)
+        return tuple((first.get(a, _LAST) if a >= FIRST_OPERATION_ID else -1, a)
+                     for a in reversed(self.paths.ancestors(path)))
+
+    def _group_key(self, wide: pd.DataFrame, rows: list[ProcessResult]) -> list[int]:
+        """Start-up rows first, then each phase at its first begin, the rows outside
+        phases at their first operation's begin (after the phases when they have none).
+        ``rows``: each row's process."""
+        phase_id = {n: i for i, n in enumerate(self.phases.names)}
+        no_phase: dict[int, int] = {}  # id(process) -> first begin outside phases
+        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
+            if not ph and i >= FIRST_OPERATION_ID:
+                t = r.first_ns.get(int(i), _LAST)
+                no_phase[id(r)] = min(no_phase.get(id(r), _LAST), t)
+        out = []
+        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
+            if i in (STARTUP_ID, STARTUP_IMPORTS_ID):
+                out.append(-1)
+            elif ph:
+                out.append(r.phase_first_ns.get(phase_id[ph], _LAST))
+            else:
+                out.append(no_phase.get(id(r), _LAST + 1))
+        return out
+
+    def _add_ancestors(self, wide: pd.DataFrame) -> pd.DataFrame:
+        """Rows for enclosing operations that have no time of their own in a phase."""
+        have = set(zip(wide["pid"], wide["session"], wide["phase"], wide["path_id"],
+                       strict=True))
+        extra = []
+        for pid, n, ph, path in list(have):
+            for a in self.paths.ancestors(int(path))[1:]:
+                if (pid, n, ph, a) not in have:
+                    have.add((pid, n, ph, a))
+                    extra.append({"pid": pid, "session": n, "phase": ph, "path_id": a})
+        if extra:
+            wide = pd.concat([wide, pd.DataFrame(extra)], ignore_index=True).fillna(0)
+            for c in _COUNT_COLS:
+                wide[c] = wide[c].astype(np.int64)
+        return wide
+
+    def _inclusive(self, wide: pd.DataFrame) -> np.ndarray:
+        keys = list(zip(wide["pid"], wide["session"], wide["phase"], wide["path_id"],
+                        strict=True))
+        self_by = dict(zip(keys, wide["self_s"], strict=True))
+        total = dict.fromkeys(self_by, 0.0)
+        for (p, n, ph, pa), s in self_by.items():
+            for a in self.paths.ancestors(int(pa)) or [0]:
+                if (p, n, ph, a) in total:
+                    total[(p, n, ph, a)] += s
+        return np.array([total[k] for k in keys])
+
+    def gpu(self) -> pd.DataFrame:
+        """GPU activity per launching operation: count and busy seconds per kind/stream
+        (overlapping activities each count their own time)."""
+        frames = []
+        for r, n in zip(self.results, self._session, strict=True):
+            g = r.gpu_rows
+            if not len(g):
+                continue
+            frames.append(pd.DataFrame({
+                "pid": r.pid, "thread": g[:, 0], "phase": self._phase_names[g[:, 1]],
+                "operation": self._path_names[g[:, 2]],
+                "category": np.array(C.CATEGORY_NAMES, object)[g[:, 3]], "stream": g[:, 4],
+                "count": g[:, 5], "seconds": g[:, 6] / 1e9, "session": n}))
+        cols = ["pid", "thread", "phase", "operation", "category", "stream", "count",
+                "seconds", "session"]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+    # -- sampled utilisation (docs/analysis.md#utilisation) ----------------------------
+    def utilisation(self) -> pd.DataFrame:
+        """Per process and phase: wall seconds; the process's CPU utilisation sampled by
+        rls-prof (cpu_samples, sampled_cpu_pct: mean, % of one core; sampled_cpu_s) next
+        to the time its threads spent in rlscope's CPU categories (rlscope_cpu_s,
+        rlscope_cpu_pct: of the phase's wall time, summed over threads); and, for a
+        process that ran GPU work, over the devices it used (gpu_devices): NVML's view
+        (gpu_samples, sampled_gpu_busy_pct: share of samples with utilisation > 0,
+        sampled_gpu_util_pct: mean utilisation) next to its GPU time in kernels and
+        copies recorded by CUPTI (rlscope_gpu_s, rlscope_gpu_pct: of wall x devices).
+        NVML's readings are device-wide (other processes on the GPU count too)."""
+        from rlscope.analysis.engine import categories as C
+        from rlscope.analysis.processes.utilisation import contrast, contrast_frame
+
+        b = self.breakdown(by=("pid", "session", "phase", "category", "region"))
+        cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]
+        b = b[b["category"].isin(cpu_names) & (b["region"] != C.REGION_NAMES[C.GPU_ONLY])]
+        cpu = b.groupby(["pid", "session", "phase"])["seconds"].sum()
+        by_process = {k: g.droplevel([0, 1]).to_dict()
+                      for k, g in cpu.groupby(level=[0, 1], sort=False)}
+        rows: list[dict[str, Any]] = []
+        for r, m, n in zip(self.results, self._metas, self._session, strict=True):
+            rows += [dict(row, session=n) for row in contrast(
+                r.pid, r.process, r.span, r.phase_times, r.phase_ids, self.phases.names,
+                by_process.get((r.pid, n), {}), m.gpu_truth, self.samples)]
+        return contrast_frame(rows)
+
+    def utilisation_over_time(self) -> pd.DataFrame:
+        """Sampled and rlscope series over time, one long table (time_s from the first
+        process's start, series, pid, key, value): per process CPU % and RSS (sampled),
+        CPU % in rlscope's categories (0.1 s bins), per core CPU %, per GPU NVML
+        utilisation %, memory and SM clock, and each process's GPU busy % in kernels and
+        copies (rlscope, 0.1 s bins). Series names: rlscope.analysis.processes.utilisation."""
+        from rlscope.analysis.processes.utilisation import over_time
+
+        t0 = min((r.span[0] for r in self.results), default=0)
+        return over_time(t0, self.samples, [(r.pid, r.span[0], r.span[1], r.cpu_bins,
+                                             m.gpu_truth)
+                                            for r, m in zip(self.results, self._metas,
+                                                            strict=True)])
+
+    # -- progress ----------------------------------------------------------------------
+    def iterations(self) -> pd.DataFrame:
+        """One row per progress record: time since recording start, timesteps, and the
+        interval since the previous record (steps/s)."""
+        frames = []
+        for r, m in zip(self.results, self._metas, strict=True):
+            pr = m.progress
+            if not len(pr.time_ns):
+                continue
+            o = np.argsort(pr.time_ns, kind="stable")
+            t, steps = pr.time_ns[o], pr.timesteps[o]
+            dt = np.diff(t, prepend=r.span[0]) / 1e9
+            dsteps = np.diff(steps, prepend=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rate = np.where(dt > 0, dsteps / dt, np.nan)
+            frames.append(pd.DataFrame({"pid": r.pid, "time_s": (t - r.span[0]) / 1e9,
+                                        "timesteps": steps,
+                                        "total_timesteps": pr.total_timesteps[o],
+                                        "interval_s": dt, "steps_per_s": rate,
+                                        "session": m.session}))
+        cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s",
+                "session"]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+    def extrapolation(self) -> pd.DataFrame:
+        """Estimated time of the full training run per process, from progress records:
+        the rate between the first and last record, applied to the remaining timesteps."""
+        rows = []
+        it = self.iterations()
+        results = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
+        for (pid, session), g in it.groupby(["pid", "session"], sort=False):
+            r = results[(pid, session)]
+            done = int(g["timesteps"].iloc[-1])
+            total = int(g["total_timesteps"].max())
+            elapsed = (r.span[1] - r.span[0]) / 1e9
+            span = g["time_s"].iloc[-1] - g["time_s"].iloc[0]
+            steps = done - int(g["timesteps"].iloc[0])
+            rate = steps / span if span > 0 and steps > 0 else np.nan
+            remaining = max(total - done, 0) if total > 0 else np.nan
+            est = elapsed + remaining / rate if rate == rate and remaining == remaining \
+                else np.nan
+            rows.append({"pid": pid, "timesteps": done, "total_timesteps": total,
+                         "recorded_s": elapsed, "steps_per_s": rate,
+                         # at most 1: loops finish their last rollout past the target
+                         "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
+                         "estimated_total_s": est, "session": session})
+        cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
+                "fraction_done", "estimated_total_s", "session"]
+        return pd.DataFrame(rows, columns=cols)
+
+
+_LAST = 1 << 62  # sorts after every time
+
+
+def _header(m: ProcessMeta) -> Header:
+    if m.header is not None:
+        return m.header
+    from rlscope.trace import format as fmt
+
+    return Header(fmt.FORMAT_VERSION, "python", m.pid, m.ppid, "", m.process, (),
+                  fmt.ClockPair(0, 0, 0), m.recorder, "")
+
+
+def _col(name: str) -> str:
+    return name.lower().replace(" + ", "_").replace(" ", "_")
+
+
+_CAT_COL = {"Python": "python_s", "Backend": "backend_s", "Simulator": "simulator_s",
+            "CUDA API": "cuda_api_s", "GPU kernel": "gpu_s", "GPU memcpy": "gpu_s",
+            "GPU memset": "gpu_s", "Waiting": "waiting_s"}
+_CAT_COLS = ("python_s", "backend_s", "simulator_s", "cuda_api_s", "waiting_s", "gpu_s")
+_REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_only_s, cpu_gpu_s
+_COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls", "wait_calls")
+OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
+                     "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
+                     *_COUNT_COLS[1:], "session"]
+UNANNOTATED_NAME = UNANNOTATED
+HOST_COLUMNS = ["host", "processes", "reference", "shift_s", "error_bound_s",
+                "pair_uncertainty_s", "offset_spread_s"]
