@@ -9,8 +9,13 @@ class TraceError(RLScopeError):
     """A trace directory or file cannot be read (missing, foreign, corrupt)."""
 
 
-class UsageError(RLScopeError):
-    """Bad command-line input."""
+class UserError(RLScopeError):
+    """Something the user asked for cannot be done as given (an option, the command to
+    run, the output directory); the commands print it as one line with exit status 2.
+    Named apart from ``click.UsageError``, which click raises for options it rejects."""
+
+
+UsageError = UserError  # the old name; rlscope.analysis.timeline.select still raises it
 
 
 class RLScopeWarning(UserWarning):

@@ -12,7 +12,7 @@ PY="$VENV/bin/python"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 "$PY" - <<'PY'
 import torch
-from rlscope.launch.environment import cuda_library
+from rlscope.launch.child_env import cuda_library
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, GPU available: {torch.cuda.is_available()}")
 print(f"librlscope_cuda: {cuda_library() or 'NOT BUILT (no CUPTI headers at build time)'}")
 PY

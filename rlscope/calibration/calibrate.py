@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from rlscope import envvars
 from rlscope.analysis.overhead.model import (
     FILE_NAME,
     Calibration,
@@ -22,12 +23,11 @@ from rlscope.calibration.build import build_calibration
 from rlscope.calibration.chunked import MIN_CHUNKS, run_chunks
 from rlscope.calibration.configs import Config, configurations
 from rlscope.calibration.runner import SUBDIR, RunRecord, run_configurations
-from rlscope.errors import UsageError
+from rlscope.errors import UserError
 from rlscope.inprocess.chunk_copies import DEFAULT_CHUNK_S, DEFAULT_MAX_CHUNKS
 from rlscope.inprocess.limits import parse_limit
 from rlscope.intercept import parse as parse_intercept
-from rlscope.launch import env
-from rlscope.launch.environment import Recording
+from rlscope.launch.child_env import Recording
 
 Echo = Callable[[str], None]
 
@@ -35,7 +35,7 @@ Echo = Callable[[str], None]
 def microbenchmark(recorder: str) -> dict[str, dict[str, float]] | None:
     """The hook microbenchmarks, in a fresh interpreter (not the launcher's state)."""
     with tempfile.TemporaryDirectory(prefix="rlscope-mb-") as tmp:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(env.PREFIX)}
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(envvars.PREFIX)}
         try:
             r = subprocess.run([sys.executable, "-m", "rlscope.calibration.microbench",
                                 tmp, recorder], capture_output=True, text=True, env=clean,
@@ -54,9 +54,9 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
     one process; falls back to whole runs when the workload reports too little progress)
     or "runs"."""
     try:
-        max_progress = parse_limit(os.environ.get(env.MAX_PROGRESS))
+        max_progress = parse_limit(os.environ.get(envvars.MAX_PROGRESS))
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise UserError(str(e)) from None
     recorder = rec.recorder
     shutil.rmtree(out / SUBDIR, ignore_errors=True)
     configs = configurations(parse_intercept(rec.intercept), cuda)
@@ -98,7 +98,7 @@ def load_calibration_file(source: Path) -> bytes:
     try:
         return source.read_bytes()
     except OSError as e:
-        raise UsageError(f"cannot read calibration file {source}: {e.strerror}") from None
+        raise UserError(f"cannot read calibration file {source}: {e.strerror}") from None
 
 
 def install_calibration(data: bytes, out: Path) -> None:

@@ -16,8 +16,8 @@ from rlscope.calibration.runner import SUBDIR, RunRecord, config_recording, run_
 from rlscope.errors import RLScopeError
 from rlscope.inprocess import chunk_copies as ch
 from rlscope.intercept import BACKENDS, SIMULATORS, WAITS
-from rlscope.launch import environment
-from rlscope.launch.environment import Recording
+from rlscope.launch import child_env
+from rlscope.launch.child_env import Recording
 from rlscope.trace.reader import read_trace
 
 CHUNKS_SUBDIR = "chunks"
@@ -47,7 +47,7 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Record
     full = next(c for c in configs if c.name == "full")
     # Every interception installed, no CUDA (it does not survive fork), no work bound.
     full_rec = config_recording(rec, Config("full", intercept=full.intercept), root, None)
-    env = environment.chunk_calibration(full_rec, root,
+    env = child_env.chunk_calibration(full_rec, root,
                                         ch.encode_configs(chunk_configs(configs)), chunk_s,
                                         max_chunks)
     t0 = time.monotonic()

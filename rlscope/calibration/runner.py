@@ -19,8 +19,8 @@ from rlscope.analysis.overhead.kinds import count_events
 from rlscope.calibration.configs import Config, prune
 from rlscope.calibration.estimate import RunSample
 from rlscope.errors import RLScopeError
-from rlscope.launch import environment
-from rlscope.launch.environment import Recording
+from rlscope.launch import child_env
+from rlscope.launch.child_env import Recording
 from rlscope.trace.reader import read_trace
 
 SUBDIR = "calibration"
@@ -96,9 +96,9 @@ def run_configurations(command: list[str], configs: list[Config], rounds: int,
         for c in configs[k:] + configs[:k]:  # rotate the order each round
             d = root / f"{r}-{c.name.replace('+', '_')}"
             if c.record:
-                env = environment.profiled(config_recording(rec, c, d, max_progress))
+                env = child_env.profiled(config_recording(rec, c, d, max_progress))
             else:
-                env = environment.uninstrumented(max_progress)
+                env = child_env.uninstrumented(max_progress)
             wall, cpu, rc = run_once(command, env, d, timeout_s)
             if rc != 0:
                 raise RLScopeError(f"calibration run {c.name} (round {r + 1}) exited with "

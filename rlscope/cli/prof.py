@@ -10,10 +10,10 @@ from typing import Any
 import click
 
 from rlscope.cli.common import run
-from rlscope.errors import RLScopeError, UsageError
+from rlscope.errors import RLScopeError, UserError
 from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
 from rlscope.intercept import parse as parse_intercept
-from rlscope.launch.environment import Recording
+from rlscope.launch.child_env import Recording
 from rlscope.launch.profile import (
     ProfiledRun,
     check_command,
@@ -42,7 +42,7 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
               metavar="LIBS",
               help="Libraries whose native calls (Backend / Simulator time) and loops "
                    "(gym, sb3, rllib operations) are instrumented: auto (all, as each is "
-                   "imported) or a comma list of " + ",".join(INTERCEPT_LIBRARIES) + ".")
+                   "imported) or a comma list of " + ", ".join(INTERCEPT_LIBRARIES) + ".")
 @click.option("--no-intercept", is_flag=True,
               help="Record annotations only: no backend/simulator call wrappers.")
 @click.option("--calibrate", is_flag=True,
@@ -79,11 +79,13 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
          command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
-    Example: rls-prof -o runs/ppo -- python train.py --steps 20000
+    \b
+    Example:
+      rls-prof -o runs/ppo -- python train.py --steps 20000
     """
     intercept = _intercept_spec(intercept, no_intercept)
     if calibrate and calibration_file is not None:
-        raise UsageError("--calibrate makes a new calibration; --calibration reuses one: "
+        raise UserError("--calibrate makes a new calibration; --calibration reuses one: "
                          "pass only one of them")
     out = output.resolve()
     reuse = None
@@ -160,7 +162,7 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
         cal = calibrate(command, out, rec, cuda=bool(result.cuda_files),
                         repetitions=repetitions, echo=detail, mode=mode, chunk_s=chunk_s,
                         max_chunks=max_chunks)
-    except UsageError:
+    except UserError:
         raise
     except RLScopeError as e:  # the calibration runs, not the profiled one
         click.echo(f"rls-prof: calibration failed: {e}; the run's trace in {out} is kept, "
@@ -179,7 +181,7 @@ def _intercept_spec(spec: str, no_intercept: bool) -> str:
     try:
         names = parse_intercept(spec)
     except ValueError as e:
-        raise UsageError(f"--intercept: {e}") from None
+        raise UserError(f"--intercept: {e}") from None
     return spec.strip() if spec.strip() in ("auto", "all") else (",".join(names) or "none")
 
 

@@ -2,7 +2,7 @@
 ``recorder``) and the library wrappers (``intercept``, ``integrations``):
 
 - ``autostart``: called by ``rlscope/_bootstrap/sitecustomize.py`` at interpreter start;
-  reads the environment rls-prof set (``rlscope.launch.env``), starts recording, enables
+  reads the environment rls-prof set (``rlscope.envvars``), starts recording, enables
   interception and the import timer;
 - ``import_timer``: the user's imports on the recording thread, for the start-up row;
 - ``switches`` + ``limits``: calibration runs' ``RLSCOPE_ANNOTATIONS`` and

@@ -13,7 +13,7 @@ import signal
 import sys
 from types import FrameType, ModuleType
 
-from rlscope.launch import env
+from rlscope import envvars
 
 _exiting = False  # set when the interpreter starts shutting down
 _starting = False  # inside autostart(): a SIGTERM now is acted on when it returns
@@ -48,17 +48,17 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def autostart() -> None:
-    if os.environ.get(env.MAX_PROGRESS):  # calibration work bound (any configuration)
+    if os.environ.get(envvars.MAX_PROGRESS):  # calibration work bound (any configuration)
         from rlscope.inprocess.switches import apply_work_limit
 
         apply_work_limit()
-    if os.environ.get(env.CHUNK_DIR):  # calibration by chunks: no recording
+    if os.environ.get(envvars.CHUNK_DIR):  # calibration by chunks: no recording
         from rlscope.inprocess import chunk_copies
 
-        _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
+        _enable_intercept(os.environ.get(envvars.INTERCEPT, "auto"))
         chunk_copies.install_from_env()
         return
-    out = os.environ.get(env.OUTPUT_DIR)
+    out = os.environ.get(envvars.OUTPUT_DIR)
     if not out:
         return
     import rlscope
@@ -81,7 +81,7 @@ def autostart() -> None:
 
 
 def _start_recording(rlscope: ModuleType, out: str) -> None:
-    if os.environ.get(env.ANNOTATIONS) == "0":  # calibration's base configuration
+    if os.environ.get(envvars.ANNOTATIONS) == "0":  # calibration's base configuration
         from rlscope.inprocess.switches import apply_annotation_switch
 
         apply_annotation_switch()
@@ -91,13 +91,13 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
     out = fmt.host_directory(out)  # OUTPUT_DIR/<host> for runs over several hosts
     annotate.set_launcher_directory(out)
     try:
-        rlscope.start(out, recorder=os.environ.get(env.RECORDER, "native"),
-                      flush_interval_s=float(os.environ.get(env.FLUSH_INTERVAL, "0.5")),
-                      max_buffer_bytes=int(os.environ.get(env.MAX_BUFFER, str(256 << 20))))
+        rlscope.start(out, recorder=os.environ.get(envvars.RECORDER, "native"),
+                      flush_interval_s=float(os.environ.get(envvars.FLUSH_INTERVAL, "0.5")),
+                      max_buffer_bytes=int(os.environ.get(envvars.MAX_BUFFER, str(256 << 20))))
     except (rlscope.RLScopeError, ValueError) as e:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
-    _enable_intercept(os.environ.get(env.INTERCEPT, "auto"))
+    _enable_intercept(os.environ.get(envvars.INTERCEPT, "auto"))
     from rlscope.inprocess import import_timer
 
     import_timer.install()  # the user's imports, for the start-up row (docs/analysis.md)
@@ -133,5 +133,5 @@ def _enable_intercept(spec: str) -> None:
     try:
         intercept.enable(spec)
     except ValueError as e:
-        print(f"rlscope: {env.INTERCEPT}: {e}; recording without interception",
+        print(f"rlscope: {envvars.INTERCEPT}: {e}; recording without interception",
               file=sys.stderr)

@@ -26,7 +26,7 @@ and counts each child's events from its trace (:mod:`rlscope.calibration.chunked
 A child that fails (dies in its set-up, exits with an error, hangs) stops the
 measurement, with one line in ``DIR/stopped.txt`` saying which and how; the process
 goes on with the workload, uninstrumented.
-The environment it runs under is built by :func:`rlscope.launch.environment.chunk_calibration`.
+The environment it runs under is built by :func:`rlscope.launch.child_env.chunk_calibration`.
 Requirements: the native recorder, environments in the process (a forked child must not
 share a simulator process with its parent), and single-threaded math (OpenMP thread
 pools do not survive ``fork``).
@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlscope.launch import env
+from rlscope import envvars
 
 RESULTS = "chunks.jsonl"
 RESULT_SUFFIX = ".result.json"  # a child's own result, beside its trace directory
@@ -405,11 +405,11 @@ def install_from_env() -> None:
     from rlscope import annotate
 
     # Processes the workload starts run as usual (not chunked, not recording).
-    out = Path(os.environ.pop(env.CHUNK_DIR))
+    out = Path(os.environ.pop(envvars.CHUNK_DIR))
     out.mkdir(parents=True, exist_ok=True)
-    driver = Driver(out, decode_configs(os.environ[env.CHUNK_CONFIGS]),
-                    float(os.environ.get(env.CHUNK_S, DEFAULT_CHUNK_S)),
-                    int(os.environ.get(env.MAX_CHUNKS, DEFAULT_MAX_CHUNKS)),
-                    os.environ.get(env.RECORDER, "native"),
-                    float(os.environ.get(env.CHUNK_SLICE_S, DEFAULT_SLICE_S)))
+    driver = Driver(out, decode_configs(os.environ[envvars.CHUNK_CONFIGS]),
+                    float(os.environ.get(envvars.CHUNK_S, DEFAULT_CHUNK_S)),
+                    int(os.environ.get(envvars.MAX_CHUNKS, DEFAULT_MAX_CHUNKS)),
+                    os.environ.get(envvars.RECORDER, "native"),
+                    float(os.environ.get(envvars.CHUNK_SLICE_S, DEFAULT_SLICE_S)))
     annotate.set_progress_hook(driver.boundary)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from rlscope.launch.env import MAX_PROGRESS as ENV_MAX_PROGRESS
+from rlscope.envvars import MAX_PROGRESS as ENV_MAX_PROGRESS
 
 
 class WorkLimitReached(SystemExit):

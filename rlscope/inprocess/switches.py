@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 import sys
 
-from rlscope.launch import env
+from rlscope import envvars
 
 
 def apply_work_limit() -> None:
     from rlscope.inprocess.limits import install_progress_limit, parse_limit
 
     try:
-        n = parse_limit(os.environ.get(env.MAX_PROGRESS))
+        n = parse_limit(os.environ.get(envvars.MAX_PROGRESS))
     except ValueError as e:
         print(f"rlscope: {e}; running without a work limit", file=sys.stderr)
         return
@@ -31,7 +31,7 @@ def apply_work_limit() -> None:
 
 def apply_annotation_switch() -> None:
     """With ``RLSCOPE_ANNOTATIONS=0`` annotations are no-op scopes while recording."""
-    if os.environ.get(env.ANNOTATIONS, "1") != "0":
+    if os.environ.get(envvars.ANNOTATIONS, "1") != "0":
         return
     from rlscope import annotate
 

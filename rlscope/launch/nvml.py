@@ -17,7 +17,7 @@ import ctypes
 import os
 from dataclasses import dataclass
 
-from rlscope.launch import env
+from rlscope import envvars
 
 LIBRARY = "libnvidia-ml.so.1"
 SUCCESS = 0
@@ -69,7 +69,7 @@ class Nvml:
 
     @staticmethod
     def open(path: str | None = None) -> Nvml:
-        path = path or os.environ.get(env.NVML_LIBRARY) or LIBRARY
+        path = path or os.environ.get(envvars.NVML_LIBRARY) or LIBRARY
         try:
             lib = ctypes.CDLL(path)
         except OSError:

@@ -16,9 +16,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from rlscope.errors import UsageError
-from rlscope.launch import descendants, env, environment
-from rlscope.launch.environment import Recording
+from rlscope import envvars
+from rlscope.errors import UserError
+from rlscope.launch import child_env, descendants
+from rlscope.launch.child_env import Recording
 from rlscope.launch.metadata import finish_run_metadata, start_run_metadata, write_run_metadata
 from rlscope.trace import format as fmt
 from rlscope.trace import rundir
@@ -42,18 +43,18 @@ class ProfiledRun:
 
     @property
     def cuda_injected(self) -> bool:
-        return self.env.get(env.CUDA) == "1"
+        return self.env.get(envvars.CUDA) == "1"
 
 
 def check_command(command: list[str]) -> None:
     if not command:
-        raise UsageError("no command to run; pass it after --")
+        raise UserError("no command to run; pass it after --")
     exe = command[0]
     if os.sep in exe:
         if not os.access(exe, os.X_OK) or os.path.isdir(exe):
-            raise UsageError(f"{exe} is not an executable file")
+            raise UserError(f"{exe} is not an executable file")
     elif shutil.which(exe) is None:
-        raise UsageError(f"command not found: {exe}")
+        raise UserError(f"command not found: {exe}")
 
 
 def claim_output(out: Path, command: list[str], force: bool,
@@ -64,17 +65,17 @@ def claim_output(out: Path, command: list[str], force: bool,
     over; a process killed without releasing it leaves a lock the next run takes over,
     telling ``on_stale`` so in one line."""
     if out.exists() and not out.is_dir():
-        raise UsageError(f"output {out} exists and is not a directory; choose another -o")
+        raise UserError(f"output {out} exists and is not a directory; choose another -o")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UsageError(f"cannot create output directory {out}: {e.strerror}") from None
+        raise UserError(f"cannot create output directory {out}: {e.strerror}") from None
     try:
         lock = rundir.RunLock.acquire(out, command)
     except rundir.DirectoryInUse as e:
-        raise UsageError(in_use_message(out, e.holder, force)) from None
+        raise UserError(in_use_message(out, e.holder, force)) from None
     except OSError as e:
-        raise UsageError(f"cannot lock output directory {out}: {e.strerror}") from None
+        raise UserError(f"cannot lock output directory {out}: {e.strerror}") from None
     if lock.stale is not None and on_stale is not None:
         on_stale(stale_lock_message(out, lock.stale))
     try:
@@ -112,20 +113,20 @@ def prepare_output(out: Path, force: bool) -> None:
     if writers:
         pid, name = writers[0]
         more = f" and {len(writers) - 1} more" if len(writers) > 1 else ""
-        raise UsageError(f"{out} holds traces still being recorded (pid {pid} writes "
+        raise UserError(f"{out} holds traces still being recorded (pid {pid} writes "
                          f"{name}{more}); wait for {'them' if more else 'it'} to end or "
                          "choose another -o")
     if not force:
-        raise UsageError(f"{out} already holds a previous run ({_listing(out, left)}); choose "
+        raise UserError(f"{out} already holds a previous run ({_listing(out, left)}); choose "
                          "another -o or pass --force to replace it")
     blocked = _undeletable(out, left)
     if blocked:
-        raise UsageError(f"--force cannot clear {out}: no permission to delete in "
+        raise UserError(f"--force cannot clear {out}: no permission to delete in "
                          f"{blocked}; nothing was deleted or run")
     try:
         rundir.clear_previous_run(out)
     except OSError as e:
-        raise UsageError(f"--force could not clear {out}: {e.filename}: {e.strerror}; "
+        raise UserError(f"--force could not clear {out}: {e.filename}: {e.strerror}; "
                          "nothing was run") from None
 
 
@@ -175,7 +176,7 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
          ) -> ProfiledRun:
     meta = start_run_metadata(list(command), rec.recorder)
     write_run_metadata(out, meta)
-    child_env = environment.profiled(rec)
+    env = child_env.profiled(rec)
     interrupted: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
@@ -187,11 +188,11 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
     cpu0 = _children_cpu_s()
     reaper = descendants.set_subreaper(True)
     try:
-        proc = subprocess.Popen(list(command), env=child_env)
+        proc = subprocess.Popen(list(command), env=env)
     except OSError as e:
         if reaper:
             descendants.set_subreaper(False)
-        raise UsageError(f"cannot run {command[0]}: {e.strerror}") from None
+        raise UserError(f"cannot run {command[0]}: {e.strerror}") from None
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     found = descendants.Descendants()
     sampler = _start_sampler(rec.output_dir, sample_hz, before)
@@ -218,7 +219,7 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
     for host in rundir.host_directories(out):  # RLSCOPE_HOST_DIRS=1 (several hosts)
         files += sorted((out / host).glob("*" + fmt.FILE_SUFFIX))
     cuda = [f for f in files if f.name.startswith("cuda.")]
-    return ProfiledRun(returncode, child_env, meta, [f for f in files if f not in cuda], cuda,
+    return ProfiledRun(returncode, env, meta, [f for f in files if f not in cuda], cuda,
                        summary)
 
 
@@ -244,6 +245,6 @@ def _children_cpu_s() -> float:
 
 def _wait_s() -> float:
     try:
-        return max(0.0, float(os.environ.get(env.DESCENDANTS_WAIT, descendants.DEFAULT_WAIT_S)))
+        return max(0.0, float(os.environ.get(envvars.DESCENDANTS_WAIT, descendants.DEFAULT_WAIT_S)))
     except ValueError:
         return descendants.DEFAULT_WAIT_S

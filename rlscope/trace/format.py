@@ -182,7 +182,7 @@ def read_clock_pair() -> ClockPair:
     return best
 
 
-# Several hosts (docs/multiprocess.md#several-hosts); launch.env lists these too. The
+# Several hosts (docs/multiprocess.md#several-hosts); rlscope.envvars lists these too. The
 # native recorder and the CUDA collector read them the same way (native/common/host.h).
 HOST_ENV = "RLSCOPE_HOST"  # the host label, when the hostname does not tell nodes apart
 HOST_DIRS_ENV = "RLSCOPE_HOST_DIRS"  # "1": each host writes into OUTPUT_DIR/<host>/

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "cuda"))
 
 from fake_build import build  # noqa: E402
 
-from rlscope.launch.environment import Recording, cuda_library, profiled  # noqa: E402
+from rlscope.launch.child_env import Recording, cuda_library, profiled  # noqa: E402
 
 
 def main() -> None:

@@ -35,8 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlscope.launch import env as E
-from rlscope.launch.environment import Recording, profiled
+from rlscope import envvars as E
+from rlscope.launch.child_env import Recording, profiled
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_build import Fake, build, build_nvml, cupti_include
 
-from rlscope.launch.environment import Recording, cuda_library, profiled
+from rlscope.launch.child_env import Recording, cuda_library, profiled
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlscope.launch import env
+from rlscope import envvars
 from rlscope.launch.descendants import children as children_of
 from rlscope.launch.descendants import set_subreaper
 from rlscope.launch.nvml import Nvml, NvmlError
@@ -156,7 +156,7 @@ def test_sampler_file(fake_nvml: Path, tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("FAKE_NVML_UTIL", "80;10")
     monkeypatch.setenv("FAKE_NVML_DEVICES", "2")
     monkeypatch.setenv("FAKE_NVML_LOG", str(tmp_path / "nvml.log"))
-    monkeypatch.setenv(env.NVML_LIBRARY, str(fake_nvml))
+    monkeypatch.setenv(envvars.NVML_LIBRARY, str(fake_nvml))
     s = Sampler(str(tmp_path), hz=50)
     s.start()
     child = _spin(0.5)

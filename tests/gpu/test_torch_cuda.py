@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlscope.launch.environment import cuda_library
+from rlscope.launch.child_env import cuda_library
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as g
 from rlscope.trace.data import ProcessTrace

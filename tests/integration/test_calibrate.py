@@ -48,9 +48,9 @@ def test_calibrate_then_report_and_reuse(tmp_path: Path):
 
 
 def test_work_limit_stops_uninstrumented_and_recorded_runs(tmp_path: Path):
-    from rlscope.launch import environment
+    from rlscope.launch import child_env
 
-    env = environment.uninstrumented(3)
+    env = child_env.uninstrumented(3)
     p = subprocess.run([sys.executable, WORKLOAD], env=env, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0 and "done" not in p.stdout

@@ -139,15 +139,15 @@ def test_ordering_uses_the_run_clock(tmp_path: Path):
 
 
 def test_worker_env(monkeypatch: pytest.MonkeyPatch):
-    from rlscope.launch import env
-    from rlscope.launch.environment import BOOTSTRAP_DIR, worker_env
+    from rlscope import envvars
+    from rlscope.launch.child_env import BOOTSTRAP_DIR, worker_env
 
-    base = {env.OUTPUT_DIR: "runs/x", env.RECORDER: "python", env.HOST: "node-a",
-            env.CHUNK_DIR: "/tmp/c", "HOME": "/root"}
+    base = {envvars.OUTPUT_DIR: "runs/x", envvars.RECORDER: "python", envvars.HOST: "node-a",
+            envvars.CHUNK_DIR: "/tmp/c", "HOME": "/root"}
     e = worker_env(base)
-    assert e[env.OUTPUT_DIR].endswith("/runs/x") and e[env.OUTPUT_DIR].startswith("/")
-    assert e[env.RECORDER] == "python" and e[env.HOST_DIRS] == "1"
-    assert env.HOST not in e and env.CHUNK_DIR not in e and "HOME" not in e
+    assert e[envvars.OUTPUT_DIR].endswith("/runs/x") and e[envvars.OUTPUT_DIR].startswith("/")
+    assert e[envvars.RECORDER] == "python" and e[envvars.HOST_DIRS] == "1"
+    assert envvars.HOST not in e and envvars.CHUNK_DIR not in e and "HOME" not in e
     assert e["PYTHONPATH"] == BOOTSTRAP_DIR + ":${PYTHONPATH}"
     with pytest.raises(ValueError, match="run the driver under rls-prof"):
         worker_env({})

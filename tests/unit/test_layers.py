@@ -66,7 +66,7 @@ SOURCES = sorted(p for p in ROOT.rglob("*.py") if p.name != "_descriptor.py")
 
 def test_the_sources_are_found():
     names = {_module_name(p) for p in SOURCES}
-    assert {"rlscope.annotate", "rlscope.launch.environment", "rlscope.trace.records",
+    assert {"rlscope.annotate", "rlscope.launch.child_env", "rlscope.trace.records",
             "rlscope.analysis.overhead.model"} <= names
 
 

@@ -127,7 +127,7 @@ def test_startup_survives_batches():
 
 def _record(tmp_path: Path, code: str, recorder: str = "native") -> Path:
     """Run ``code`` in a fresh interpreter under rls-prof's environment."""
-    from rlscope.launch.environment import Recording, profiled
+    from rlscope.launch.child_env import Recording, profiled
 
     out = tmp_path / "trace"
     mods = tmp_path / "mods"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlscope.launch.environment import Recording, profiled
+from rlscope.launch.child_env import Recording, profiled
 
 FORBIDDEN = ("numpy", "pandas", "google.protobuf", "rlscope.trace.reader",
              "rlscope.trace.records", "rlscope.trace.data", "rlscope.analysis",

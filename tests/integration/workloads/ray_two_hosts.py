@@ -11,7 +11,7 @@ import time
 import ray
 
 import rlscope
-from rlscope.launch.environment import worker_env
+from rlscope.launch.child_env import worker_env
 
 
 @ray.remote(num_cpus=0)

@@ -2,7 +2,9 @@
 
 rls-prof sets them for the command it runs and every descendant inherits them; the
 start-up hook (:mod:`rlscope.inprocess.autostart`) and the CUDA collector
-(native/cuda/config.cpp) read them.
+(native/cuda/config.cpp) read them. Names only, importing nothing: the launcher's side
+(:mod:`rlscope.launch`, :mod:`rlscope.calibration`) and the profiled process's side
+(:mod:`rlscope.inprocess`) both use it, and meet nowhere else.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ INTERCEPT = "RLSCOPE_INTERCEPT"  # "auto" (default), "none", or "torch,gym,..."
 CUDA = "RLSCOPE_CUDA"  # "1" when the CUDA collector is injected
 
 # Several hosts (docs/multiprocess.md#several-hosts); set by the user or rlscope's Ray
-# worker environment (launch.environment.worker_env), never by rls-prof itself.
+# worker environment (launch.child_env.worker_env), never by rls-prof itself.
 HOST = "RLSCOPE_HOST"  # host label in headers and host directories (default: hostname)
 HOST_DIRS = "RLSCOPE_HOST_DIRS"  # "1": write into $RLSCOPE_OUTPUT_DIR/<host>/
 

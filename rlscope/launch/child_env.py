@@ -1,6 +1,8 @@
-"""The environments rlscope starts processes with: profiled, uninstrumented (calibration's
-reference), and the chunk-calibration run. One function each; every caller (rls-prof,
-calibration) builds its children's environments here."""
+"""The environments (``os.environ`` dicts) rlscope starts processes with: profiled,
+uninstrumented (calibration's reference), the chunk-calibration run, and Ray workers
+started outside rls-prof's tree (``worker_env``). One function each; every caller
+(rls-prof, calibration) builds its children's environments here. The variable names are
+:mod:`rlscope.envvars`; RL environments are :mod:`rlscope.integrations`' business."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlscope.launch import env
+from rlscope import envvars
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent.parent / "_bootstrap")
 CUDA_LIBRARY = "librlscope_cuda.so"
@@ -24,11 +26,11 @@ class Recording:
     output_dir: str
     recorder: str = "native"
     flush_interval_s: float = 0.5
-    intercept: str = "auto"  # env.INTERCEPT value
+    intercept: str = "auto"  # envvars.INTERCEPT value
     cuda: bool = True  # inject the CUDA collector when rlscope has one
     cuda_activity: bool = True  # False: API callbacks only (calibration's full-cuda-api)
     annotations: bool = True  # False: calibration's base configuration
-    max_progress: int | None = None  # env.MAX_PROGRESS
+    max_progress: int | None = None  # envvars.MAX_PROGRESS
 
     def into(self, output_dir: str | os.PathLike[str]) -> Recording:
         return dataclasses.replace(self, output_dir=os.fspath(output_dir))
@@ -37,7 +39,7 @@ class Recording:
 def cuda_library() -> str | None:
     """The CUDA collector (docs/cuda.md), installed next to rlscope._native; None when
     rlscope was built without the CUPTI headers. RLSCOPE_CUDA_LIBRARY overrides."""
-    override = os.environ.get(env.CUDA_LIBRARY)
+    override = os.environ.get(envvars.CUDA_LIBRARY)
     if override:
         return override if os.path.exists(override) else None
     dirs = [Path(__file__).resolve().parent.parent]
@@ -55,11 +57,11 @@ def cuda_library() -> str | None:
 
 def _without_rlscope(base: Mapping[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (os.environ if base is None else base).items()
-            if not k.startswith(env.PREFIX)}
+            if not k.startswith(envvars.PREFIX)}
 
 
 def _with_bootstrap(e: dict[str, str]) -> None:
-    e[env.BOOTSTRAP_DIR] = BOOTSTRAP_DIR
+    e[envvars.BOOTSTRAP_DIR] = BOOTSTRAP_DIR
     old = e.get("PYTHONPATH")
     paths = old.split(os.pathsep) if old else []
     if BOOTSTRAP_DIR not in paths:
@@ -70,9 +72,9 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
     """The environment contract of a profiled process (and its children). The user's own
     settings in ``base`` (RLSCOPE_MAX_BUFFER_BYTES, RLSCOPE_MAX_PROGRESS, ...) are kept."""
     e = dict(os.environ if base is None else base)
-    e[env.INTERCEPT] = rec.intercept
+    e[envvars.INTERCEPT] = rec.intercept
     lib = cuda_library() if rec.cuda else None
-    e[env.CUDA] = "1" if lib else "0"
+    e[envvars.CUDA] = "1" if lib else "0"
     if lib:
         # The preload's constructor only reads the environment; the driver calls its
         # InitializeInjection() at cuInit (docs/cuda.md).
@@ -80,19 +82,19 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
         if lib not in old_preload.split():
             e["LD_PRELOAD"] = (lib + " " + old_preload).strip()
         e.setdefault("CUDA_INJECTION64_PATH", lib)
-    e[env.OUTPUT_DIR] = rec.output_dir
-    e[env.RECORDER] = rec.recorder
-    e[env.FLUSH_INTERVAL] = repr(rec.flush_interval_s)
+    e[envvars.OUTPUT_DIR] = rec.output_dir
+    e[envvars.RECORDER] = rec.recorder
+    e[envvars.FLUSH_INTERVAL] = repr(rec.flush_interval_s)
     if rec.annotations:
-        e.pop(env.ANNOTATIONS, None)
+        e.pop(envvars.ANNOTATIONS, None)
     else:
-        e[env.ANNOTATIONS] = "0"
+        e[envvars.ANNOTATIONS] = "0"
     if rec.max_progress is not None:
-        e[env.MAX_PROGRESS] = str(rec.max_progress)
+        e[envvars.MAX_PROGRESS] = str(rec.max_progress)
     if rec.cuda_activity:
-        e.pop(env.CUDA_ACTIVITY, None)
+        e.pop(envvars.CUDA_ACTIVITY, None)
     else:
-        e[env.CUDA_ACTIVITY] = "0"
+        e[envvars.CUDA_ACTIVITY] = "0"
     _with_bootstrap(e)
     return e
 
@@ -103,7 +105,7 @@ def uninstrumented(max_progress: int | None = None,
     bootstrap (which then just counts progress reports) and the bound are set."""
     e = _without_rlscope(base)
     if max_progress is not None:
-        e[env.MAX_PROGRESS] = str(max_progress)
+        e[envvars.MAX_PROGRESS] = str(max_progress)
         _with_bootstrap(e)
     return e
 
@@ -115,9 +117,9 @@ def chunk_calibration(rec: Recording, copies_dir: str | os.PathLike[str], config
     per configuration (``configs``: rlscope.inprocess.chunk_copies.encode_configs) written
     into ``copies_dir`` (docs/overhead-correction.md)."""
     e = profiled(rec, base)
-    del e[env.OUTPUT_DIR]
-    e.update({env.CHUNK_DIR: os.fspath(copies_dir), env.CHUNK_CONFIGS: configs,
-              env.CHUNK_S: repr(chunk_s), env.MAX_CHUNKS: str(max_chunks)})
+    del e[envvars.OUTPUT_DIR]
+    e.update({envvars.CHUNK_DIR: os.fspath(copies_dir), envvars.CHUNK_CONFIGS: configs,
+              envvars.CHUNK_S: repr(chunk_s), envvars.MAX_CHUNKS: str(max_chunks)})
     return e
 
 
@@ -133,13 +135,13 @@ def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     each node's environment. rlscope must be installed at the same path on every node.
     """
     src = os.environ if base is None else base
-    if not src.get(env.OUTPUT_DIR):
-        raise ValueError(f"{env.OUTPUT_DIR} is not set: run the driver under rls-prof "
+    if not src.get(envvars.OUTPUT_DIR):
+        raise ValueError(f"{envvars.OUTPUT_DIR} is not set: run the driver under rls-prof "
                          "(rls-prof -o DIR -- python driver.py)")
-    skip = {env.HOST, env.BOOTSTRAP_DIR, *env.CHUNK_VARIABLES}
-    e = {k: v for k, v in src.items() if k.startswith(env.PREFIX) and k not in skip}
-    e[env.OUTPUT_DIR] = os.path.abspath(src[env.OUTPUT_DIR])
-    e[env.HOST_DIRS] = "1"
-    e[env.BOOTSTRAP_DIR] = BOOTSTRAP_DIR
+    skip = {envvars.HOST, envvars.BOOTSTRAP_DIR, *envvars.CHUNK_VARIABLES}
+    e = {k: v for k, v in src.items() if k.startswith(envvars.PREFIX) and k not in skip}
+    e[envvars.OUTPUT_DIR] = os.path.abspath(src[envvars.OUTPUT_DIR])
+    e[envvars.HOST_DIRS] = "1"
+    e[envvars.BOOTSTRAP_DIR] = BOOTSTRAP_DIR
     e["PYTHONPATH"] = BOOTSTRAP_DIR + os.pathsep + "${PYTHONPATH}"
     return e
