@@ -174,3 +174,14 @@ def test_no_gpu_finding_when_nvml_does_not_overstate(busy, gpu_s, samples):
 def test_no_gpu_finding_without_gpu_samples():
     rows = _util(99.0, 4.0, 0.18, samples=0)
     assert gpu_findings(contrast_frame(rows)) == [] and gpu_findings(contrast_frame([])) == []
+
+
+def test_gpu_finding_covers_only_the_phases_with_samples():
+    # Under load a short phase may get no NVML sample at all: its wall time and GPU time
+    # are then outside what the samples describe, and outside the finding's share.
+    rows = _util(99.0, 4.0, 0.18)
+    rows[0].update(gpu_samples=0, sampled_gpu_busy_pct=float("nan"),
+                   sampled_gpu_util_pct=float("nan"), rlscope_gpu_s=0.05)
+    (f,) = gpu_findings(contrast_frame(rows))
+    assert f.samples == 10 and f.gpu_s == pytest.approx(0.09)
+    assert f.gpu_pct == pytest.approx(100 * 0.09 / 5.0)
