@@ -1,9 +1,11 @@
-"""Shared command-line plumbing: every user error is one line on stderr, no traceback."""
+"""Shared command-line plumbing: every user error is one line on stderr, no traceback;
+help text wrapped between words."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
 
 import click
 
@@ -14,11 +16,83 @@ _NO_ARGS_IS_HELP: tuple[type, ...] = tuple(
     t for t in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if t is not None)
 
 
+def wrap_paragraphs(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` filled to ``width`` columns, breaking lines only at spaces: never inside a
+    word, a hyphenated name (``docs/overhead-correction.md``, ``--calibrate-by``) or a
+    comma list; a word longer than the line stays whole and overflows it. Paragraphs are
+    separated by blank lines and keep their own indentation; one whose first line is
+    ``\\b`` (click's convention) is kept as written."""
+    out: list[str] = []
+    for par in text.split("\n\n"):
+        lines = [line for line in par.splitlines() if line.strip()]
+        if not lines:
+            continue
+        if out:
+            out.append("")
+        if lines[0].strip() == "\b":
+            out.extend(indent + line for line in lines[1:])
+            continue
+        own = indent + " " * (len(lines[0]) - len(lines[0].lstrip()))
+        out.extend(textwrap.wrap(
+            " ".join(line.strip() for line in lines), max(width, len(own) + 10),
+            initial_indent=own, subsequent_indent=own,
+            break_long_words=False, break_on_hyphens=False) or [own])
+    return out
+
+
+class HelpFormatter(click.HelpFormatter):
+    """click's help layout, wrapped between words: click's own wrapper breaks a token
+    longer than the column and breaks at hyphens ("ten / sorflow", "overhead- /
+    correction.md")."""
+
+    def write_text(self, text: str) -> None:
+        for line in wrap_paragraphs(text, self.width, " " * self.current_indent):
+            self.write(line + "\n" if line else "\n")
+
+    def write_dl(self, rows: Iterable[tuple[str, str]], col_max: int = 30,
+                 col_spacing: int = 2) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        indent = " " * self.current_indent
+        first_col = min(max(len(term) for term, *_ in rows), col_max) + col_spacing
+        hang = " " * (self.current_indent + first_col)
+        text_width = max(self.width - first_col - self.current_indent, 10)
+        for term, *rest in rows:
+            definition = rest[0] if rest else ""
+            self.write(indent + term)
+            if not definition:
+                self.write("\n")
+                continue
+            lines = wrap_paragraphs(definition, text_width)
+            if len(term) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(term)) + lines[0] + "\n")
+                lines = lines[1:]
+            else:  # a long option: its help starts on the next line
+                self.write("\n")
+            for line in lines:
+                self.write(hang + line + "\n" if line else "\n")
+
+
+class Context(click.Context):
+    formatter_class = HelpFormatter
+
+
+def wrap_help_on_words(command: click.Command) -> click.Command:
+    """Make ``command`` and its subcommands format their help with HelpFormatter."""
+    command.context_class = Context
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            wrap_help_on_words(sub)
+    return command
+
+
 def run(command: click.Command, prog: str, argv: Sequence[str] | None = None,
         check: Callable[[list[str]], None] | None = None) -> int:
     """Run a click command; return its exit status, turning errors into one line.
     ``check`` looks at the arguments first and may raise a click.UsageError of its own
-    (a mistake click would report less helpfully)."""
+    (a mistake click would report less helpfully). Help is wrapped between words."""
+    wrap_help_on_words(command)
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if check is not None:
