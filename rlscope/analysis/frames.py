@@ -10,12 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlscope.analysis import operation_rows as oprows
 from rlscope.analysis.engine import categories as C
 from rlscope.analysis.engine.overlap import ProcessResult
 from rlscope.analysis.engine.paths import (
-    FIRST_OPERATION_ID,
-    STARTUP_ID,
-    STARTUP_IMPORTS_ID,
     UNANNOTATED,
     NameTable,
     PathTable,
@@ -23,6 +21,7 @@ from rlscope.analysis.engine.paths import (
 from rlscope.analysis.engine.startup import without_imports
 from rlscope.analysis.processes import runsummary as multiprocess
 from rlscope.analysis.processes.utilisation import GpuTruth
+from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header, Progress
 from rlscope.trace.samples import Samples
@@ -84,15 +83,16 @@ class Analysis:
         self._path_names = np.array([paths.path(i) for i in range(len(paths))], object)
         self._phase_names = np.array(phases.names, object)
         self._process_table: pd.DataFrame | None = None
+        self._names: list[str] | None = None
 
     # -- per process -------------------------------------------------------------------
     def processes(self) -> pd.DataFrame:
         """One row per process: recorded span, covered time and its region split, and the
         start-up (recording start to the first user event) with the imports in it."""
         rows = []
-        for r, m in zip(self.results, self._metas, strict=True):
+        for r, m, name in zip(self.results, self._metas, self.process_names(), strict=True):
             rows.append({
-                "pid": r.pid, "ppid": m.ppid, "process": r.process, "recorder": m.recorder,
+                "pid": r.pid, "ppid": m.ppid, "process": name, "recorder": m.recorder,
                 "complete": m.complete, "events": m.events, "file": m.file,
                 "torn_bytes": m.torn_bytes, "threads": len(r.threads),
                 "metadata": without_imports(m.metadata),
@@ -138,9 +138,9 @@ class Analysis:
 
     def _fine(self) -> pd.DataFrame:
         frames = []
-        for r, n in zip(self.results, self._session, strict=True):
+        for r, n, name in zip(self.results, self._session, self.process_names(), strict=True):
             frames.append(pd.DataFrame({
-                "pid": r.pid, "process": r.process, "thread": r.thread, "session": n,
+                "pid": r.pid, "process": name, "thread": r.thread, "session": n,
                 "phase": self._phase_names[r.phase], "operation": self._path_names[r.path],
                 "path_id": r.path,
                 "category": np.array(C.CATEGORY_NAMES, object)[r.category],
@@ -177,6 +177,19 @@ class Analysis:
             self._process_table = multiprocess.process_table(self.results, entries,
                                                              self.run)
         return self._process_table.copy()
+
+    def process_names(self) -> list[str]:
+        """Each process's one name, in :meth:`processes` row order: the role-aware display
+        name of :meth:`process_tree` (``subproc_vec_env._worker [ForkServerProcess-1]``,
+        ``train.py --seed 1``), never the bare program name its trace header carries
+        (``python -c``). Every table's ``process`` column, legend and title uses it."""
+        if self._names is None:
+            tree = self.process_tree()
+            names = [m.process for m in self._metas]
+            for i, name in zip(tree["index"], tree["name"], strict=True):
+                names[int(i)] = str(name)
+            self._names = names
+        return list(self._names)
 
     def run_summary(self) -> pd.DataFrame:
         """Per role: processes, idle helpers, summed wall/busy/waiting/idle/operations
@@ -251,11 +264,12 @@ class Analysis:
         for c in _COUNT_COLS:
             wide[c] = wide[c].astype(np.int64) if c in wide else 0
         wide = wide.reset_index()
-        wide = self._add_ancestors(wide)
-        wide["wall_s"] = self._inclusive(wide)
+        wide = oprows.add_ancestors(self.paths, wide)
+        wide["wall_s"] = oprows.inclusive(self.paths, wide)
         meta = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
+        names = dict(zip(meta, self.process_names(), strict=True))
         keys = list(zip(wide["pid"], wide["session"], strict=True))
-        wide["process"] = [meta[k].process for k in keys]
+        wide["process"] = [names[k] for k in keys]
         covered = np.array([max(meta[k].covered_ns, 1) / 1e9 for k in keys], np.float64)
         wide["wall_pct"] = 100.0 * wide["wall_s"] / covered
         wide["self_pct"] = 100.0 * wide["self_s"] / covered
@@ -263,65 +277,11 @@ class Analysis:
         wide["depth"] = [max(self.paths.depth[i], 0) for i in wide["path_id"]]
         order = {k: i for i, k in enumerate(meta)}
         wide["_p"] = [order[k] for k in keys]
-        wide["_tree"] = [self._tree_key(meta[k].first_ns, int(i))
+        wide["_tree"] = [oprows.tree_key(self.paths, meta[k].first_ns, int(i))
                          for k, i in zip(keys, wide["path_id"], strict=True)]
-        wide["_ph"] = self._group_key(wide, [meta[k] for k in keys])
+        wide["_ph"] = oprows.group_key(self.phases, wide, [meta[k] for k in keys])
         wide = wide.sort_values(["_p", "_ph", "phase", "_tree"], kind="stable")
         return wide[OPERATION_COLUMNS].reset_index(drop=True)
-
-    def _tree_key(self, first: dict[int, int], path: int) -> tuple[tuple[int, int], ...]:
-        """Depth-first, siblings by first begin; the start-up first, unannotated last."""
-        if path == 0:
-            return ((_LAST, 0),)
-        return tuple((first.get(a, _LAST) if a >= FIRST_OPERATION_ID else -1, a)
-                     for a in reversed(self.paths.ancestors(path)))
-
-    def _group_key(self, wide: pd.DataFrame, rows: list[ProcessResult]) -> list[int]:
-        """Start-up rows first, then each phase at its first begin, the rows outside
-        phases at their first operation's begin (after the phases when they have none).
-        ``rows``: each row's process."""
-        phase_id = {n: i for i, n in enumerate(self.phases.names)}
-        no_phase: dict[int, int] = {}  # id(process) -> first begin outside phases
-        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
-            if not ph and i >= FIRST_OPERATION_ID:
-                t = r.first_ns.get(int(i), _LAST)
-                no_phase[id(r)] = min(no_phase.get(id(r), _LAST), t)
-        out = []
-        for r, ph, i in zip(rows, wide["phase"], wide["path_id"], strict=True):
-            if i in (STARTUP_ID, STARTUP_IMPORTS_ID):
-                out.append(-1)
-            elif ph:
-                out.append(r.phase_first_ns.get(phase_id[ph], _LAST))
-            else:
-                out.append(no_phase.get(id(r), _LAST + 1))
-        return out
-
-    def _add_ancestors(self, wide: pd.DataFrame) -> pd.DataFrame:
-        """Rows for enclosing operations that have no time of their own in a phase."""
-        have = set(zip(wide["pid"], wide["session"], wide["phase"], wide["path_id"],
-                       strict=True))
-        extra = []
-        for pid, n, ph, path in list(have):
-            for a in self.paths.ancestors(int(path))[1:]:
-                if (pid, n, ph, a) not in have:
-                    have.add((pid, n, ph, a))
-                    extra.append({"pid": pid, "session": n, "phase": ph, "path_id": a})
-        if extra:
-            wide = pd.concat([wide, pd.DataFrame(extra)], ignore_index=True).fillna(0)
-            for c in _COUNT_COLS:
-                wide[c] = wide[c].astype(np.int64)
-        return wide
-
-    def _inclusive(self, wide: pd.DataFrame) -> np.ndarray:
-        keys = list(zip(wide["pid"], wide["session"], wide["phase"], wide["path_id"],
-                        strict=True))
-        self_by = dict(zip(keys, wide["self_s"], strict=True))
-        total = dict.fromkeys(self_by, 0.0)
-        for (p, n, ph, pa), s in self_by.items():
-            for a in self.paths.ancestors(int(pa)) or [0]:
-                if (p, n, ph, a) in total:
-                    total[(p, n, ph, a)] += s
-        return np.array([total[k] for k in keys])
 
     def gpu(self) -> pd.DataFrame:
         """GPU activity per launching operation: count and busy seconds per kind/stream
@@ -361,9 +321,10 @@ class Analysis:
         by_process = {k: g.droplevel([0, 1]).to_dict()
                       for k, g in cpu.groupby(level=[0, 1], sort=False)}
         rows: list[dict[str, Any]] = []
-        for r, m, n in zip(self.results, self._metas, self._session, strict=True):
+        for r, m, n, name in zip(self.results, self._metas, self._session,
+                                 self.process_names(), strict=True):
             rows += [dict(row, session=n) for row in contrast(
-                r.pid, r.process, r.span, r.phase_times, r.phase_ids, self.phases.names,
+                r.pid, name, r.span, r.phase_times, r.phase_ids, self.phases.names,
                 by_process.get((r.pid, n), {}), m.gpu_truth, self.samples)]
         return contrast_frame(rows)
 
@@ -384,7 +345,8 @@ class Analysis:
     # -- progress ----------------------------------------------------------------------
     def iterations(self) -> pd.DataFrame:
         """One row per progress record: time since recording start, timesteps, and the
-        interval since the previous record (steps/s)."""
+        interval since the previous record (steps/s); ``unit``: what the process counts
+        (``rlscope.report_progress(..., unit=)``: timesteps, episodes, ...)."""
         frames = []
         for r, m in zip(self.results, self._metas, strict=True):
             pr = m.progress
@@ -400,9 +362,9 @@ class Analysis:
                                         "timesteps": steps,
                                         "total_timesteps": pr.total_timesteps[o],
                                         "interval_s": dt, "steps_per_s": rate,
-                                        "session": m.session}))
+                                        "session": m.session, "unit": progress_unit(m)}))
         cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s",
-                "session"]
+                "session", "unit"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
     def extrapolation(self) -> pd.DataFrame:
@@ -426,20 +388,25 @@ class Analysis:
                          "recorded_s": elapsed, "steps_per_s": rate,
                          # at most 1: loops finish their last rollout past the target
                          "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
-                         "estimated_total_s": est, "session": session})
+                         "estimated_total_s": est, "session": session,
+                         "unit": g["unit"].iloc[-1]})
         cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
-                "fraction_done", "estimated_total_s", "session"]
+                "fraction_done", "estimated_total_s", "session", "unit"]
         return pd.DataFrame(rows, columns=cols)
 
 
-_LAST = 1 << 62  # sorts after every time
+
+
+def progress_unit(m: ProcessMeta) -> str:
+    """What the process's progress records count: the unit it named last
+    (``rlscope.report_progress(..., unit="episodes")``), else timesteps."""
+    unit = m.metadata.get(fmt.META_PROGRESS_UNIT)
+    return unit if isinstance(unit, str) and unit else fmt.PROGRESS_UNIT
 
 
 def _header(m: ProcessMeta) -> Header:
     if m.header is not None:
         return m.header
-    from rlscope.trace import format as fmt
-
     return Header(fmt.FORMAT_VERSION, "python", m.pid, m.ppid, "", m.process, (),
                   fmt.ClockPair(0, 0, 0), m.recorder, "")
 
@@ -453,7 +420,7 @@ _CAT_COL = {"Python": "python_s", "Backend": "backend_s", "Simulator": "simulato
             "GPU memset": "gpu_s", "Waiting": "waiting_s"}
 _CAT_COLS = ("python_s", "backend_s", "simulator_s", "cuda_api_s", "waiting_s", "gpu_s")
 _REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_only_s, cpu_gpu_s
-_COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls", "wait_calls")
+_COUNT_COLS = oprows.COUNT_COLS
 OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
                      "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
                      *_COUNT_COLS[1:], "session"]

@@ -31,7 +31,7 @@ recorded operation that holds no env step (the user's own breakdown of an iterat
 
 Everything is computed from a small subset of a process's events (operations, markers,
 backward calls: :class:`Collector`), then merged into the event stream by time
-(:class:`Plan`), so every consumer (the sweep, the timeline, the vector-env tables) sees
+(:class:`InferredOps`), so every consumer (the sweep, the timeline, the vector-env tables) sees
 the same operations.
 """
 
@@ -250,7 +250,7 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
     return Inferred(*cols)
 
 
-class Plan:
+class InferredOps:
     """Inferred operations as events, merged into a process's event stream by time; in
     mode ``only`` the recorded ``inference``/``backprop`` operations are dropped from it.
     ``strings``: the process's strings plus the operation names they lacked."""
@@ -338,12 +338,12 @@ def _merged(ev: Events, inferred: Events) -> Events:
                           inferred.take(np.flatnonzero(~end))])
 
 
-def plan(c: Collector, strings: list[str], mode: str = "auto") -> Plan | None:
+def infer_ops(c: Collector, strings: list[str], mode: str = "auto") -> InferredOps | None:
     """The plan from a process's collected events (None: nothing to infer or drop)."""
     check_mode(mode)
     if mode == "off" or not c.marks:
         return None
-    return Plan(infer(c.events(), strings, mode), strings, mode)
+    return InferredOps(infer(c.events(), strings, mode), strings, mode)
 
 
 def apply(p: ProcessTrace, mode: str = "auto") -> ProcessTrace:
@@ -353,7 +353,7 @@ def apply(p: ProcessTrace, mode: str = "auto") -> ProcessTrace:
         return p
     c = Collector()
     c.add(p.events, dict(enumerate(p.strings)))
-    pl = plan(c, p.strings, mode)
+    pl = infer_ops(c, p.strings, mode)
     if pl is None:
         return p
     return replace(p, events=pl.whole(p.events), strings=pl.strings)

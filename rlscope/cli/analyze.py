@@ -298,8 +298,8 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
 
     from rlscope.analysis.timeline import select as sel
     from rlscope.analysis.timeline.slices import CALL_KINDS, TRACK_KINDS
+    from rlscope.reporters import chrome_trace as tl
     from rlscope.reporters import perfetto
-    from rlscope.reporters import timeline as tl
 
     kinds = sel.parse_tracks(tracks) if tracks else frozenset(TRACK_KINDS)
     spec = sel.parse_window(window) if window is not None else None
@@ -312,7 +312,7 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
     if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
         raise RLScopeError(empty_message(directory, {p.path.name: p.torn_bytes
                                                      for p in trace.processes}))
-    plan = sel.plan(trace, kinds, spec, processes)
+    plan = sel.plan_timeline(trace, kinds, spec, processes)
     writer = perfetto if fmt == "perfetto" else tl
     if not tracks:
         counts = plan.counts()

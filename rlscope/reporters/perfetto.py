@@ -29,10 +29,10 @@ from typing import IO
 
 import numpy as np
 
-from rlscope.analysis.timeline.select import Plan
+from rlscope.analysis.timeline.select import TimelinePlan
 from rlscope.analysis.timeline.slices import CounterTrack, Track, counter_tracks, process_tracks
+from rlscope.reporters.chrome_trace import Stats
 from rlscope.reporters.pbrows import FIXED64, LEN, VARINT, Field, encode, field, message, tag
-from rlscope.reporters.timeline import Stats
 
 # Field numbers of Perfetto's trace format, per message.
 TRACE_PACKET = 1  # Trace.packet
@@ -97,7 +97,7 @@ def packet(*parts: bytes) -> bytes:
     return message(TRACE_PACKET, *parts)
 
 
-def write_perfetto(plan: Plan, out: IO[bytes]) -> Stats:
+def write_perfetto(plan: TimelinePlan, out: IO[bytes]) -> Stats:
     """Write the planned timeline; return what it holds."""
     stats = Stats()
     uuids = itertools.count(1)

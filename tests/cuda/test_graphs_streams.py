@@ -14,7 +14,7 @@ from fake_build import Fake
 
 from rlscope.analysis import analyze
 from rlscope.analysis.timeline import select as sel
-from rlscope.reporters.timeline import write_chrome_trace
+from rlscope.reporters.chrome_trace import write_chrome_trace
 from rlscope.trace import gpu as g
 from rlscope.trace.reader import read_trace
 
@@ -69,7 +69,7 @@ def test_streams_and_devices(graph_run):
 def test_timeline_flows_per_kernel(graph_run):
     trace, _ = graph_run
     buf = io.StringIO()
-    write_chrome_trace(sel.plan(trace), buf)
+    write_chrome_trace(sel.plan_timeline(trace), buf)
     events = json.loads(buf.getvalue())["traceEvents"]
     tids = {e["tid"]: e["args"]["name"] for e in events
             if e.get("ph") == "M" and e["name"] == "thread_name"}

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis import load
-from rlscope.analysis.timeline.select import plan as timeline_plan
-from rlscope.reporters.timeline import write_chrome_trace
+from rlscope.analysis.timeline.select import plan_timeline as timeline_plan
+from rlscope.reporters.chrome_trace import write_chrome_trace
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
 from rlscope.trace.records import read_header

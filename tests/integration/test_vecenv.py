@@ -156,7 +156,8 @@ def check_corrected(out: Path, raw: ls.VectorEnv) -> None:
                                                                "test")}),
                       out / "calibration.json")
     (v,) = load_lockstep(out, correct=True).vector_envs
-    assert load_lockstep(out, correct=True).corrected and not load_lockstep(out, correct=False).corrected
+    assert load_lockstep(out, correct=True).corrected
+    assert not load_lockstep(out, correct=False).corrected
     steps = raw.envs["steps"].to_numpy() + raw.envs["resets"].to_numpy()
     assert v.envs["busy_s"].to_numpy() == pytest.approx(
         raw.envs["busy_s"].to_numpy() - steps * inside / 1e9, abs=1e-6)

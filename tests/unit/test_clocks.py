@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from rlscope.analysis import load
-from rlscope.analysis.timeline.select import plan as timeline_plan
+from rlscope.analysis.timeline.select import plan_timeline as timeline_plan
 from rlscope.reporters import table
-from rlscope.reporters.timeline import write_chrome_trace
+from rlscope.reporters.chrome_trace import write_chrome_trace
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header

@@ -172,7 +172,7 @@ def test_streamed_batches_match_the_whole_process(tmp_path: Path):
         p = process_trace(ev)
         c = inferred.Collector()
         c.add(p.events, dict(enumerate(p.strings)))
-        plan = inferred.plan(c, p.strings)
+        plan = inferred.infer_ops(c, p.strings)
         assert plan is not None
         p.strings = plan.strings
         paths, phases = PathTable(), NameTable()
@@ -193,7 +193,7 @@ def test_streamed_batches_match_the_whole_process(tmp_path: Path):
 def test_plan_batches_take_each_threads_events_up_to_its_last_time():
     inf = inferred.Inferred(np.array([0, 0, 1]), np.array([10, 30, 5]),
                             np.array([20, 40, 50]), np.array([0, 1, 0]))
-    plan = inferred.Plan(inf, [""])
+    plan = inferred.InferredOps(inf, [""])
     assert plan.strings[1:] == list(fmt.INFERRED_OPS)
     b1 = Events(np.array([25, 6]), np.array([0, 1], np.uint32), np.zeros(2, np.uint8),
                 np.zeros(2, np.uint32))

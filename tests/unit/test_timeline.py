@@ -20,7 +20,7 @@ from rlscope.analysis.timeline import select as sel
 from rlscope.analysis.timeline.slices import CounterTrack, Track, nest, process_tracks
 from rlscope.errors import UsageError
 from rlscope.reporters import pbrows, perfetto
-from rlscope.reporters.timeline import write_chrome_trace
+from rlscope.reporters.chrome_trace import write_chrome_trace
 from rlscope.trace import format as fmt
 from rlscope.trace import gpu as G
 from rlscope.trace.data import EnvEvents, Trace
@@ -73,7 +73,7 @@ def json_tracks(doc: dict) -> dict[str, list[dict]]:
 
 def test_json_structure_all_events_and_no_overlap():
     buf = io.StringIO()
-    stats = write_chrome_trace(sel.plan(sample_trace()), buf)
+    stats = write_chrome_trace(sel.plan_timeline(sample_trace()), buf)
     doc = json.loads(buf.getvalue())
     ev = doc["traceEvents"]
     tracks = json_tracks(doc)
@@ -109,12 +109,12 @@ def test_json_structure_all_events_and_no_overlap():
 def test_perfetto_holds_what_json_holds(tmp_path: Path):
     trace = sample_trace()
     buf = io.StringIO()
-    write_chrome_trace(sel.plan(trace), buf)
+    write_chrome_trace(sel.plan_timeline(trace), buf)
     want = {k: sorted((e["name"], round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
                       for e in v) for k, v in json_tracks(json.loads(buf.getvalue())).items()}
     path = tmp_path / "t.pftrace"
     with open(path, "wb") as f:
-        stats = perfetto.write_perfetto(sel.plan(trace), f)
+        stats = perfetto.write_perfetto(sel.plan_timeline(trace), f)
     d = read_perfetto(path)
     got = {d.tracks[u].name: sorted((s.name, s.start, s.end) for s in sl)
            for u, sl in d.slices.items()}
@@ -228,7 +228,7 @@ def test_perfetto_replays_any_nested_slices(tmp_path_factory, slices, batch):
 def test_window_cuts_slices_and_leads_counters():
     trace = sample_trace()
     p = trace.processes[0]
-    plan = sel.plan(trace, window=sel.parse_window("0.016us:0.042us"))
+    plan = sel.plan_timeline(trace, window=sel.parse_window("0.016us:0.042us"))
     assert plan.window == (16, 42)
     tracks = {t.name: t for t in process_tracks(p, plan.kinds, plan.window)}
     ops = tracks["MainThread: operations"]
@@ -242,12 +242,12 @@ def test_window_cuts_slices_and_leads_counters():
     api8 = tracks["thread-1: CUDA API"]
     assert api8.flow_out is None  # its kernel (at 60) is outside the window
     # The counter's value at the window's start leads its samples inside.
-    plan = sel.plan(trace, window=sel.parse_window("0.06us:"))
+    plan = sel.plan_timeline(trace, window=sel.parse_window("0.06us:"))
     (c,) = [c for c in _counters(plan)]
     assert c.time_ns.tolist() == [60, 80] and c.values.tolist() == [10, 20]
 
 
-def _counters(plan: sel.Plan) -> list[CounterTrack]:
+def _counters(plan: sel.TimelinePlan) -> list[CounterTrack]:
     from rlscope.analysis.timeline.slices import counter_tracks
 
     return [c for pp in plan.processes for c in counter_tracks(pp.trace, plan.kinds,
@@ -256,12 +256,12 @@ def _counters(plan: sel.Plan) -> list[CounterTrack]:
 
 def test_window_by_timesteps():
     trace = sample_trace()
-    assert sel.plan(trace, window=sel.parse_window("10steps:20steps")).window == (50, 80)
-    assert sel.plan(trace, window=sel.parse_window("0steps:10steps")).window == (0, 50)
+    assert sel.plan_timeline(trace, window=sel.parse_window("10steps:20steps")).window == (50, 80)
+    assert sel.plan_timeline(trace, window=sel.parse_window("0steps:10steps")).window == (0, 50)
     with pytest.raises(UsageError, match="reached only 20 timesteps"):
-        sel.plan(trace, window=sel.parse_window("10steps:500steps"))
+        sel.plan_timeline(trace, window=sel.parse_window("10steps:500steps"))
     with pytest.raises(UsageError, match="is empty"):
-        sel.plan(trace, window=sel.parse_window("15steps:20steps"))
+        sel.plan_timeline(trace, window=sel.parse_window("15steps:20steps"))
 
 
 @pytest.mark.parametrize("text,err", [("10:20", "needs a unit"), ("10s", "START:END"),
@@ -293,11 +293,11 @@ def test_tracks_parsing():
 
 def test_only_chosen_kinds_of_track():
     trace = sample_trace()
-    plan = sel.plan(trace, sel.parse_tracks(["operations,gpu"]))
+    plan = sel.plan_timeline(trace, sel.parse_tracks(["operations,gpu"]))
     names = {t.name for t in process_tracks(trace.processes[0], plan.kinds)}
     assert names == {"MainThread: operations", "thread-1: operations", "GPU 0 stream 1",
                      "GPU 0 stream 2"}
-    plan = sel.plan(trace, sel.parse_tracks(["wait"]))
+    plan = sel.plan_timeline(trace, sel.parse_tracks(["wait"]))
     (calls,) = process_tracks(trace.processes[0], plan.kinds)
     assert calls.names == ["os.read"]
     assert _counters(plan) == []
@@ -318,7 +318,7 @@ def test_select_processes_by_pid_role_and_name():
     assert sel.select_processes(trace, ["_worker"]) == [1]
     with pytest.raises(UsageError, match="matches no process"):
         sel.select_processes(trace, ["nothing"])
-    plan = sel.plan(trace, processes=["11"])
+    plan = sel.plan_timeline(trace, processes=["11"])
     assert [pp.trace.pid for pp in plan.processes] == [11]
     assert plan.origin_ns == 0  # the timeline's zero is the run's, whatever is selected
     assert plan.processes[0].name == "vector-env worker: subproc_vec_env._worker"
@@ -342,7 +342,7 @@ def test_env_steps_track():
     assert list(zip(tr.names, tr.start_ns.tolist(), tr.end_ns.tolist(), strict=True)) == [
         ("Vec#1 step", 10, 20), ("CartPole-v1 step [env 0]", 11, 15),
         ("CartPole-v1 step [env 1]", 15, 18), ("CartPole-v1 reset [env 1]", 21, 22)]
-    counts = sel.plan(Trace(Path("."), {}, [p])).counts()
+    counts = sel.plan_timeline(Trace(Path("."), {}, [p])).counts()
     assert counts["env"] == 4
 
 

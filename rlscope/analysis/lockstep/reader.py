@@ -148,7 +148,7 @@ class Collector:
 
     def finish(self, header: Header, strings: list[str], metadata: dict[str, Any],
                env: EnvEvents, plan: Any = None) -> ProcessEvents:
-        """The process's events; ``plan``: its inferred operations (inferred.Plan), whose
+        """The process's events; ``plan``: its inferred operations (inferred.InferredOps), whose
         strings ``strings`` already are."""
         ev = Events.concat(self._kept)
         if plan is not None:  # the inferred operations (all named inference or backprop)

@@ -46,7 +46,7 @@ class ScannedProcess:
     info: ProcessInfo
     events: int
     complete: bool
-    inferred: inferred.Plan | None = None  # operations inferred from the loop's markers
+    inferred: inferred.InferredOps | None = None  # operations inferred from the loop's markers
     lockstep: ProcessEvents | None = None  # what the lock-step analysis needs of it
     kept: Events | None = None  # all its events, when they fit in one batch
 
@@ -137,7 +137,7 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
     _, p_times, p_ids, _ = phase_changes(mine[:, 0], mine[:, 2], mine[:, 3], string_list,
                                          phases)
     info = ProcessInfo(span, p_times, p_ids, set(np.unique(ph[:, 1]).tolist()), first_user)
-    plan = inferred.plan(collector, string_list, infer)
+    plan = inferred.infer_ops(collector, string_list, infer)
     if plan is not None:
         string_list = plan.strings
     pt = ProcessTrace(path, header, Events.empty(), string_list, threads,

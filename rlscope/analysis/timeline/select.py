@@ -1,6 +1,6 @@
 """What a timeline export shows: which processes, which kinds of track, which time window
 (``rls-analyze timeline --process/--tracks/--window``, docs/rls-analyze.md), and its
-time origin. Writers (rlscope.reporters.timeline, .perfetto) take a ``Plan``.
+time origin. Writers (rlscope.reporters.chrome_trace, .perfetto) take a ``TimelinePlan``.
 
 Times in a window are seconds from the timeline's zero, the earliest event recorded in
 the run (before any selection), or timesteps from the progress records.
@@ -235,7 +235,7 @@ class PlannedProcess:
 
 
 @dataclass
-class Plan:
+class TimelinePlan:
     origin_ns: int
     window: Window
     kinds: frozenset[str]
@@ -257,8 +257,8 @@ class Plan:
         return total
 
 
-def plan(trace: Trace, kinds: frozenset[str] = frozenset(TRACK_KINDS),
-         window: WindowSpec | None = None, processes: Sequence[str] = ()) -> Plan:
+def plan_timeline(trace: Trace, kinds: frozenset[str] = frozenset(TRACK_KINDS),
+         window: WindowSpec | None = None, processes: Sequence[str] = ()) -> TimelinePlan:
     trace = on_run_clock(trace)  # several hosts: every process on the run's clock
     origin = origin_ns(trace)
     chosen = select_processes(trace, processes)
@@ -284,7 +284,7 @@ def plan(trace: Trace, kinds: frozenset[str] = frozenset(TRACK_KINDS),
             pp.counters += sampled.pop(pp.trace.pid, [])  # a pid's first session only
         if processes:  # only the chosen processes' own counters
             groups = []
-    return Plan(origin, span, kinds, out, groups=groups)
+    return TimelinePlan(origin, span, kinds, out, groups=groups)
 
 
 def _tree_order(trace: Trace, ids: list[Identity]) -> list[int]:

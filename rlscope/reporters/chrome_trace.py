@@ -14,7 +14,7 @@ from typing import IO
 
 import numpy as np
 
-from rlscope.analysis.timeline.select import Plan
+from rlscope.analysis.timeline.select import TimelinePlan
 from rlscope.analysis.timeline.slices import CounterTrack, Track, counter_tracks, process_tracks
 
 BATCH = 1 << 18
@@ -33,7 +33,7 @@ class Stats:
     tracks: int = 0
 
 
-def write_chrome_trace(plan: Plan, out: IO[str], directory: str = "") -> Stats:
+def write_chrome_trace(plan: TimelinePlan, out: IO[str], directory: str = "") -> Stats:
     """Write the planned timeline; return what it holds."""
     stats = Stats()
     t0 = plan.origin_ns
