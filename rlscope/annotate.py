@@ -41,6 +41,8 @@ _annotations = True  # False: scopes are no-ops even while recording
 _launcher_dir: str | None = None
 _sessions = 0  # recordings started in this process (a forked child counts its own)
 _pop_warned = False  # a misplaced pop_operation was reported in this process
+# The progress unit the current trace file's metadata says (report_progress's unit=).
+_progress_unit = fmt.PROGRESS_UNIT
 
 
 class _NoopScope:
@@ -143,13 +145,31 @@ def _misplaced_pop(e: RLScopeError) -> None:
                   "process are ignored silently)", RLScopeWarning, stacklevel=3)
 
 
-def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
-    """Record training progress; lets reports extrapolate to the full run."""
+def report_progress(timesteps: int, total_timesteps: int | None = None,
+                    unit: str = fmt.PROGRESS_UNIT) -> None:
+    """Record training progress: ``timesteps`` done of ``total_timesteps`` (if known),
+    counted in ``unit`` ("timesteps", "episodes", "iterations", ...: what the reports call
+    them). Lets reports give a rate and extrapolate to the full run."""
     if _progress_hook is not None:  # calibration's chunk boundaries (inprocess.chunk_copies)
         _progress_hook()
     rec = _recorder
     if rec is not None:
+        if unit != _progress_unit:
+            _record_progress_unit(rec, unit)
         rec.progress(int(timesteps), -1 if total_timesteps is None else int(total_timesteps))
+
+
+def _record_progress_unit(rec: Recorder, unit: str) -> None:
+    """The trace's process metadata says the unit progress is counted in, once per
+    change (the binary progress record has no room for it)."""
+    global _progress_unit
+    if not isinstance(unit, str) or not unit.strip():
+        raise RLScopeError(f"report_progress(unit={unit!r}): the unit must be a non-empty "
+                           'str, such as "episodes" or "iterations"')
+    import json
+
+    rec.metadata(fmt.META_PROGRESS_UNIT, json.dumps(unit))
+    _progress_unit = unit
 
 
 def set_metadata(**kv: Any) -> None:
@@ -190,7 +210,7 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
     Each start/stop is a session with its own trace file (docs/rls-analyze.md). A
     directory a running rls-prof holds is refused, unless this process runs under it.
     """
-    global _recorder, _output_dir, _sessions
+    global _recorder, _output_dir, _sessions, _progress_unit
     with _lock:
         if _recorder is not None:
             raise RLScopeError(f"rlscope is already recording into {_output_dir}; "
@@ -215,6 +235,7 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
         if _sessions:  # another session of this process: analysis keeps them apart
             rec.metadata(fmt.META_SESSION, str(_sessions))
         _sessions += 1
+        _progress_unit = fmt.PROGRESS_UNIT  # a new trace file: no unit recorded in it yet
         _recorder, _output_dir = rec, out
         _use_recorder_factories()
         return path
@@ -384,8 +405,9 @@ def _about_to_exec() -> bool:
 
 
 def _after_fork_child() -> None:
-    global _lock, _sessions, _recorder, _output_dir
+    global _lock, _sessions, _recorder, _output_dir, _progress_unit
     _lock = threading.Lock()  # another thread may have held it at fork
+    _progress_unit = fmt.PROGRESS_UNIT  # the child's trace file starts without metadata
     rec = _recorder
     if rec is not None and _about_to_exec():
         # No trace file: the program it execs records itself (a file here would be a

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlscope.envvars import MAX_PROGRESS as ENV_MAX_PROGRESS
+from rlscope.trace.format import PROGRESS_UNIT
 
 
 class WorkLimitReached(SystemExit):
@@ -37,9 +38,10 @@ def limited(report: Callable[..., Any], limit: int) -> Callable[..., Any]:
     count = 0
 
     @functools.wraps(report)
-    def report_progress(timesteps: int, total_timesteps: int | None = None) -> None:
+    def report_progress(timesteps: int, total_timesteps: int | None = None,
+                        unit: str = PROGRESS_UNIT) -> None:
         nonlocal count
-        report(timesteps, total_timesteps)
+        report(timesteps, total_timesteps, unit)
         count += 1
         if count >= limit:
             print(f"rlscope: stopping after {limit} progress reports ({ENV_MAX_PROGRESS})",

@@ -19,6 +19,7 @@ from rlscope.analysis import Analysis
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
 from rlscope.errors import RLScopeError
 from rlscope.reporters import processes
+from rlscope.reporters.table import per_progress_unit
 
 # Okabe & Ito's colour-blind safe palette, one colour per category in every figure.
 CATEGORY_COLOURS = {
@@ -222,9 +223,9 @@ def breakdown_figure(a: Analysis, pid: int, title: str, session: int = 0):
 def transitions_per_iteration(a: Analysis, pid: int, session: int = 0
                               ) -> tuple[pd.DataFrame, str]:
     """Intercepted calls (Python -> Backend / Simulator / CUDA API transitions) per
-    iteration for each operation, in the table's order: per timestep when progress
-    records exist, else per call of the operation. Unannotated time and the start-up are
-    no iteration's: left out."""
+    iteration for each operation, in the table's order: per timestep (per episode, ...:
+    the unit progress is reported in) when progress records exist, else per call of the
+    operation. Unannotated time and the start-up are no iteration's: left out."""
     ops = a.operations()
     ops = ops[(ops["pid"] == pid) & (ops["session"] == session)
               & (ops["operation"] != UNANNOTATED)
@@ -236,7 +237,7 @@ def transitions_per_iteration(a: Analysis, pid: int, session: int = 0
     ex = ex[(ex["pid"] == pid) & (ex["session"] == session)]
     steps = float(ex["timesteps"].iloc[0]) if len(ex) else 0.0
     if steps > 0:
-        denom, unit = steps, "per timestep"
+        denom, unit = steps, per_progress_unit(str(ex["unit"].iloc[0]))
     else:
         denom, unit = g["calls"].where(g["calls"] > 0, 1).to_numpy(), "per operation call"
     out = pd.DataFrame({"Backend": g["backend_calls"] / denom,

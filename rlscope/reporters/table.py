@@ -47,15 +47,24 @@ def _process_title(proc: pd.Series, label: str | None = None) -> str:
     return title
 
 
+def per_progress_unit(unit: str) -> str:
+    """"per episode" for the unit "episodes" (rlscope.report_progress's unit=)."""
+    for plural, one in (("ches", "ch"), ("shes", "sh"), ("sses", "ss"), ("xes", "x"),
+                        ("ies", "y"), ("s", "")):
+        if unit.endswith(plural) and len(unit) > len(plural):
+            return f"per {unit[:-len(plural)]}{one}"
+    return f"per {unit}"
+
+
 def _extrapolation_line(row: pd.Series) -> str:
-    done, total = int(row["timesteps"]), int(row["total_timesteps"])
-    line = f"  Progress: {done:,} timesteps"
+    done, total, unit = int(row["timesteps"]), int(row["total_timesteps"]), row["unit"]
+    line = f"  Progress: {done:,} {unit}"
     if 0 < total < done:  # SB3 & co. finish the rollout or update under way
         line += f", target of {total:,} reached (the last iteration ran {done - total:,} past it)"
     elif total > 0:
         line += f" of {total:,} ({100 * row['fraction_done']:.1f}%)"
     if not math.isnan(row["steps_per_s"]):
-        line += f" at {row['steps_per_s']:,.1f} steps/s"
+        line += f" at {row['steps_per_s']:,.1f} {unit}/s"
     if not math.isnan(row["estimated_total_s"]) and row["fraction_done"] < 1:
         line += (f"; estimated full training run: {_duration(row['estimated_total_s'])} "
                  f"(recorded {_duration(row['recorded_s'])})")
@@ -150,7 +159,8 @@ def render_text(a: Analysis) -> str:
             steps = ex.iloc[0]["timesteps"]
             per = ", ".join(f"{h.lstrip('→')} {rows[c].sum() / steps:,.1f}"
                             for c, h in transitions)
-            lines.append(f"  Transitions from Python per timestep: {per}")
+            lines.append(f"  Transitions from Python "
+                         f"{per_progress_unit(ex.iloc[0]['unit'])}: {per}")
     lines.extend(processes.folded_lines(a))
     lines.extend(gpuwork.lines(a))
     lines.extend(util_report.lines(a))

@@ -87,6 +87,10 @@ META_IMPORT_PREFIX = "rlscope.import:"
 # and "actor_class", "module", "actor_id" (an actor) or "tasks" (names of the remote
 # functions a task worker ran)}.
 META_RAY = "rlscope.ray"
+# What rlscope.report_progress counts in this process ("episodes", "iterations", ...), as
+# a JSON string; recorded when it changes, absent while it is the default.
+META_PROGRESS_UNIT = "rlscope.progress_unit"
+PROGRESS_UNIT = "timesteps"  # the default unit
 VECTOR_ENV_INDEX = -1  # env index of a vector-level ENV event (all envs of a vector env)
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"

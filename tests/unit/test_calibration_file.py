@@ -86,11 +86,11 @@ def test_build_uses_microbenchmark_for_unresolvable_kinds():
 
 def test_work_limit_counts_reports():
     seen = []
-    f = limited(lambda t, total=None: seen.append(t), 2)
+    f = limited(lambda t, total=None, unit="timesteps": seen.append((t, unit)), 2)
     f(1)
     with pytest.raises(WorkLimitReached) as e:
-        f(2)
-    assert e.value.code == 0 and seen == [1, 2]
+        f(2, 4, unit="episodes")  # the unit passed on
+    assert e.value.code == 0 and seen == [(1, "timesteps"), (2, "episodes")]
     assert parse_limit(None) is None and parse_limit("5") == 5
     with pytest.raises(ValueError):
         parse_limit("0")

@@ -307,7 +307,8 @@ def _cuda_tracks(p: ProcessTrace, kinds: frozenset[str] | set[str], window: Wind
 
 def counter_tracks(p: ProcessTrace, kinds: frozenset[str] | set[str] = frozenset(TRACK_KINDS),
                    window: Window = None) -> list[CounterTrack]:
-    """The process's counters: timesteps (from its progress records)."""
+    """The process's counters: timesteps, or the unit it reports progress in (from its
+    progress records)."""
     if COUNTERS not in kinds:
         return []
     out = []
@@ -316,7 +317,8 @@ def counter_tracks(p: ProcessTrace, kinds: frozenset[str] | set[str] = frozenset
         order = np.argsort(pr.time_ns, kind="stable")
         t, v = window_samples(pr.time_ns[order], pr.timesteps[order].astype(np.int64), window)
         if len(t):
-            out.append(CounterTrack("timesteps", "timesteps", 0, t, v, "timesteps"))
+            unit = p.metadata.get(fmt.META_PROGRESS_UNIT) or fmt.PROGRESS_UNIT
+            out.append(CounterTrack("timesteps", str(unit), 0, t, v, str(unit)))
     return out
 
 
