@@ -127,11 +127,13 @@ def role_label(role: str, metadata: dict[str, Any]) -> str:
 
 
 def display_name(argv: tuple[str, ...] | list[str], metadata: dict[str, Any],
-                 forked: bool = False) -> str:
+                 forked: bool = False, fallback: str = "") -> str:
     """A useful name for the process: the script or module and its arguments, what a
     multiprocessing child runs (and its multiprocessing name), the helper's name; never
     a bare ``python -c``. ``forked``: the process shares its parent's command line (a
-    fork without exec), which then says nothing about it."""
+    fork without exec), which then says nothing about it. ``fallback``: the name when
+    neither the command line nor the metadata says anything (no argv recorded): the
+    header's process name."""
     ray = _ray_name(ray_info(metadata))
     if ray:
         return _clip(ray)
@@ -160,7 +162,7 @@ def display_name(argv: tuple[str, ...] | list[str], metadata: dict[str, Any],
     elif cmd.kind == "stdin":
         base = "python (stdin)"
     else:
-        base = cmd.target or "?"
+        base = cmd.target or fallback or "?"
     if isinstance(mp_name, str):
         base = f"{base} [{mp_name}]"
     return _clip(base + (" (forked)" if forked else ""))

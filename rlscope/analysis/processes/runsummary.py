@@ -92,7 +92,8 @@ def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEnt
         t = process_times(r)
         pa = tree.parent[i]
         md = e.metadata
-        name = roles.display_name(f.argv, md, proctree.forked(facts, tree, i))
+        name = roles.display_name(f.argv, md, proctree.forked(facts, tree, i),
+                                  e.header.process_name)
         earlier = proctree.previous_session(facts, i)
         if earlier is not None:
             name += f" [session {proctree.session_number(f) + 1}]"

@@ -197,8 +197,10 @@ def identities(trace: Trace) -> list[Identity]:
     assigned = proctree.assign_roles(facts, tree,
                                      launcher if isinstance(launcher, int) else None)
     return [Identity(r.role, roles.role_label(r.role, f.metadata),
-                     roles.display_name(f.argv, f.metadata, proctree.forked(facts, tree, i)))
-            for i, (f, r) in enumerate(zip(facts, assigned, strict=True))]
+                     roles.display_name(f.argv, f.metadata, proctree.forked(facts, tree, i),
+                                        p.header.process_name))
+            for i, (f, r, p) in enumerate(zip(facts, assigned, trace.processes,
+                                               strict=True))]
 
 
 def select_processes(trace: Trace, specs: Sequence[str]) -> list[int]:
