@@ -20,7 +20,7 @@ from rlscope.analysis.engine.paths import (
 )
 from rlscope.analysis.engine.startup import without_imports
 from rlscope.analysis.processes import runsummary as multiprocess
-from rlscope.analysis.processes.utilisation import GpuTruth
+from rlscope.analysis.processes.utilisation import GpuTruth, contrast, contrast_frame, over_time
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header, Progress
@@ -311,8 +311,6 @@ class Analysis:
         sampled_gpu_util_pct: mean utilisation) next to its GPU time in kernels and
         copies recorded by CUPTI (rlscope_gpu_s, rlscope_gpu_pct: of wall x devices).
         NVML's readings are device-wide (other processes on the GPU count too)."""
-        from rlscope.analysis.engine import categories as C
-        from rlscope.analysis.processes.utilisation import contrast, contrast_frame
 
         b = self.breakdown(by=("pid", "session", "phase", "category", "region"))
         cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]
@@ -334,7 +332,6 @@ class Analysis:
         CPU % in rlscope's categories (0.1 s bins), per core CPU %, per GPU NVML
         utilisation %, memory and SM clock, and each process's GPU busy % in kernels and
         copies (rlscope, 0.1 s bins). Series names: rlscope.analysis.processes.utilisation."""
-        from rlscope.analysis.processes.utilisation import over_time
 
         t0 = min((r.span[0] for r in self.results), default=0)
         return over_time(t0, self.samples, [(r.pid, r.span[0], r.span[1], r.cpu_bins,

@@ -11,12 +11,17 @@ from typing import Any
 
 import click
 
+from rlscope.analysis.diagnosis import diagnose, gpu_findings
 from rlscope.analysis.frames import Analysis
 from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, LOCKSTEP, Run, RunOptions, open_run
+from rlscope.analysis.timeline import select as sel
+from rlscope.analysis.timeline.slices import CALL_KINDS, COUNTERS, TRACK_KINDS
 from rlscope.cli import common
 from rlscope.errors import RLScopeError
+from rlscope.reporters import chrome_trace as tl
+from rlscope.reporters import compare as cmp
+from rlscope.reporters import diagnosis, perfetto, plots, processes, table, utilisation
 from rlscope.reporters import lockstep as lockstep_report
-from rlscope.reporters import processes, table
 from rlscope.reporters.dump import dump_lines
 from rlscope.reporters.section import Report, Section
 from rlscope.trace.format import TIMELINE_FILES
@@ -164,8 +169,6 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
 
 def _diagnosis_section(a: Analysis) -> Section:
     """The report's closing diagnosis: what limits the run."""
-    from rlscope.analysis.diagnosis import diagnose, gpu_findings
-    from rlscope.reporters import diagnosis
 
     verdicts = diagnose(a.operations(), a.processes())
     findings = gpu_findings(a.utilisation()) if a.samples is not None else []
@@ -184,7 +187,6 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...],
     """Stacked bars per operation (CPU/GPU regions x Python/Backend/Simulator/CUDA API),
     transitions per operation call, and (when rls-prof sampled the run) CPU and GPU
     utilisation over time, sampled vs measured, as PNG and SVG."""
-    from rlscope.reporters import plots, utilisation
 
     plt = plots.pyplot()  # before the analysis: without matplotlib, say so at once
     run = _open(directory, opts, (ANALYSIS, LOCKSTEP))
@@ -249,7 +251,6 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool,
 
 def _pyplot_or_skip(what: str) -> Any:
     """matplotlib's pyplot, or None after one line saying the figure was skipped."""
-    from rlscope.reporters import plots
 
     try:
         return plots.pyplot()
@@ -296,10 +297,6 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
     import gzip
     import io
 
-    from rlscope.analysis.timeline import select as sel
-    from rlscope.analysis.timeline.slices import CALL_KINDS, TRACK_KINDS
-    from rlscope.reporters import chrome_trace as tl
-    from rlscope.reporters import perfetto
 
     kinds = sel.parse_tracks(tracks) if tracks else frozenset(TRACK_KINDS)
     spec = sel.parse_window(window) if window is not None else None
@@ -360,7 +357,6 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
 
 
 def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) -> float:
-    from rlscope.analysis.timeline.slices import COUNTERS
 
     return sum(n * (per_counter if k == COUNTERS else per_slice) for k, n in counts.items())
 
@@ -390,7 +386,6 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
             phase: str | None, opts: RunOptions) -> None:
     """Compare runs side by side. Each RUN is a trace directory, or several separated by
     commas: repetitions of one configuration, used to tell deltas from noise."""
-    from rlscope.reporters import compare as cmp
 
     groups = [[Path(d) for d in r.split(",") if d] for r in runs]
     if any(not g for g in groups):

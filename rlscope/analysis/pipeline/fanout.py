@@ -24,12 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from rlscope.analysis.engine.overlap import ProcessResult
+from rlscope.analysis import inferred
+from rlscope.analysis.engine.overlap import ProcessResult, analyze_process, process_info
 from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, NameTable, PathTable
+from rlscope.analysis.lockstep import from_trace
+from rlscope.analysis.overhead.correction import correct_process
+from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep
+from rlscope.analysis.processes.utilisation import gpu_truth
 from rlscope.errors import RLScopeError
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
-from rlscope.trace.data import Header, Progress
+from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
+from rlscope.trace.data import Header, Progress, Trace
+from rlscope.trace.reader import read_process
 from rlscope.trace.records import read_header
 
 # Below this much trace data the default analysis stays serial: starting worker processes
@@ -136,9 +143,6 @@ def analyze_unit(unit: Unit, opts: Options) -> UnitOut:
 
 
 def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
-    from rlscope.analysis.engine.overlap import process_info
-    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep
-    from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
 
     batch = opts.batch_events or DEFAULT_BATCH
     s = (scan(unit.python, unit.header, phases, opts.infer, opts.lockstep, batch)
@@ -161,13 +165,6 @@ def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) ->
 
 
 def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
-    from rlscope.analysis import inferred
-    from rlscope.analysis.engine.overlap import analyze_process
-    from rlscope.analysis.lockstep import from_trace
-    from rlscope.analysis.overhead.correction import correct_process
-    from rlscope.trace.cuda_reader import merge_cuda
-    from rlscope.trace.data import Trace
-    from rlscope.trace.reader import read_process
 
     parts = [read_process(f) for f in (unit.python, unit.cuda) if f is not None]
     p = merge_cuda(parts)[0]
@@ -186,7 +183,6 @@ def _truth(p: Any, r: ProcessResult) -> Any:
     """The GPU time CUPTI recorded, per phase and device (as the data API keeps it)."""
     if not len(p.gpu):
         return None
-    from rlscope.analysis.processes.utilisation import gpu_truth
 
     return gpu_truth(p.gpu, r.span, r.phase_times, r.phase_ids)
 

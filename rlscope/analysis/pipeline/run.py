@@ -29,10 +29,18 @@ from rlscope.analysis.lockstep import Lockstep
 from rlscope.analysis.lockstep import analyze as analyze_lockstep
 from rlscope.analysis.lockstep import from_trace as lockstep_input
 from rlscope.analysis.lockstep.reader import ProcessEvents
+from rlscope.analysis.overhead.correction import (
+    CorrectionSummary,
+    apply_correction,
+    correction_entry,
+    scaled_costs,
+)
 from rlscope.analysis.overhead.model import Calibration, find_calibration
+from rlscope.analysis.pipeline import fanout
+from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, scan_files, sweep
 from rlscope.analysis.processes.utilisation import GpuTruth, gpu_truth
 from rlscope.trace.data import Trace
-from rlscope.trace.reader import trace_files
+from rlscope.trace.reader import read_files, read_progress, trace_files
 from rlscope.trace.samples_reader import read_samples, sample_files
 
 ANALYSIS, LOCKSTEP, EVENTS = "analysis", "lockstep", "events"  # what a caller wants
@@ -88,7 +96,6 @@ def open_run(directory: str | os.PathLike[str], options: RunOptions = RunOptions
     d, run, files = trace_files(directory)  # the directory's errors first
     cal = find_calibration(d) if options.correct else None
     if EVENTS not in want and (options.ray is not None or options.jobs != 1):
-        from rlscope.analysis.pipeline import fanout
 
         units, order = fanout.units(d, run, files)
         n = fanout.workers(options.jobs, units)
@@ -103,8 +110,6 @@ def open_run(directory: str | os.PathLike[str], options: RunOptions = RunOptions
 def _whole(d: Path, run: dict[str, Any], files: list[Path], cal: Calibration | None,
            options: RunOptions, want: Collection[str], progress: Progress | None,
            on_total: Progress | None) -> Run:
-    from rlscope.analysis.overhead.correction import apply_correction
-    from rlscope.trace.reader import read_files
 
     trace = read_files(d, run, files)
     if options.correct:
@@ -125,7 +130,6 @@ def _whole(d: Path, run: dict[str, Any], files: list[Path], cal: Calibration | N
 def _streamed(d: Path, run: dict[str, Any], files: list[Path], options: RunOptions,
               want: Collection[str], progress: Progress | None,
               on_total: Progress | None) -> Run:
-    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, scan_files, sweep
 
     batch = options.batch_events or DEFAULT_BATCH
     paths, phases = PathTable(), NameTable()
@@ -159,18 +163,14 @@ def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int]
                 cal: Calibration | None, options: RunOptions, want: Collection[str],
                 progress: Progress | None, on_total: Progress | None) -> Run:
     """One process per task (rlscope.analysis.pipeline.fanout)."""
-    from rlscope.analysis.pipeline import fanout
-    from rlscope.analysis.pipeline.stream import DEFAULT_BATCH
 
     lockstep = LOCKSTEP in want
     scale = None
     if cal is not None:  # read whole and corrected, as the serial analysis does
-        from rlscope.analysis.overhead.correction import scaled_costs
 
         root = units[order[0]] if order else None
         root_progress = None
         if cal.mode == "chunks" and root is not None and root.python is not None:
-            from rlscope.trace.reader import read_progress
 
             root_progress = read_progress(root.python)
         costs, scale = scaled_costs(cal, root_progress)
@@ -187,7 +187,6 @@ def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int]
         outs[i] = o
     m = fanout.merge(outs, order)
     if cal is not None:
-        from rlscope.analysis.overhead.correction import CorrectionSummary, correction_entry
 
         run = dict(run, correction=correction_entry(
             run, cal, CorrectionSummary(m.corrections), scale))

@@ -22,7 +22,12 @@ from typing import Any
 import numpy as np
 
 from rlscope.analysis import inferred
-from rlscope.analysis.engine.overlap import ProcessAnalyzer, ProcessInfo, ProcessResult
+from rlscope.analysis.engine.overlap import (
+    ProcessAnalyzer,
+    ProcessInfo,
+    ProcessResult,
+    process_info,
+)
 from rlscope.analysis.engine.paths import NameTable, PathTable
 from rlscope.analysis.engine.startup import first_user_time
 from rlscope.analysis.engine.summary import ProcessSpan
@@ -192,7 +197,6 @@ def scan_files(files: list[Path], run: dict[str, Any], phases: NameTable, infer:
     for p in merged:
         s = by_id.get(id(p))
         if s is None:  # a CUDA file with no Python process
-            from rlscope.analysis.engine.overlap import process_info
 
             s = ScannedProcess(p, process_info(p.events, p.strings, phases), 0, False)
         out.append(s)
