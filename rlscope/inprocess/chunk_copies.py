@@ -72,15 +72,15 @@ def decode_configs(text: str) -> list[ChunkConfig]:
 
 def installed_mask() -> int:
     """Call categories for which some library is wrapped in this process now."""
-    from rlscope import intercept
+    from rlscope import libraries
 
     mask = 0
-    for lib, n in intercept.counts.items():
-        if n and lib in intercept.BACKENDS:
+    for lib, n in libraries.counts.items():
+        if n and lib in libraries.BACKENDS:
             mask |= 1
-        if n and lib in intercept.SIMULATORS:
+        if n and lib in libraries.SIMULATORS:
             mask |= 2
-        if n and lib in intercept.WAITS:
+        if n and lib in libraries.WAITS:
             mask |= 4
     return mask
 

@@ -1,5 +1,8 @@
-"""Zero-code annotations for RL libraries (gymnasium, stable-baselines3): operations are
-opened around library methods unless the user already opened one of that name."""
+"""Zero-code annotations for RL libraries (gymnasium, gym, stable-baselines3, RLlib) and
+process roles (multiprocessing, Ray): operations are opened around library methods unless
+the user already opened one of that name. Each module's ``install(module, patcher)`` is
+named in :data:`rlscope.libraries.LIBRARIES`; this package uses ``rlscope.intercept``'s
+patcher and import hook, never its ``enable``/``disable`` (that package's ``__init__``)."""
 
 from __future__ import annotations
 
@@ -37,3 +40,20 @@ def mark_method(p: Patcher, cls: type, attr: str, op: str) -> bool:
         return False
     p.replace(cls, attr, marked(raw, op))
     return True
+
+
+def wrap_method(p: Patcher, cls: type, attr: str,
+                make: Callable[[Callable[..., Any]], Callable[..., Any]],
+                flag: str = "_rlscope_wrapped") -> int:
+    """Replace ``cls.attr`` (possibly inherited) by ``make(original)``, marked with
+    ``flag`` so that it is never wrapped twice; 1 if replaced, else 0."""
+    try:
+        raw, _own = raw_lookup(cls, attr)
+    except AttributeError:
+        return 0
+    if not callable(raw) or getattr(raw, flag, False):
+        return 0
+    w = make(raw)
+    setattr(w, flag, True)
+    p.replace(cls, attr, w)
+    return 1

@@ -25,7 +25,8 @@ import sys
 from typing import Any
 
 from rlscope import annotate
-from rlscope.intercept.patch import WAIT, Patcher, raw_lookup
+from rlscope.integrations import wrap_method
+from rlscope.intercept.patch import WAIT, Patcher
 from rlscope.trace import format as fmt
 
 WORKER_SCRIPT = "default_worker.py"  # what Ray's worker processes run
@@ -44,12 +45,12 @@ def install(ray: Any, p: Patcher) -> int:
         n += 1
     node = sys.modules.get("ray._private.node")
     if node is not None and isinstance(getattr(node, "Node", None), type):
-        n += _replace_with(p, node.Node, "kill_all_processes", _let_workers_exit)
+        n += wrap_method(p, node.Node, "kill_all_processes", _let_workers_exit)
     fm = sys.modules.get("ray._private.function_manager")
     manager = getattr(fm, "FunctionActorManager", None)
     if isinstance(manager, type):
         n += _replace(p, manager, "load_actor_class", _after_actor_class)
-        n += _replace_with(p, manager, "get_execution_info", _tasks_in_phases)
+        n += wrap_method(p, manager, "get_execution_info", _tasks_in_phases)
     return n
 
 
@@ -65,20 +66,7 @@ def _hook_exit() -> int:
 
 
 def _replace(p: Patcher, cls: type, attr: str, after: Any) -> int:
-    return _replace_with(p, cls, attr, lambda raw: _wrap(raw, after))
-
-
-def _replace_with(p: Patcher, cls: type, attr: str, make: Any) -> int:
-    try:
-        raw, _own = raw_lookup(cls, attr)
-    except AttributeError:
-        return 0
-    if getattr(raw, "_rlscope_wrapped", False):
-        return 0
-    w = make(raw)
-    w._rlscope_wrapped = True
-    p.replace(cls, attr, w)
-    return 1
+    return wrap_method(p, cls, attr, lambda raw: _wrap(raw, after))
 
 
 # The most ray.shutdown() waits for workers (_let_workers_exit): it returns as soon as

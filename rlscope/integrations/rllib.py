@@ -33,9 +33,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rlscope import annotate
-from rlscope.integrations import mark_method
-from rlscope.intercept.patch import Patcher, raw_lookup
+from rlscope import annotate, libraries
+from rlscope.integrations import mark_method, wrap_method
+from rlscope.intercept import importhook
+from rlscope.intercept.patch import Patcher
 from rlscope.trace import format as fmt
 
 GROUP = "EnvRunnerGroup"  # the name of the runners' barrier (and of its env events)
@@ -46,17 +47,13 @@ _announced: dict[str, bool] = {}
 
 def install(rllib: Any, p: Patcher) -> int:
     """Instrument RLlib's modules as each is imported (most are imported lazily)."""
-    from rlscope import intercept
-
     for module, installer in _MODULES.items():
-        intercept.when_imported(module, functools.partial(_run, installer, p))
+        importhook.when_imported(module, functools.partial(_run, installer, p))
     return 1
 
 
 def _run(installer: Callable[[Any, Patcher], int], p: Patcher, module: Any) -> None:
-    from rlscope import intercept
-
-    intercept.counts["rllib"] = intercept.counts.get("rllib", 0) + installer(module, p)
+    libraries.count("rllib", installer(module, p))
 
 
 # -- the env runners ---------------------------------------------------------------------
@@ -82,7 +79,7 @@ def _env_runners(m: Any, p: Patcher) -> int:
         cls = getattr(m, cname, None)
         if isinstance(cls, type):
             n += mark_method(p, cls, "set_state", "sync_weights")
-            n += _wrap(p, cls, "sample", _runner_sample)
+            n += wrap_method(p, cls, "sample", _runner_sample)
     return n
 
 
@@ -168,7 +165,7 @@ def _group(m: Any, p: Patcher) -> int:
     if not isinstance(cls, type):
         return 0
     return (int(mark_method(p, cls, "sync_weights", "sync_weights"))
-            + _wrap(p, cls, "foreach_env_runner", _round))
+            + wrap_method(p, cls, "foreach_env_runner", _round))
 
 
 def _round(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -212,7 +209,7 @@ def _learner(m: Any, p: Patcher) -> int:
 
 def _learner_group(m: Any, p: Patcher) -> int:
     cls = getattr(m, "LearnerGroup", None)
-    return _wrap(p, cls, "update", _phase("training")) if isinstance(cls, type) else 0
+    return wrap_method(p, cls, "update", _phase("training")) if isinstance(cls, type) else 0
 
 
 def _algorithm(m: Any, p: Patcher) -> int:
@@ -220,8 +217,8 @@ def _algorithm(m: Any, p: Patcher) -> int:
     if not isinstance(cls, type):
         return 0
     # step() runs one training iteration (training_step() is each algorithm's own).
-    return (_wrap(p, cls, "step", _after_training_step)
-            + _wrap(p, cls, "evaluate", _phase("evaluation")))
+    return (wrap_method(p, cls, "step", _after_training_step)
+            + wrap_method(p, cls, "evaluate", _phase("evaluation")))
 
 
 def _phase(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -261,18 +258,6 @@ def _env_steps_sampled(algo: Any) -> int | None:
         return None if v is None else int(v)
     except Exception:
         return None
-
-
-def _wrap(p: Patcher, cls: type, attr: str,
-          make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> int:
-    try:
-        raw, _own = raw_lookup(cls, attr)
-    except AttributeError:
-        return 0
-    if not callable(raw) or getattr(raw, "_rlscope_wrapped", False):
-        return 0
-    p.replace(cls, attr, _flagged(make(raw)))
-    return 1
 
 
 _MODULES: dict[str, Callable[[Any, Patcher], int]] = {

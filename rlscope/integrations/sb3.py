@@ -21,8 +21,8 @@ from types import ModuleType
 from typing import Any
 
 from rlscope import annotate
-from rlscope.integrations import mark_method
-from rlscope.intercept.patch import Patcher, raw_lookup
+from rlscope.integrations import mark_method, wrap_method
+from rlscope.intercept.patch import Patcher
 
 _ALGOS = ("PPO", "A2C", "DQN", "SAC", "TD3")
 
@@ -43,25 +43,11 @@ def install(sb3: ModuleType, p: Patcher) -> int:
     for obj in list(vars(vec_env).values()):
         if isinstance(obj, type) and issubclass(obj, vec_env.VecEnv) and "reset" in vars(obj):
             n += mark_method(p, obj, "reset", "simulation")
-    n += _wrap(p, base_class.BaseAlgorithm, "_update_current_progress_remaining", _progress)
-    n += _wrap(p, base_class.BaseAlgorithm, "_setup_learn", _metadata)
+    n += wrap_method(p, base_class.BaseAlgorithm, "_update_current_progress_remaining", _progress)
+    n += wrap_method(p, base_class.BaseAlgorithm, "_setup_learn", _metadata)
     from rlscope.integrations import vecenv
 
     return n + vecenv.install_sb3(vec_env, p)  # per env index; after the marking above
-
-
-def _wrap(p: Patcher, cls: type, attr: str,
-          make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> int:
-    try:
-        raw, _own = raw_lookup(cls, attr)
-    except AttributeError:
-        return 0
-    if getattr(raw, "_rlscope_wrapped", False):
-        return 0
-    w = make(raw)
-    w._rlscope_wrapped = True  # type: ignore[attr-defined]
-    p.replace(cls, attr, w)
-    return 1
 
 
 def _progress(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rlscope import annotate
-from rlscope.intercept.patch import Patcher, raw_lookup
+from rlscope.integrations import wrap_method
+from rlscope.intercept.patch import Patcher
 from rlscope.trace import format as fmt
 
 CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
@@ -250,16 +251,7 @@ def _whole(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
 
 def _replace(p: Patcher, cls: type, attr: str,
              make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> int:
-    try:
-        raw, _own = raw_lookup(cls, attr)
-    except AttributeError:
-        return 0
-    if not callable(raw) or getattr(raw, "_rlscope_vecenv", False):
-        return 0
-    w = make(raw)
-    w._rlscope_vecenv = True  # type: ignore[attr-defined]
-    p.replace(cls, attr, w)
-    return 1
+    return wrap_method(p, cls, attr, make, flag="_rlscope_vecenv")
 
 
 def _split(p: Patcher, cls: type, send: str, wait: str, reset: bool, workers: bool) -> int:

@@ -15,7 +15,8 @@ Not seen (docs/attribution.md): C-level blocking (``_thread.lock.acquire`` on a 
 
 from __future__ import annotations
 
-from rlscope.intercept import _hook
+from rlscope import libraries
+from rlscope.intercept import importhook
 from rlscope.intercept.patch import WAIT, Patcher, plain_wrappable, recorder_wrap
 
 TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
@@ -70,18 +71,18 @@ def _make_methods_wrapper(original: Callable[[Any], None]) -> Callable[[Any], No
     return _make_methods
 
 
-def install_os(os_module: ModuleType, p: Patcher, add: Callable[[int], None]) -> int:
+def install(os_module: ModuleType, p: Patcher) -> int:
+    """Wrap ``os`` now and each other module as it is imported (counted as "wait")."""
     n = p.patch_all(os_module, [a for a in _OS if hasattr(os_module, a)], WAIT, "os",
                     plain_wrappable)
     for name, fn in _LATER.items():
-        _hook.when_imported(name, _counted(fn, p, add))
+        importhook.when_imported(name, _counted(fn, p))
     return n
 
 
-def _counted(fn: Callable[[ModuleType, Patcher], int], p: Patcher,
-             add: Callable[[int], None]) -> Callable[[ModuleType], None]:
+def _counted(fn: Callable[[ModuleType, Patcher], int], p: Patcher) -> Callable[[ModuleType], None]:
     def callback(module: ModuleType) -> None:
-        add(fn(module, p))
+        libraries.count("wait", fn(module, p))
     return callback
 
 

@@ -162,9 +162,9 @@ def test_import_hook_on_a_built_in_module():
     code = textwrap.dedent(f"""
         import sys, importlib.machinery as m
         assert "{builtin}" not in sys.modules and "{later}" not in sys.modules
-        from rlscope.intercept import _hook
+        from rlscope.intercept import importhook
         seen = []
-        _hook.when_imported("{builtin}", lambda mod: seen.append(mod.__name__))
+        importhook.when_imported("{builtin}", lambda mod: seen.append(mod.__name__))
         import {builtin}
         import {later}
         assert "exec_module" in vars(m.BuiltinImporter)

@@ -3,6 +3,8 @@
 A finder first on ``sys.meta_path`` asks the other finders for the spec of a watched
 module and wraps its loader's ``exec_module`` for that one import. Callbacks run after the
 module (and everything its ``__init__`` imports) has executed, before the importer sees it.
+Shared by :mod:`rlscope.intercept` (``enable``, the waits) and :mod:`rlscope.integrations`
+(RLlib's lazily imported parts); it imports nothing from rlscope.
 """
 
 from __future__ import annotations

@@ -1,0 +1,96 @@
+"""The libraries rlscope instruments, as data: for each one, the module whose import
+triggers it and the function that installs it (docs/attribution.md).
+
+``rlscope.intercept.enable`` reads this table; the installers live in
+:mod:`rlscope.intercept` (backends, simulators, waits: call wrappers) and
+:mod:`rlscope.integrations` (RL libraries: operations, phases, progress, process roles),
+and are looked up by name when their library is imported. This module imports nothing
+from rlscope, so neither of those packages imports the other through it. Every profiled
+process imports it: standard library only, nothing typing needs at run time.
+
+Adding a library: a row in :data:`LIBRARIES` (its ``install(module, patcher) -> int``
+returns how many attributes it replaced), its group below if it produces call events,
+and an alias if users may spell it otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import ModuleType
+    from typing import Any
+
+    Installer = Callable[[ModuleType, Any], int]  # (module, rlscope.intercept.patch.Patcher)
+
+_I = "rlscope.intercept."
+_RL = "rlscope.integrations."
+# name -> (module whose import triggers it, "package.module:function" that installs it)
+LIBRARIES: dict[str, tuple[str, str]] = {
+    "torch": ("torch", _I + "torch_backend:install"),
+    "tensorflow": ("tensorflow", _I + "tf_backend:install"),
+    "keras": ("keras", _I + "tf_backend:install_keras"),  # phase markers only (inferred ops)
+    "jax": ("jax", _I + "jax_backend:install"),
+    "mujoco": ("mujoco", _I + "simulators:install_mujoco"),
+    "box2d": ("Box2D", _I + "simulators:install_box2d"),
+    "ale": ("ale_py", _I + "simulators:install_ale"),
+    "pybullet": ("pybullet", _I + "simulators:install_pybullet"),
+    # os triggers it (always imported); the other modules are hooked from there.
+    "wait": ("os", _I + "waits:install"),
+    "gym": ("gymnasium", _RL + "gymnasium:install"),
+    "gym-legacy": ("gym", _RL + "gym_legacy:install"),  # gym 0.21-0.26 (import gym)
+    "sb3": ("stable_baselines3", _RL + "sb3:install"),
+    "multiprocessing": ("multiprocessing", _RL + "mp:install"),  # process roles (metadata)
+    "ray": ("ray", _RL + "ray_workers:install"),  # roles, complete worker traces (metadata)
+    "rllib": ("ray.rllib", _RL + "rllib:install"),
+}
+# Library groups by the kind of events they produce (calibration switches them by group).
+ANNOTATING = ("gym", "gym-legacy", "sb3", "rllib")  # zero-code annotations: operation events
+BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
+SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")  # SIMULATOR_CALL events
+WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
+ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
+           "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
+           "Box2D": "box2d", "mp": "multiprocessing"}
+
+counts: dict[str, int] = {}  # library -> attributes replaced (for tests and diagnostics)
+
+
+def count(name: str, n: int) -> None:
+    """Add ``n`` replaced attributes to library ``name`` (installers that hook parts of
+    their library as those are imported count them here)."""
+    counts[name] = counts.get(name, 0) + n
+
+
+def installer(name: str) -> Installer:
+    """The install function of library ``name``, importing its module now."""
+    where = LIBRARIES[name][1]
+    module, _, function = where.partition(":")
+    __import__(module)  # not importlib: its package is not loaded at start-up
+    install: Installer = getattr(sys.modules[module], function)
+    return install
+
+
+def parse(spec: str | Iterable[str] | None) -> list[str]:
+    """Library names from "auto"/"all" (every one), "none"/"" (no one), or "torch,gym"."""
+    if spec is None:
+        return list(LIBRARIES)
+    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
+    items = [s for s in items if s]
+    if items in ([], ["none"]):
+        return []
+    if items in (["auto"], ["all"]):
+        return list(LIBRARIES)
+    out = []
+    for s in items:
+        name = ALIASES.get(s, s)
+        if name not in LIBRARIES:
+            raise ValueError(f"unknown library {s!r} to intercept; choose from "
+                             f"{', '.join(LIBRARIES)} (or auto, none)")
+        if name not in out:
+            out.append(name)
+        if name == "gym" and "gym-legacy" not in out:  # "gym" names both generations
+            out.append("gym-legacy")
+    return out
