@@ -8,9 +8,12 @@ scripts/setup.sh demo
 VENV="${RLSCOPE_VENV:-.venv}"
 OUT="${RLSCOPE_DEMO_OUT:-runs/demo-ppo-cartpole}"
 export OMP_NUM_THREADS=1
+echo "[demo] training PPO on CartPole under rls-prof, then calibrating rlscope's own" \
+  "overhead (rls-prof says where it is)" >&2
 "$VENV/bin/rls-prof" -o "$OUT" --force --calibrate --chunks 16 -- \
   "$VENV/bin/python" examples/ppo_cartpole.py "$@"
 echo
+echo "[demo] the report (rls-analyze report $OUT):" >&2
 "$VENV/bin/rls-analyze" report "$OUT"
 echo
 echo "Trace: $OUT   (more: $VENV/bin/rls-analyze dump $OUT | less)"
