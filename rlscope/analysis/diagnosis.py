@@ -200,7 +200,8 @@ def _startup_verdict(pid: int, process: str, t: pd.Series, covered_s: float,
         v.evidence.append("imports not timed (rls-prof times them), Python "
                           f"{100 * shares.get('Python', 0.0):.0f}%")
     else:
-        took = f"{imports_s:.3f} s" if imports_s >= 0.01 else f"{1e3 * imports_s:.2f} ms"
+        # A total: in seconds, as every total of the report (a non-zero one never "0.000").
+        took = "<0.001 s" if 0 < imports_s < 0.0005 else f"{imports_s:.3f} s"
         v.evidence.append(f"imports {took} ({100 * imports_s / max(wall, 1e-12):.0f}%), the "
                           "rest the program's own code before its first operation")
     v.remedy = ("a longer run amortises it; else import less at start (lazily, only what "

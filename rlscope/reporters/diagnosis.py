@@ -6,10 +6,7 @@ from typing import Any
 
 from rlscope.analysis.diagnosis import GpuFinding, Verdict
 from rlscope.reporters.section import Section
-
-
-def _s(v: float) -> str:
-    return f"{v:.3f} s" if v >= 0.01 else f"{1e3 * v:.2f} ms"
+from rlscope.reporters.units import s as _s
 
 
 def gpu_lines(findings: list[GpuFinding]) -> list[str]:

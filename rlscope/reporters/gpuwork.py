@@ -9,6 +9,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.engine import categories as C
+from rlscope.reporters.units import seconds
 
 _KINDS = [(C.CATEGORY_NAMES[C.KERNEL], "Kernels"), (C.CATEGORY_NAMES[C.MEMCPY], "Copies"),
           (C.CATEGORY_NAMES[C.MEMSET], "Memsets")]
@@ -49,8 +50,8 @@ def lines(a: Analysis) -> list[str]:
         return []
     procs = a.processes()
     names = {(int(r.pid), int(r.session)): str(r.process) for r in procs.itertuples()}
-    head = ["Process", "Phase", "Operation", "Kernels", "Kernel ms", "Copies", "Copy ms",
-            "Memsets", "Memset ms", "GPU ms / call"]
+    head = ["Process", "Phase", "Operation", "Kernels", "Kernel s", "Copies", "Copy s",
+            "Memsets", "Memset s", "GPU ms / call"]
     ops = a.operations()
     calls = {k: int(c) for k, c in zip(zip(ops["pid"], ops["session"], ops["phase"],
                                            ops["operation"], strict=True), ops["calls"],
@@ -61,8 +62,8 @@ def lines(a: Analysis) -> list[str]:
         n = calls.get((r.pid, r.session, r.phase, r.operation), 0)
         body.append([f"{names.get((int(r.pid), int(r.session)), '?')} ({r.pid})",
                      r.phase or "-", r.operation,
-                     f"{r.kernels:,}", f"{r.kernel_s * 1e3:.3f}", f"{r.copies:,}",
-                     f"{r.copy_s * 1e3:.3f}", f"{r.memsets:,}", f"{r.memset_s * 1e3:.3f}",
+                     f"{r.kernels:,}", seconds(r.kernel_s), f"{r.copies:,}",
+                     seconds(r.copy_s), f"{r.memsets:,}", seconds(r.memset_s),
                      f"{total * 1e3 / n:.4f}" if n else "-"])
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
 
@@ -73,7 +74,7 @@ def lines(a: Analysis) -> list[str]:
     return ["", "GPU work by the operation that launched it (CUPTI correlation ids)",
             "  " + row(head), "  " + "  ".join("-" * w for w in widths),
             *("  " + row(b) for b in body),
-            "Kernel/Copy/Memset ms: the GPU time of that work (overlapping kernels each "
+            "Kernel/Copy/Memset s: the GPU time of that work (overlapping kernels each "
             "count their own); GPU ms / call: all of it per call of the operation."]
 
 

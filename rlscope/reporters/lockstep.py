@@ -13,16 +13,13 @@ import pandas as pd
 from rlscope.analysis.lockstep import Lockstep, SamplingTable, VectorEnv, straggler_min_share
 from rlscope.reporters.markdown import to_markdown
 from rlscope.reporters.section import Section
+from rlscope.reporters.units import millis, ms, s, seconds
 
 FORMATS = ("text", "csv", "json", "markdown")
 
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%" if whole > 0 else "-"
-
-
-def _ms(s: float) -> str:
-    return "-" if s != s else f"{s * 1e3:.2f} ms"
 
 
 def _num(x: float, spec: str = ".3f") -> str:
@@ -40,74 +37,60 @@ def _table(head: list[str], body: list[list[str]], left: int = 1) -> list[str]:
     return [line(head), "  ".join("-" * w for w in widths), *(line(b) for b in body)]
 
 
-class _Unit:
-    """Seconds, or milliseconds for runs under 10 s, so short runs stay readable."""
-
-    def __init__(self, largest_s: float) -> None:
-        self.scale, self.name = (1e3, "ms") if largest_s < 10 else (1.0, "s")
-
-    def __call__(self, seconds: float, signed: bool = False) -> str:
-        return _num(seconds * self.scale, "+.3f" if signed else ".3f") + " " + self.name
-
-    def bare(self, seconds: float) -> str:
-        return _num(seconds * self.scale)
-
-
 def sampling_lines(t: SamplingTable) -> list[str]:
-    """The seed talk's table: Sampling (Reset, Inference, Step) and Optimizing."""
+    """The seed talk's table: Sampling (Reset, Inference, Step) and Optimizing; totals in
+    seconds, per vector step in milliseconds (rlscope.reporters.units)."""
     total = t.total_s
-    u = _Unit(total)
-    per = (lambda s: _ms(s / t.vector_steps)) if t.vector_steps else (lambda s: "-")
+    per = (lambda x: millis(x / t.vector_steps)) if t.vector_steps else (lambda x: "-")
 
-    def op(label: str, s: float, op_name: str) -> list[str]:
-        if not s:  # no such operation: say so rather than show a zero
+    def op(label: str, x: float, op_name: str) -> list[str]:
+        if not x:  # no such operation: say so rather than show a zero
             return [label, "-", "-", f"(no '{op_name}' operation)"]
-        return [label, u.bare(s), _pct(s, total), per(s) if "Inf" in label else ""]
+        return [label, seconds(x), _pct(x, total), per(x) if "Inf" in label else ""]
 
-    body = [["Sampling", u.bare(t.sampling_s), _pct(t.sampling_s, total), ""],
-            ["  Reset", u.bare(t.reset_s), _pct(t.reset_s, total), ""],
+    body = [["Sampling", seconds(t.sampling_s), _pct(t.sampling_s, total), ""],
+            ["  Reset", seconds(t.reset_s), _pct(t.reset_s, total), ""],
             op("  Inference", t.inference_s, "inference"),
-            ["  Step", u.bare(t.step_s), _pct(t.step_s, total), per(t.step_s)],
-            ["  other", u.bare(t.other_s), _pct(t.other_s, total), ""],
+            ["  Step", seconds(t.step_s), _pct(t.step_s, total), per(t.step_s)],
+            ["  other", seconds(t.other_s), _pct(t.other_s, total), ""],
             op("Optimizing", t.optimizing_s, "backprop"),
-            ["Total", u.bare(total), "", ""]]
-    return _table(["", f"Time {u.name}", "Share", "Per vector step"], body)
+            ["Total", seconds(total), "", ""]]
+    return _table(["", "Time s", "Share", "Per vector step ms"], body)
 
 
-def _env_rows(v: VectorEnv, u: _Unit) -> list[list[str]]:
+def _env_rows(v: VectorEnv) -> list[list[str]]:
     out = []
     for r in v.envs.itertuples():
         out.append([str(r.env), str(r.pid) if r.pid >= 0 else "-", r.name, f"{r.steps:,}",
                     f"{r.resets:,}", _num(r.step_mean_ms), _num(r.step_p50_ms),
                     _num(r.step_p99_ms), _num(r.step_max_ms), _num(r.slowest_pct, ".1f"),
-                    *([u.bare(r.barrier_wait_s), _num(r.loss_caused_pct, ".1f")]
-                      if v.workers else [u.bare(r.loss_caused_s)])])
+                    *([seconds(r.barrier_wait_s), _num(r.loss_caused_pct, ".1f")]
+                      if v.workers else [seconds(r.loss_caused_s)])])
     return out
 
 
 def vector_env_lines(v: VectorEnv) -> list[str]:
-    u = _Unit(max(v.step_s, v.sampling_s if v.sampling_s == v.sampling_s else 0.0))
     where = "in worker processes" if v.workers else f"stepped one after another in pid {v.pid}"
     lines = [f"{v.name}: {v.num_envs} envs {where}; {v.vector_steps:,} vector steps "
              f"({v.complete_steps:,} with every env's events), {v.vector_resets:,} vector "
-             f"reset(s) ({u(v.reset_s)})"]
+             f"reset(s) ({s(v.reset_s)})"]
     if not v.complete_steps:
         lines.append("  no vector step has every env's events: nothing to measure")
         return lines
     k = v.complete_steps
-    split = (f": send {u(v.send_s)}, wait {u(v.wait_s)}" if v.send_s == v.send_s else "")
-    lines.append(f"  Vector steps: {u(v.step_s)} ({_ms(v.step_s / k)} each){split}")
+    split = (f": send {s(v.send_s)}, wait {s(v.wait_s)}" if v.send_s == v.send_s else "")
+    lines.append(f"  Vector steps: {s(v.step_s)} ({ms(v.step_s / k)} each){split}")
     if v.workers:
-        lines.append(f"    = mean env busy {u(v.env_mean_s)} + lock-step loss "
-                     f"{u(v.lockstep_loss_s)} + IPC/scheduling {u(v.overhead_s)}")
-        lines.append(f"  Lock-step loss: {u(v.lockstep_loss_s)} = "
+        lines.append(f"    = mean env busy {s(v.env_mean_s)} + lock-step loss "
+                     f"{s(v.lockstep_loss_s)} + IPC/scheduling {s(v.overhead_s)}")
+        lines.append(f"  Lock-step loss: {s(v.lockstep_loss_s)} = "
                      f"{_pct(v.lockstep_loss_s, v.sampling_s)} of sampling "
-                     f"({_ms(v.lockstep_loss_s / k)} per vector step); envs idle at the "
-                     f"barrier: {u(v.idle_env_s)} in all")
+                     f"({ms(v.lockstep_loss_s / k)} per vector step); envs idle at the "
+                     f"barrier: {s(v.idle_env_s)} in all")
     else:
-        lines.append(f"    = envs' steps {u(v.env_sum_s)} (one after another: no barrier, "
+        lines.append(f"    = envs' steps {s(v.env_sum_s)} (one after another: no barrier, "
                      f"no env waits for another) + the vector env's own code "
-                     f"{u(v.overhead_s)}")
+                     f"{s(v.overhead_s)}")
     if v.straggler is None and v.straggler_share == v.straggler_share:  # not nan
         what = "of the lock-step loss" if v.workers else "of the time above the mean env"
         top = int(v.envs["loss_caused_pct"].idxmax())
@@ -132,16 +115,16 @@ def vector_env_lines(v: VectorEnv) -> list[str]:
                          "env; step the envs in another order, or in workers, to tell)")
     lines.append("")
     head = ["Env", "Pid", "Name", "Steps", "Resets", "Mean ms", "p50 ms", "p99 ms", "Max ms",
-            "Slowest %"] + ([f"Barrier wait {u.name}", "Loss caused %"] if v.workers
-                            else [f"Above mean {u.name}"])
-    lines += ["  " + x for x in _table(head, _env_rows(v, u), left=3)]
+            "Slowest %"] + (["Barrier wait s", "Loss caused %"] if v.workers
+                            else ["Above mean s"])
+    lines += ["  " + x for x in _table(head, _env_rows(v), left=3)]
     if len(v.projections):
         lines.append("")
         lines.append(f"  Projections: time to step the same samples ({k:,} vector steps "
-                     f"now take {u(v.step_s)})")
-        body = [[r.scenario, u.bare(r.step_s), _num(r.saved_s * u.scale, "+.3f"),
+                     f"now take {s(v.step_s)})")
+        body = [[r.scenario, seconds(r.step_s), seconds(r.saved_s, signed=True),
                  _num(r.sampling_speedup, ".2f") + "x"] for r in v.projections.itertuples()]
-        lines += ["  " + x for x in _table(["Scenario", f"Step {u.name}", f"Saved {u.name}",
+        lines += ["  " + x for x in _table(["Scenario", "Step s", "Saved s",
                                             "Sampling speed-up"], body)]
         lines.append("  Assumptions:")
         for r in v.projections.drop_duplicates("design").itertuples():

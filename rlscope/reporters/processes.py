@@ -10,6 +10,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.processes.runsummary import ALL
+from rlscope.reporters.units import seconds
 from rlscope.trace import format as fmt
 
 # Tables a one-table format (CSV, Markdown) can select; "operations" is table.py's.
@@ -112,7 +113,7 @@ def tree_lines(tree: pd.DataFrame, run_wall: float, launcher: int | None = None)
         body.append([f"{pre}{r.pid} {r.name}", r.role_label, f"{r.start_s:.2f}",
                      f"{r.wall_s:.2f}", f"{r.busy_s:.2f}",
                      *([f"{r.waiting_s:.2f}"] if waiting else []),
-                     _secs(r.operations_s), ", ".join(notes)])
+                     seconds(r.operations_s), ", ".join(notes)])
     return [head, *_grid(cols, body, left=(0, 1, len(cols) - 1))]
 
 
@@ -128,8 +129,8 @@ def summary_lines(a: Analysis) -> list[str]:
         top = ops[ops["role"] == r.role].head(_TOP_OPERATIONS) if r.role != ALL else ops[:0]
         body.append([r.role, n, f"{r.wall_s:.2f}", f"{r.busy_s:.2f}",
                      "-" if pd.isna(r.busy_pct) else f"{r.busy_pct:.1f}",
-                     *([f"{r.waiting_s:.2f}"] if waiting else []), _secs(r.operations_s),
-                     ", ".join(f"{o.operation} {_secs(o.wall_s)} ({o.calls:,})"
+                     *([f"{r.waiting_s:.2f}"] if waiting else []), seconds(r.operations_s),
+                     ", ".join(f"{o.operation} {seconds(o.wall_s)} ({o.calls:,})"
                                for o in top.itertuples())])
     return ["Run summary by role", *_grid(cols, body, left=(0, 1, len(cols) - 1)),
             "  Wall: the processes' recorded lifetimes, summed. Busy"
@@ -167,11 +168,6 @@ def process_label(a: Analysis, role: bool = True) -> dict[int, str]:
     tree = a.process_tree()
     return {int(r.index): f"{r.name} ({r.role_label})" if role else str(r.name)
             for r in tree.itertuples()}
-
-
-def _secs(s: float) -> str:
-    """Seconds to the millisecond; a non-zero time below that is not shown as zero."""
-    return "<0.001" if 0 < s < 0.0005 else f"{s:.3f}"
 
 
 def _grid(cols: list[str], body: list[list[str]], left: tuple[int, ...]) -> list[str]:

@@ -18,6 +18,8 @@ from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.reporters.markdown import to_markdown
 from rlscope.reporters.section import Section
+from rlscope.reporters.units import s as secs
+from rlscope.reporters.units import seconds
 from rlscope.trace.argv import shell_line
 
 FORMATS = ("text", "csv", "json", "markdown")
@@ -76,24 +78,24 @@ def _startup_line(proc: pd.Series, imports: pd.DataFrame, top: int = 3) -> str |
     if not proc["startup_s"] > 0:
         return None
     share = 100 * proc["startup_s"] / max(proc["covered_s"], 1e-12)
-    line = (f"  Start-up (recording start to the first event): {_duration(proc['startup_s'])}"
+    line = (f"  Start-up (recording start to the first event): {secs(proc['startup_s'])}"
             f" ({share:.1f}% of the process)")
     if proc["imports_s"] > 0:
-        slow = ", ".join(f"{r.module} {_duration(r.seconds)}"
+        slow = ", ".join(f"{r.module} {secs(r.seconds)}"
                          for r in imports.head(top).itertuples())
         more = f", {len(imports) - top} more" if len(imports) > top else ""
-        line += f"; imports {_duration(proc['imports_s'])}: {slow}{more}"
+        line += f"; imports {secs(proc['imports_s'])}: {slow}{more}"
     return line
 
 
 def _duration(s: float) -> str:
+    """A whole training run's (estimated) length: a total, in seconds, or in hours or
+    minutes once it is that long (never in milliseconds)."""
     if s >= 3600:
         return f"{s / 3600:.2f} h"
     if s >= 60:
         return f"{s / 60:.1f} min"
-    if s < 0.1:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s:.2f} s"
+    return secs(s)
 
 
 def _transition_cell(count: int, calls: int) -> str:
@@ -137,18 +139,17 @@ def render_text(a: Analysis) -> str:
         splits = [(c, h) for c, h in _SPLITS if c in rows and rows[c].abs().sum() > 0
                   and not (c == "cpu_only_s" and not (rows["gpu_only_s"].sum()
                                                       or rows["cpu_gpu_s"].sum()))]
-        # Milliseconds for short runs, so sub-second operations stay readable.
-        scale, unit = (1e3, "ms") if proc["covered_s"] < 10 else (1.0, "s")
+        # Totals, in seconds however long the run (rlscope.reporters.units).
         transitions = [(c, h) for c, h in _TRANSITIONS if c in rows and rows[c].sum() > 0]
-        head = ["Phase", "Operation", "Calls", f"Wall {unit}", "Wall %", f"Self {unit}",
-                "Self %", *[h for _, h in splits], *[h for _, h in transitions]]
+        head = ["Phase", "Operation", "Calls", "Wall s", "Wall %", "Self s",
+                "Self %", *[f"{h} s" for _, h in splits], *[h for _, h in transitions]]
         body = []
         for r in rows.itertuples():
             op = "  " * int(r.depth) + r.operation.split(PATH_SEP)[-1]
             calls = "-" if r.operation in (UNANNOTATED, STARTUP) else f"{r.calls:,}"
-            body.append([r.phase or "-", op, calls, f"{r.wall_s * scale:.3f}",
-                         f"{r.wall_pct:.1f}", f"{r.self_s * scale:.3f}", f"{r.self_pct:.1f}",
-                         *[f"{getattr(r, c) * scale:.3f}" for c, _ in splits],
+            body.append([r.phase or "-", op, calls, seconds(r.wall_s),
+                         f"{r.wall_pct:.1f}", seconds(r.self_s), f"{r.self_pct:.1f}",
+                         *[seconds(getattr(r, c)) for c, _ in splits],
                          *[_transition_cell(getattr(r, c), r.calls) for c, _ in transitions]])
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
                   for i, h in enumerate(head)]
@@ -174,10 +175,10 @@ def render_text(a: Analysis) -> str:
                      "operations afterwards.")
     if any(ops[c].abs().sum() > 0 for c in _GPU_COLS - {"cpu_only_s"}):
         lines.append("Python/Backend/Simulator/CUDA API/Waiting/GPU and CPU only/GPU only/"
-                     "CPU+GPU split the self time (same unit).")
+                     "CPU+GPU split the self time.")
     elif len(ops) and (ops["backend_s"].sum() or ops["simulator_s"].sum()
                        or ops["waiting_s"].sum()):
-        lines.append("Python/Backend/Simulator/Waiting split the self time (same unit).")
+        lines.append("Python/Backend/Simulator/Waiting split the self time.")
     if len(ops) and ops["waiting_s"].sum():
         lines.append("Waiting: blocked in an intercepted call (sleep, pipe/socket receive, "
                      "select, lock/queue waits, waiting for a child): off the CPU.")

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis import Analysis
+from rlscope.reporters.units import seconds
 
 _CPU = [("sampled_cpu_pct", "CPU% sampled"), ("rlscope_cpu_pct", "CPU% rlscope")]
 _GPU = [("sampled_gpu_busy_pct", "GPU busy% NVML"), ("sampled_gpu_util_pct", "GPU util% NVML"),
@@ -38,7 +39,7 @@ def lines(a: Analysis) -> list[str]:
     has_gpu = bool(df["gpu_devices"].astype(bool).any() or len(s.gpu_time_ns))
     cols = _CPU + (_GPU if has_gpu else [])
     head = ["Process", "Phase", "Wall s", *[h for _, h in cols]]
-    body = [[f"{r.process} ({r.pid})", r.phase or "-", f"{r.wall_s:.3f}",
+    body = [[f"{r.process} ({r.pid})", r.phase or "-", seconds(r.wall_s),
              *[_cell(getattr(r, c)) for c, _ in cols]] for r in df.itertuples()]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
 

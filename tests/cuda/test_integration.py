@@ -62,13 +62,15 @@ def test_rls_prof_python_workload_through_fake_cupti(fake: Fake, tmp_path: Path)
     rep = run_tool("rls-analyze", "report", str(out))
     assert rep.returncode == 0, rep.stderr
     assert "CUDA API" in rep.stdout and "CPU+GPU" in rep.stdout
-    # Kernels per operation: 5 kernels of 2 ms by inference, 5 copies of 1 ms by backprop.
+    # Kernels per operation: 5 kernels of 2 ms by inference, 5 copies of 1 ms by backprop
+    # (the table's GPU times are totals: in seconds).
     section = rep.stdout.split("GPU work by the operation that launched it", 1)[1]
     inf = re.search(r"training\s+inference\s+(\d+)\s+([\d.]+)\s+(\d+)", section)
     bp = re.search(r"training\s+backprop\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)", section)
     assert inf and bp, section
-    assert (int(inf[1]), float(inf[2]), int(inf[3])) == (5, 10.0, 0)
-    assert (int(bp[1]), int(bp[3]), float(bp[4])) == (0, 5, 5.0)
+    assert (int(inf[1]), float(inf[2]), int(inf[3])) == (5, 0.010, 0)
+    assert (int(bp[1]), int(bp[3]), float(bp[4])) == (0, 5, 0.005)
+    assert "Kernel s" in section and "GPU ms / call" in section
     js = json.loads(run_tool("rls-analyze", "report", "--format", "json", str(out)).stdout)
     work = {w["operation"]: w for w in js["gpu_work"]}
     assert work["inference"]["kernels"] == 5 and work["inference"]["kernel_s"] == 0.01
