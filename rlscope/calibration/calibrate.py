@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from rlscope.analysis.overhead.model import (
 from rlscope.calibration.build import build_calibration
 from rlscope.calibration.chunked import MIN_CHUNKS, run_chunks
 from rlscope.calibration.configs import Config, configurations
-from rlscope.calibration.runner import SUBDIR, RunRecord, run_configurations
+from rlscope.calibration.runner import SUBDIR, TICK_S, RunRecord, Status, run_configurations
 from rlscope.errors import UserError
 from rlscope.inprocess.chunk_copies import DEFAULT_CHUNK_S, DEFAULT_MAX_CHUNKS
 from rlscope.inprocess.limits import parse_limit
@@ -32,27 +33,50 @@ from rlscope.launch.child_env import Recording
 Echo = Callable[[str], None]
 
 
-def microbenchmark(recorder: str) -> dict[str, dict[str, float]] | None:
-    """The hook microbenchmarks, in a fresh interpreter (not the launcher's state)."""
+MICROBENCH_TIMEOUT_S = 300.0
+
+
+def microbenchmark(recorder: str, status: Status | None = None
+                   ) -> dict[str, dict[str, float]] | None:
+    """The hook microbenchmarks, in a fresh interpreter (not the launcher's state);
+    ``status`` is refreshed while they run."""
+    text = "calibrating: timing rlscope's hooks in a tight loop"
     with tempfile.TemporaryDirectory(prefix="rlscope-mb-") as tmp:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(envvars.PREFIX)}
         try:
-            r = subprocess.run([sys.executable, "-m", "rlscope.calibration.microbench",
-                                tmp, recorder], capture_output=True, text=True, env=clean,
-                               timeout=300)
-            return json.loads(r.stdout) if r.returncode == 0 else None
-        except (OSError, ValueError, subprocess.TimeoutExpired):
+            proc = subprocess.Popen([sys.executable, "-m", "rlscope.calibration.microbench",
+                                     tmp, recorder], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True, env=clean)
+        except OSError:
+            return None
+        deadline = time.monotonic() + MICROBENCH_TIMEOUT_S
+        with proc:
+            while True:
+                if status is not None:
+                    status(text)
+                try:
+                    out, _ = proc.communicate(timeout=TICK_S)  # retried: nothing is lost
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() > deadline:
+                        proc.kill()
+                        return None
+        try:
+            return json.loads(out) if proc.returncode == 0 else None
+        except ValueError:
             return None
 
 
 def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
               repetitions: int = 3, echo: Echo | None = None, mode: str = "chunks",
-              chunk_s: float = DEFAULT_CHUNK_S, max_chunks: int = DEFAULT_MAX_CHUNKS
-              ) -> Calibration:
+              chunk_s: float = DEFAULT_CHUNK_S, max_chunks: int = DEFAULT_MAX_CHUNKS,
+              detail: Echo | None = None, status: Status | None = None) -> Calibration:
     """Calibrate ``command`` as profiled with ``rec`` (``cuda``: the CUDA collector
     recorded) and write ``out/calibration.json``. ``mode`` "chunks" (paired chunks in
     one process; falls back to whole runs when the workload reports too little progress)
-    or "runs"."""
+    or "runs". ``echo``: lines for everyone (the chunks' outcome, a fall-back to whole
+    runs); ``detail``: technical ones (each whole run's times); ``status``: what it is
+    doing now, called often (rls-prof's status line)."""
     try:
         max_progress = parse_limit(os.environ.get(envvars.MAX_PROGRESS))
     except ValueError as e:
@@ -67,21 +91,25 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
                    else None)
         if why_not is None:
             records, why = run_chunks(command, configs, out, rec, chunk_s, max_chunks,
-                                      echo=say)
+                                      echo=say, status=status)
             n = len({r.sample.round for r in records})
             if n >= MIN_CHUNKS:
-                return _finish(command, out, records, configs, n, recorder, "chunks")
+                return _finish(command, out, records, configs, n, recorder, "chunks",
+                               status)
             why_not = (f"only {n} chunk(s) could be measured ({why}); report progress "
                        "more often (rlscope.report_progress) for chunks")
         say(f"calibrating with whole runs: {why_not}")
     records = run_configurations(command, configs, repetitions, out, rec, max_progress,
-                                 echo=echo)
-    return _finish(command, out, records, configs, repetitions, recorder, "runs")
+                                 echo=detail, status=status)
+    return _finish(command, out, records, configs, repetitions, recorder, "runs", status)
 
 
 def _finish(command: list[str], out: Path, records: list[RunRecord], configs: list[Config],
-            rounds: int, recorder: str, mode: str) -> Calibration:
-    mb = microbenchmark(recorder)
+            rounds: int, recorder: str, mode: str, status: Status | None = None
+            ) -> Calibration:
+    mb = microbenchmark(recorder, status)
+    if status is not None:
+        status("calibrating: estimating the costs")
     used = sorted({r.sample.config for r in records})
     cal = build_calibration(command, [r.sample for r in records],
                             [c for c in configs if c.name in used], rounds, mb,

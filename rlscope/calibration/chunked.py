@@ -5,6 +5,7 @@ into samples, one round per chunk."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,13 @@ from pathlib import Path
 from rlscope.analysis.overhead.kinds import PROCESS, count_events
 from rlscope.calibration.configs import Config
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
-from rlscope.calibration.runner import SUBDIR, RunRecord, config_recording, run_once
+from rlscope.calibration.runner import (
+    SUBDIR,
+    RunRecord,
+    Status,
+    config_recording,
+    run_once,
+)
 from rlscope.errors import RLScopeError
 from rlscope.inprocess import chunk_copies as ch
 from rlscope.intercept import BACKENDS, SIMULATORS, WAITS
@@ -39,10 +46,27 @@ def chunk_configs(configs: list[Config]) -> list[ch.ChunkConfig]:
     return out
 
 
+def chunk_under_way(root: Path) -> int:
+    """The chunk the calibration copies are measuring (1, 2, ...; 0: none yet), from the
+    names of their trace directories and result files, ``<chunk>-<config>``."""
+    latest = -1
+    try:
+        with os.scandir(root) as entries:
+            for e in entries:
+                head, dash, _ = e.name.partition("-")
+                if dash and head.isdigit():
+                    latest = max(latest, int(head))
+    except OSError:
+        pass
+    return latest + 1
+
+
 def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Recording,
                chunk_s: float, max_chunks: int,
-               echo: Callable[[str], None] | None = None) -> tuple[list[RunRecord], str]:
-    """(samples of the complete chunks, why the chunk driver stopped)."""
+               echo: Callable[[str], None] | None = None,
+               status: Status | None = None) -> tuple[list[RunRecord], str]:
+    """(samples of the complete chunks, why the chunk driver stopped). ``echo``: the
+    outcome, a line; ``status``: which chunk is being measured, while it runs."""
     root = out / SUBDIR / CHUNKS_SUBDIR
     full = next(c for c in configs if c.name == "full")
     # Every interception installed, no CUDA (it does not survive fork), no work bound.
@@ -51,7 +75,14 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Record
                                         ch.encode_configs(chunk_configs(configs)), chunk_s,
                                         max_chunks)
     t0 = time.monotonic()
-    _wall, _cpu, rc = run_once(command, env, root, None)
+    tick = None
+    if status is not None:
+        def tick() -> None:
+            k = chunk_under_way(root)
+            status(f"calibrating: chunk {k} of at most {max_chunks}" if k else
+                   "calibrating: running the command to its first progress report")
+        tick()
+    _wall, _cpu, rc = run_once(command, env, root, None, tick)
     lines = (root / ch.RESULTS).read_text().splitlines() if (root / ch.RESULTS).exists() \
         else []
     why = (root / "stopped.txt").read_text().strip() if (root / "stopped.txt").exists() \
@@ -59,6 +90,8 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Record
     if rc != 0:
         raise RLScopeError(f"the calibration run exited with status {rc}; see "
                            f"{root / 'output.log'}")
+    if status is not None:
+        status(f"calibrating: counting the events in the {len(lines)} copies' traces")
     records = []
     for line in lines:
         r = json.loads(line)

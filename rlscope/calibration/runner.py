@@ -25,6 +25,8 @@ from rlscope.trace.reader import read_trace
 
 SUBDIR = "calibration"
 INTERRUPT_GRACE_S = 30.0  # Popen.wait alone gives an interrupted run 0.25 s
+TICK_S = 0.5  # how often a running calibration run's ``tick`` is called
+Status = Callable[[str], None]  # says what calibration is doing now (rls-prof's status line)
 
 
 @dataclass
@@ -43,17 +45,19 @@ def config_recording(rec: Recording, c: Config, directory: Path,
 
 
 def run_once(command: list[str], env: dict[str, str], directory: Path,
-              timeout_s: float | None) -> tuple[float, float, int]:
+              timeout_s: float | None, tick: Callable[[], None] | None = None
+              ) -> tuple[float, float, int]:
     """(wall s, CPU s of the process tree, exit status). CPU time (user + system of every
     waited-for descendant) is what calibration uses: on a shared machine other processes
-    stretch wall time far more than they change the work a run does."""
+    stretch wall time far more than they change the work a run does. ``tick`` is called
+    every TICK_S while the run goes on (progress)."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "output.log", "wb") as log:
         c0 = children_cpu_s()
         t0 = time.monotonic_ns()
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            rc = proc.wait(timeout=timeout_s)
+            rc = _wait(proc, timeout_s, tick)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -67,6 +71,22 @@ def run_once(command: list[str], env: dict[str, str], directory: Path,
     return (t1 - t0) / 1e9, children_cpu_s() - c0, rc
 
 
+def _wait(proc: subprocess.Popen, timeout_s: float | None,
+          tick: Callable[[], None] | None) -> int:
+    """``proc.wait(timeout_s)``, calling ``tick`` every TICK_S meanwhile."""
+    if tick is None:
+        return proc.wait(timeout=timeout_s)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        step = TICK_S if deadline is None else min(TICK_S, deadline - time.monotonic())
+        try:
+            return proc.wait(timeout=max(step, 0.0))
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+        tick()
+
+
 def _end_interrupted(proc: subprocess.Popen) -> None:
     """After Ctrl-C: the terminal interrupted the run too. Wait until it has unwound
     (the chunk driver reaps its copies on the way), so that nothing rls-prof started
@@ -78,6 +98,13 @@ def _end_interrupted(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def config_words(name: str) -> str:
+    """A configuration, for a status line: "without rlscope", "recording annotations +
+    backend"."""
+    return ("without rlscope" if name == "uninstrumented"
+            else f"recording {name.replace('+', ' + ')}")
+
+
 def children_cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -86,20 +113,33 @@ def children_cpu_s() -> float:
 def run_configurations(command: list[str], configs: list[Config], rounds: int,
                        out: Path, rec: Recording,
                        max_progress: int | None = None, timeout_s: float | None = None,
-                       echo: Callable[[str], None] | None = None) -> list[RunRecord]:
+                       echo: Callable[[str], None] | None = None,
+                       status: Status | None = None) -> list[RunRecord]:
     """Every configuration once per round; configurations that cannot tell anything
-    apart are dropped after the first round (see :func:`configs.prune`)."""
+    apart are dropped after the first round (see :func:`configs.prune`). ``echo``: a
+    line per run (technical detail); ``status``: which run of how many is running."""
     records: list[RunRecord] = []
     root = out / SUBDIR
     for r in range(rounds):
         k = r % len(configs)
-        for c in configs[k:] + configs[:k]:  # rotate the order each round
+        for i, c in enumerate(configs[k:] + configs[:k]):  # rotate the order each round
             d = root / f"{r}-{c.name.replace('+', '_')}"
             if c.record:
                 env = child_env.profiled(config_recording(rec, c, d, max_progress))
             else:
                 env = child_env.uninstrumented(max_progress)
-            wall, cpu, rc = run_once(command, env, d, timeout_s)
+            tick = None
+            if status is not None:
+                # runs before this round, then this and the later rounds' (the first round
+                # decides which configurations the later ones keep)
+                total = len(records) - i + len(configs) * (rounds - r)
+                text = (f"calibrating: whole run {len(records) + 1} of {total} "
+                        f"(round {r + 1} of {rounds}, {config_words(c.name)})")
+                status(text)
+
+                def tick(text: str = text) -> None:
+                    status(text)
+            wall, cpu, rc = run_once(command, env, d, timeout_s, tick)
             if rc != 0:
                 raise RLScopeError(f"calibration run {c.name} (round {r + 1}) exited with "
                                    f"status {rc}; see {d / 'output.log'}")

@@ -1,11 +1,14 @@
 """Shared command-line plumbing: every user error is one line on stderr, no traceback;
-help text wrapped between words."""
+help text wrapped between words; a status line for long steps."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import TextIO
 
 import click
 
@@ -85,6 +88,74 @@ def wrap_help_on_words(command: click.Command) -> click.Command:
         for sub in command.commands.values():
             wrap_help_on_words(sub)
     return command
+
+
+class StatusLine:
+    """What a long step is doing, on ``stream`` (stderr): on a terminal one line redrawn
+    in place with the time since the start; otherwise (a log, a pipe) a plain line when
+    the text changes, at most one every ``every_s`` seconds. :meth:`echo` prints a line
+    that stays, above the status line."""
+
+    def __init__(self, prefix: str, stream: TextIO | None = None, every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.prefix, self.every_s, self.clock = prefix, every_s, clock
+        self.stream = stream if stream is not None else sys.stderr
+        try:
+            self.tty = self.stream.isatty()
+        except (AttributeError, ValueError):
+            self.tty = False
+        self.t0 = clock()
+        self.text = ""  # the current status ("" none)
+        self.drawn = False  # the terminal's last line is the status line
+        self.last_plain: tuple[str, float] | None = None  # (text, when) printed
+
+    def update(self, text: str) -> None:
+        """The current status (called again with the same text to refresh the time)."""
+        now = self.clock()
+        self.text = text
+        if self.tty:
+            self._draw(now)
+        elif self.last_plain is None or (text != self.last_plain[0]
+                                         and now - self.last_plain[1] >= self.every_s):
+            self._write(f"{self.prefix}{text} ({_elapsed(now - self.t0)})\n")
+            self.last_plain = (text, now)
+
+    def echo(self, line: str) -> None:
+        self.clear()
+        self._write(line + "\n")
+        if self.tty and self.text:
+            self._draw(self.clock())
+
+    def clear(self) -> None:
+        """Take the status line off the terminal (before other output, and at the end)."""
+        if self.drawn:
+            self._write("\r\x1b[K")
+            self.drawn = False
+
+    def elapsed(self) -> str:
+        """The time since the start: "47 s", "2 min 05 s"."""
+        return _elapsed(self.clock() - self.t0)
+
+    def done(self) -> None:
+        self.clear()
+        self.text = ""
+
+    def _draw(self, now: float) -> None:
+        line = f"{self.prefix}{self.text} ({_elapsed(now - self.t0)})"
+        width = shutil.get_terminal_size().columns
+        if len(line) >= width:  # one row, or \r would not go back to its start
+            line = line[:max(width - 4, 1)] + "..."
+        self._write("\r\x1b[K" + line)
+        self.drawn = True
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+
+def _elapsed(s: float) -> str:
+    s = int(s)
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
 
 
 def run(command: click.Command, prog: str, argv: Sequence[str] | None = None,
