@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from rlscope.cli.common import run
+from rlscope.cli.common import StatusLine, run
 from rlscope.errors import RLScopeError, UserError
 from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
 from rlscope.intercept import parse as parse_intercept
@@ -71,12 +71,15 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
                    "(taken in rls-prof, outside the profiled processes).")
 @click.option("--no-sample", is_flag=True, help="Do not sample utilisation.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="With --calibrate, also print the technical detail: each calibration "
+                   "run's times and how each cost was estimated.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
          intercept: str, no_intercept: bool, calibrate: bool, calibrate_by: str,
          max_chunks: int, chunk_s: float, repetitions: int,
          calibration_file: Path | None, sample_hz: float, no_sample: bool, quiet: bool,
-         command: tuple[str, ...]) -> int:
+         verbose: bool, command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
     \b
@@ -105,7 +108,7 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         wanted = result.status == 0 and (calibrate or reuse is not None)
         if wanted and not _calibrate(list(command), out, rec, result, calibration_file,
                                      reuse, calibrate_by, repetitions, chunk_s, max_chunks,
-                                     quiet):
+                                     quiet, verbose):
             return CALIBRATION_FAILED
     return result.status
 
@@ -135,19 +138,23 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
 
 def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,
                calibration_file: Path | None, reuse: bytes | None, mode: str,
-               repetitions: int, chunk_s: float, max_chunks: int, quiet: bool) -> bool:
+               repetitions: int, chunk_s: float, max_chunks: int, quiet: bool,
+               verbose: bool = False) -> bool:
     """Whether a calibration was stored; a failed one is one line, the run's trace is
-    kept."""
+    kept. While it runs, a status line on stderr says where it is (redrawn on a
+    terminal, a plain line now and then otherwise)."""
     from rlscope.analysis.overhead.model import FILE_NAME
     from rlscope.calibration.calibrate import calibrate, install_calibration
     from rlscope.calibration.runner import SUBDIR
     from rlscope.reporters.calibration import summary_lines
 
+    status = StatusLine("rls-prof: ")
+
     def echo(line: str) -> None:
         if not quiet:
-            click.echo("rls-prof: " + line, err=True)
+            status.echo("rls-prof: " + line)
 
-    def detail(line: str) -> None:
+    def indented(line: str) -> None:
         echo("  " + line)
 
     if reuse is not None:
@@ -155,21 +162,31 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
         echo(f"calibration {calibration_file} stored in {out / FILE_NAME}; rls-analyze "
              "corrects with it")
         return True
-    how = (f"up to {max_chunks} chunks of ~{chunk_s:g} s, each run in every configuration"
-           if mode == "chunks" else f"{repetitions} rounds of runs")
-    echo(f"calibrating: {how}, into {out / SUBDIR} (see docs/overhead-correction.md)")
+    how = (f"the command runs again, and each chunk of its work between progress reports "
+           f"(up to {max_chunks}, of ~{chunk_s:g} s) is run once without rlscope and once "
+           "per kind of book-keeping" if mode == "chunks" else
+           f"the command runs {repetitions} times without rlscope and with each kind of "
+           "book-keeping")
+    echo("calibrating: measuring what rlscope's own book-keeping costs on this workload, "
+         f"to remove it from the report: {how} (docs/overhead-correction.md)")
+    if verbose:
+        echo(f"  calibration runs in {out / SUBDIR}")
     try:
         cal = calibrate(command, out, rec, cuda=bool(result.cuda_files),
-                        repetitions=repetitions, echo=detail, mode=mode, chunk_s=chunk_s,
-                        max_chunks=max_chunks)
+                        repetitions=repetitions, echo=indented, mode=mode, chunk_s=chunk_s,
+                        max_chunks=max_chunks, detail=indented if verbose else None,
+                        status=None if quiet else status.update)
     except UserError:
         raise
     except RLScopeError as e:  # the calibration runs, not the profiled one
+        status.done()
         click.echo(f"rls-prof: calibration failed: {e}; the run's trace in {out} is kept, "
                    f"uncorrected (rls-analyze report {out})", err=True)
         return False
-    echo(f"calibration written to {out / FILE_NAME}:")
-    for line in summary_lines(cal):
+    finally:
+        status.done()
+    echo(f"calibration written to {out / FILE_NAME} (took {status.elapsed()}):")
+    for line in summary_lines(cal, verbose):
         echo(line)
     return True
 

@@ -1,6 +1,8 @@
-"""Lines rls-prof prints about a calibration it made: each kind's cost, where it came
-from and, when it differs from the hook's tight-loop microbenchmark, why; then the
-held-out check."""
+"""Lines rls-prof prints about a calibration it made. By default, in plain words: what
+rlscope's book-keeping costs on this workload (in all, and per kind of event), how sure
+that is, and how well the correction checked out. With ``--verbose`` also the technical
+detail: each kind's cost, where it came from and, when it differs from the hook's
+tight-loop microbenchmark, why; then the held-out check."""
 
 from __future__ import annotations
 
@@ -76,7 +78,150 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
             f"{_UNIT.get(kind, 'event')}: {split}")
 
 
-def summary_lines(cal: Calibration) -> list[str]:
+# Each kind of book-keeping event, as a user knows it.
+_WHAT = {"annotation": "an operation or phase beginning or ending",
+         "backend_call": "a call into the ML backend (torch, tensorflow, jax, ...)",
+         "simulator_call": "a call into the simulator (mujoco, box2d, ...)",
+         "wait_call": "a blocking call (sleep, pipe or socket receive, lock, ...)",
+         "env_call": "an env step or reset",
+         "cuda_api": "a CUDA API call",
+         "gpu_activity": "a GPU kernel, copy or memset recorded"}
+_BENCHMARK = "from a benchmark of rlscope's hooks"
+WARN_PCT = 5.0  # a held-out check further off is poor (calibration.build warns above it)
+NOISE_PCT = 3.0  # runs without rlscope spread more: the machine or the work is noisy
+
+
+def _time(ns: float) -> str:
+    """A duration for the plain lines: "43 ns", "1.2 µs", "6.4 ms"."""
+    if abs(ns) >= 1e6:
+        return f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e3:.1f} µs" if abs(ns) >= 1000 else f"{ns:.0f} ns"
+
+
+def _sure(c: KindCost) -> str:
+    """How sure a measured cost is, in words."""
+    if not math.isfinite(c.error_ns):
+        return ("a rough figure: one round of runs gives no error margin "
+                "(--repetitions 3 or more)")
+    if c.error_ns >= abs(c.per_event_ns):
+        return "a rough figure: the error margin is as large as the value"
+    if 2 * c.error_ns > abs(c.per_event_ns):
+        return f"± {_time(c.error_ns)}, within the noise"
+    return f"± {_time(c.error_ns)}"
+
+
+def plain_cost_line(kind: str, c: KindCost) -> str:
+    """One kind's cost in plain words: per what, how much, measured or not, how sure."""
+    if kind == "process":
+        return (f"  each process: {_time(c.per_event_ns)}, at its start and exit "
+                "(outside the time the report covers)")
+    head = f"  {_WHAT.get(kind, kind)}: {_time(c.per_event_ns)}"
+    if c.source == "microbenchmark":
+        if kind in MICROBENCHMARK_ONLY:
+            why = "it cannot be measured apart from the simulation around it"
+        elif not math.isfinite(c.estimate_ns):
+            why = "not measured on this workload"
+        elif c.fallback == "held-out":
+            why = "the value measured on this workload failed the check below"
+        elif c.estimate_ns < c.per_event_ns:
+            why = ("the workload's measurement came out lower, within its noise; a "
+                   "hook costs at least this")
+        else:
+            why = "the workload's measurement was too noisy to use"
+        return f"{head}, {_BENCHMARK} ({why})"
+    line = f"{head}, measured on this workload ({_sure(c)})"
+    if c.diffuse_ns > 0.5 * c.per_event_ns:
+        line += ("; most of it is recording slowing the program down in general, so it "
+                 "is removed evenly over the run rather than at each event")
+    return line
+
+
+def _share_pct(cal: Calibration) -> float:
+    """The book-keeping's share of the workload's measured time: the costs times the
+    events of the calibration's instrumented runs (or chunks), over the time of the same
+    work without rlscope (nan when unknown)."""
+    u = cal.uninstrumented
+    base = u.get("chunk_mean_s", u.get("mean_s", math.nan))
+    cost_ns = sum(c.per_event_ns * c.events for k, c in cal.costs.items() if k != "process")
+    return 100 * cost_ns / 1e9 / base if base and math.isfinite(base) and base > 0 \
+        else math.nan
+
+
+def _check_line(cal: Calibration) -> str | None:
+    """The held-out check in words: how close the corrected time came to the same work
+    run without rlscope."""
+    v = cal.validation
+    if not v.get("validation_rounds"):
+        return None
+    if cal.mode == "chunks":
+        err, raw = v["total_error_pct"], v["raw_total_error_pct"]
+        where = (f"on {len(v['validation_rounds'])} chunks of work not used to measure "
+                 "the costs")
+        how = (f"the corrected time came out {abs(err):.1f}% "
+               f"{'above' if err >= 0 else 'below'} the same work without rlscope "
+               f"(uncorrected: {abs(raw):.1f}% {'above' if raw >= 0 else 'below'})")
+        if abs(err) > abs(raw):
+            how += ("; correcting did not bring it closer here: rlscope's cost on this "
+                    "workload is within the measurement's noise")
+        worst = abs(err)
+    else:
+        worst = v["max_abs_error_pct"]
+        n = len(v["validation_rounds"])
+        where = (f"on {n} whole run{'s' if n != 1 else ''} not used to measure the "
+                 "costs")
+        how = f"corrected times came within {worst:.1f}% of runs without rlscope"
+    if worst <= 2:
+        return f"  check (good): {where}, {how}"
+    if worst <= WARN_PCT:
+        return f"  check (fair): {where}, {how}"
+    more = "--chunks" if cal.mode == "chunks" else "--repetitions"
+    return (f"  check (poor): {where}, {how}; differences of a few percent in the report "
+            "may be the correction's error. Calibrate again on a quieter machine, with "
+            f"more {more}, and with the same work in every run (fixed seeds and steps, "
+            "OMP_NUM_THREADS=1)")
+
+
+def _noise_line(cal: Calibration) -> str | None:
+    """Whole runs without rlscope that took different times: the comparison is noisy."""
+    u = cal.uninstrumented
+    if cal.mode == "chunks" or not u.get("mean_s") or u.get("n", 0) < 2:
+        return None
+    spread = 100 * u.get("std_s", 0.0) / u["mean_s"]
+    if spread <= NOISE_PCT:
+        return None
+    return (f"  note: the runs without rlscope took times {spread:.1f}% apart (one standard "
+            "deviation): the machine was busy or the command does not do the same work "
+            "each time")
+
+
+def plain_summary_lines(cal: Calibration) -> list[str]:
+    """What rls-prof prints after calibrating, for everyone."""
+    share = _share_pct(cal)
+    lines = []
+    if math.isfinite(share):
+        about = f"about {share:.1f}%" if share >= 0.05 else "less than 0.1%"
+        lines.append(f"  rlscope's book-keeping took {about} of this workload's time; "
+                     "rls-analyze removes it from every number it reports (--no-correct "
+                     "shows them raw)")
+    lines.append("  what it costs, per event:")
+    lines += ["  " + plain_cost_line(k, c) for k, c in cal.costs.items()]
+    lines += [line for line in (_check_line(cal), _noise_line(cal)) if line]
+    return lines
+
+
+def summary_lines(cal: Calibration, verbose: bool = False) -> list[str]:
+    """The plain lines; with ``verbose`` then the technical detail: how each cost was
+    estimated, the held-out check and the calibration's warnings in its own terms."""
+    lines = plain_summary_lines(cal)
+    if verbose:
+        return [*lines, "  detail:", *("  " + line for line in detail_lines(cal))]
+    n = len(cal.warnings)
+    warned = f", and {n} technical warning{'s' if n != 1 else ''}" if n else ""
+    return [*lines, f"  (rls-prof --verbose also shows how each cost was estimated{warned})"]
+
+
+def detail_lines(cal: Calibration) -> list[str]:
+    """How each cost was estimated, in the terms of docs/overhead-correction.md."""
     chunks = cal.mode == "chunks"
     measured = "chunks" if chunks else "runs"
     how = ("jackknife over the calibration chunks" if chunks

@@ -185,7 +185,7 @@ def test_unresolved_estimate_uses_the_microbenchmark_and_the_report_says_why():
     assert "200 ns paid at each event" in line and "4100 ns spread over the run" in line
     cal = Calibration(command=["x"], costs={"annotation": wide, "backend_call": near},
                       mode="chunks")
-    text = "\n".join(summary_lines(cal))
+    text = "\n".join(summary_lines(cal, verbose=True))
     assert "± is one standard error (jackknife over the calibration chunks)" in text
 
 

@@ -133,8 +133,13 @@ def test_estimates_that_fail_the_held_out_check_give_way_to_the_microbenchmark(
     failed = cal.validation["estimates_failed"]
     assert failed["total_error_pct"] == pytest.approx(-10.0, abs=0.1)
     assert abs(cal.validation["total_error_pct"]) < 0.1
-    text = "\n".join(summary_lines(cal))
+    text = "\n".join(summary_lines(cal, verbose=True))  # the technical detail
     assert "worse than not correcting" in text and "microbenchmark is used" in text
+    plain = "\n".join(summary_lines(cal))  # by default, in plain words
+    assert ("an operation or phase beginning or ending: 120 ns, from a benchmark of "
+            "rlscope's hooks (the value measured on this workload failed the check below)"
+            in plain)
+    assert "microbenchmark" not in plain and "held-out" not in plain
     # Still in the file a later run reads.
     write_calibration(cal, tmp_path / "c.json")
     assert read_calibration(tmp_path / "c.json").costs["annotation"].fallback == "held-out"
@@ -168,6 +173,8 @@ def test_env_steps_are_costed_by_the_microbenchmark_and_corrected_in_validation(
     assert a.per_event_ns == pytest.approx(100.0, rel=1e-6)  # not 1,100 ns
     assert abs(cal.validation["total_error_pct"]) < 1e-6
     assert "env_call: 2000 ns per env step or reset (tight-loop microbenchmark of the env " \
-        "wrappers" in "\n".join(summary_lines(cal))
+        "wrappers" in "\n".join(summary_lines(cal, verbose=True))
+    assert "an env step or reset: 2.0 µs, from a benchmark of rlscope's hooks (it cannot " \
+        "be measured apart from the simulation around it)" in "\n".join(summary_lines(cal))
     write_calibration(cal, tmp_path / "c.json")
     assert read_calibration(tmp_path / "c.json").costs["env_call"].source == "microbenchmark"
