@@ -102,10 +102,9 @@ def _process(pid: int, process: str, strings: list[str], metadata: dict[str, Any
 
 
 def _label(header: Header, metadata: dict[str, Any]) -> str:
-    """The process's name: a Ray worker's by what it runs, else its program's."""
-    if fmt.META_RAY in metadata:
-        return roles.display_name(header.argv, metadata)
-    return header.process_name
+    """The process's name, as the process tree gives it (a Ray worker's by what it runs,
+    a script by its command line)."""
+    return roles.display_name(header.argv, metadata, fallback=header.process_name)
 
 
 def from_trace(trace: Trace, infer: str = "auto") -> list[ProcessEvents]:
