@@ -15,9 +15,6 @@ class UserError(RLScopeError):
     Named apart from ``click.UsageError``, which click raises for options it rejects."""
 
 
-UsageError = UserError  # the old name; rlscope.analysis.timeline.select still raises it
-
-
 class RLScopeWarning(UserWarning):
     """Misuse of the annotation API that rlscope ignores, as it would without a recording
     (a pop_operation with no matching push). ``warnings.simplefilter("error",

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.analysis.timeline import select as sel
 from rlscope.analysis.timeline.slices import CounterTrack, Track, nest, process_tracks
-from rlscope.errors import UsageError
+from rlscope.errors import UserError
 from rlscope.reporters import pbrows, perfetto
 from rlscope.reporters.chrome_trace import write_chrome_trace
 from rlscope.trace import format as fmt
@@ -258,9 +258,9 @@ def test_window_by_timesteps():
     trace = sample_trace()
     assert sel.plan_timeline(trace, window=sel.parse_window("10steps:20steps")).window == (50, 80)
     assert sel.plan_timeline(trace, window=sel.parse_window("0steps:10steps")).window == (0, 50)
-    with pytest.raises(UsageError, match="reached only 20 timesteps"):
+    with pytest.raises(UserError, match="reached only 20 timesteps"):
         sel.plan_timeline(trace, window=sel.parse_window("10steps:500steps"))
-    with pytest.raises(UsageError, match="is empty"):
+    with pytest.raises(UserError, match="is empty"):
         sel.plan_timeline(trace, window=sel.parse_window("15steps:20steps"))
 
 
@@ -268,7 +268,7 @@ def test_window_by_timesteps():
                                       ("20s:10s", "after the start"), (":", "no bound"),
                                       ("1x:2s", "needs a unit")])
 def test_window_syntax_errors(text, err):
-    with pytest.raises(UsageError, match=err):
+    with pytest.raises(UserError, match=err):
         sel.parse_window(text)
 
 
@@ -285,9 +285,9 @@ def test_tracks_parsing():
                                                       "wait"}
     assert "backend" not in sel.parse_tracks(["all,-backend"])
     assert sel.parse_tracks(["ops", "cuda"]) == {"operations", "cuda-api"}
-    with pytest.raises(UsageError, match="unknown track 'bogus'"):
+    with pytest.raises(UserError, match="unknown track 'bogus'"):
         sel.parse_tracks(["bogus"])
-    with pytest.raises(UsageError, match="leaves no track"):
+    with pytest.raises(UserError, match="leaves no track"):
         sel.parse_tracks(["gpu,-gpu"])
 
 
@@ -316,7 +316,7 @@ def test_select_processes_by_pid_role_and_name():
     assert sel.select_processes(trace, ["vector-env worker"]) == [1]
     assert sel.select_processes(trace, ["MAIN"]) == [0]
     assert sel.select_processes(trace, ["_worker"]) == [1]
-    with pytest.raises(UsageError, match="matches no process"):
+    with pytest.raises(UserError, match="matches no process"):
         sel.select_processes(trace, ["nothing"])
     plan = sel.plan_timeline(trace, processes=["11"])
     assert [pp.trace.pid for pp in plan.processes] == [11]

@@ -53,7 +53,7 @@ class Imports:
 
 
 def imports(metadata: dict[str, Any]) -> Imports:
-    """The import records a process's metadata holds (rlscope.launch.imports)."""
+    """The import records a process's metadata holds (rlscope.inprocess.import_timer)."""
     rows = []
     for key, value in metadata.items():
         if key.startswith(fmt.META_IMPORT_PREFIX) and isinstance(value, list) \

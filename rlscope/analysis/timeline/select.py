@@ -26,7 +26,7 @@ from rlscope.analysis.timeline.slices import (
     Window,
     count_slices,
 )
-from rlscope.errors import UsageError
+from rlscope.errors import UserError
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import on_run_clock
 from rlscope.trace.data import ProcessTrace, Trace
@@ -45,7 +45,7 @@ def parse_tracks(items: Sequence[str]) -> frozenset[str]:
     chosen: set[str] = set()
     words = [w.strip() for item in items for w in item.split(",") if w.strip()]
     if not words:
-        raise UsageError("--tracks names no track; choose from " + _choices())
+        raise UserError("--tracks names no track; choose from " + _choices())
     for w in words:
         remove = w.startswith("-")
         name = w[1:] if remove else w
@@ -55,13 +55,13 @@ def parse_tracks(items: Sequence[str]) -> frozenset[str]:
         elif name in TRACK_KINDS:
             kinds = (name,)
         else:
-            raise UsageError(f"--tracks: unknown track {w!r}; choose from {_choices()}")
+            raise UserError(f"--tracks: unknown track {w!r}; choose from {_choices()}")
         if remove:
             chosen -= set(kinds)
         else:
             chosen |= set(kinds)
     if not chosen:
-        raise UsageError("--tracks leaves no track; choose from " + _choices())
+        raise UserError("--tracks leaves no track; choose from " + _choices())
     return frozenset(chosen)
 
 
@@ -89,15 +89,15 @@ def parse_window(text: str) -> WindowSpec:
     (from the timeline's zero) or ``steps`` (timesteps, from the progress records) — or
     empty for the run's start or end: ``30s:45s``, ``10000steps:20000steps``, ``60s:``."""
     if text.count(":") != 1:
-        raise UsageError(f"--window {text!r}: write START:END, e.g. 30s:45s or "
+        raise UserError(f"--window {text!r}: write START:END, e.g. 30s:45s or "
                          "10000steps:20000steps")
     a, b = text.split(":")
     start, end = _bound(a, text), _bound(b, text)
     if start is None and end is None:
-        raise UsageError(f"--window {text!r} selects no bound; e.g. 30s:45s")
+        raise UserError(f"--window {text!r} selects no bound; e.g. 30s:45s")
     if start is not None and end is not None and start.unit == end.unit \
             and end.value <= start.value:
-        raise UsageError(f"--window {text!r}: the end must come after the start")
+        raise UserError(f"--window {text!r}: the end must come after the start")
     return WindowSpec(start, end)
 
 
@@ -109,7 +109,7 @@ def _bound(s: str, text: str) -> Bound | None:
     if unit in ("step", "timesteps", "timestep"):
         unit = STEPS
     if m is None or (unit not in _UNITS_NS and unit != STEPS):
-        raise UsageError(f"--window {text!r}: {s.strip()!r} needs a unit: s, ms, us, min "
+        raise UserError(f"--window {text!r}: {s.strip()!r} needs a unit: s, ms, us, min "
                          "or steps (e.g. 30s:45s, 10000steps:20000steps)")
     value = float(m.group(1))
     if unit in _UNITS_NS:
@@ -151,22 +151,22 @@ def resolve_window(spec: WindowSpec | None, trace: Trace, origin: int) -> Window
         if b.unit == "s":
             return origin + round(b.value * 1e9)
         if not pr:
-            raise UsageError(f"--window {b}: the run has no progress records (rlscope."
+            raise UserError(f"--window {b}: the run has no progress records (rlscope."
                              "progress); give the window in seconds")
         if b.value <= 0:
             return origin
         i = int(np.searchsorted(steps, b.value, side="left"))
         if i >= len(steps):
-            raise UsageError(f"--window {b}: the run reached only {int(steps[-1]):,} "
+            raise UserError(f"--window {b}: the run reached only {int(steps[-1]):,} "
                              "timesteps")
         return int(t[i])
 
     w0, w1 = at(spec.start, origin), at(spec.end, last)
     if w0 > last:
-        raise UsageError(f"--window {_spec_text(spec)} starts after the run's last event "
+        raise UserError(f"--window {_spec_text(spec)} starts after the run's last event "
                          f"({(last - origin) / 1e9:.3f} s)")
     if w1 <= w0:
-        raise UsageError(f"--window {_spec_text(spec)} is empty: it ends at or before "
+        raise UserError(f"--window {_spec_text(spec)} is empty: it ends at or before "
                          f"its start ({(w0 - origin) / 1e9:.3f} s, {(w1 - origin) / 1e9:.3f} s)")
     return w0, w1
 
@@ -222,7 +222,7 @@ def select_processes(trace: Trace, specs: Sequence[str]) -> list[int]:
         if not hit:
             known = "; ".join(f"{p.pid} {d.role} {d.name!r}"
                               for p, d in zip(trace.processes, ids, strict=True))
-            raise UsageError(f"--process {spec!r} matches no process of the run ({known})")
+            raise UserError(f"--process {spec!r} matches no process of the run ({known})")
         chosen |= hit
     return sorted(chosen)
 
