@@ -29,7 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_trace import make_trace
 
 from rlscope.analysis import analyze, load
-from rlscope.analysis.api import total_events
 from rlscope.trace import format as fmt
 from rlscope.trace.gpu import KERNEL, RUNTIME_API, CudaApiCalls, GpuActivities
 from rlscope.trace.reader import read_trace
@@ -59,7 +58,8 @@ def run_once(d: Path, gpu: bool, whole: bool) -> tuple[float, int]:
         trace = read_trace(d)
         if gpu:
             attach_gpu(trace)
-        n = total_events(trace) + sum(2 * len(p.gpu) for p in trace.processes)
+        n = sum(len(p.events) + 2 * len(p.api_calls) + 2 * len(p.gpu)
+                for p in trace.processes)
         a = analyze(trace, batch_events=None if whole else 1 << 20)
     else:  # streaming: rlscope.analysis.load, as rls-analyze does
         a = load(d, correct=False)
