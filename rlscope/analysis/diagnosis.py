@@ -241,3 +241,320 @@ def diagnose(ops: pd.DataFrame, processes: pd.DataFrame) -> list[Verdict]:
                                 pid in gpu_pids))
     out.sort(key=lambda v: -v.wall_s)
     return out
+
+
+# -- run level ---------------------------------------------------------------------------
+# What limits the *run*, across its processes (docs/analysis.md, "Diagnosis: the run").
+IPC_SHARE = 0.5  # IPC/scheduling holds at least this share of a vector env's step time
+LOSS_SHARE = 0.10  # lock-step loss at least this share of sampling
+MIN_BUSY_SHARE = 0.05  # a process does work: recorded busy at least this share of its wall
+OVERSTATED_BUSY = 1.5  # recorded busy at least this many times /proc's sampled CPU
+MIN_RUN_SHARE = 0.05  # start-up: at least this share of the run's wall time
+
+
+@dataclass
+class RunVerdict:
+    """One run-level verdict: what limits the run, the evidence (numbers with the table
+    they come from), the remedy for the library in use and a bound on what it saves."""
+
+    kind: str  # "ipc", "oversubscription", "lockstep-loss", "start-up"
+    verdict: str
+    evidence: list[str] = field(default_factory=list)
+    remedy: str = ""
+    bound_s: float = 0.0  # at most this much of the run's wall time saved by the remedy
+    bound_share: float = 0.0  # ... as a share of the run's wall time
+    bound_of: str = ""  # what the bound is
+    recurring: bool = True  # False: paid once (start-up), listed after the per-step costs
+    subject: str = ""  # the vector env a lock-step verdict is about
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_cores(run: dict[str, Any], samples: Any = None) -> tuple[int | None, str]:
+    """The run's core count: the sampler's (cores it read from /proc/stat on the run's
+    machine), else run.json's host.cpus; never the analysing machine's."""
+    if samples is not None and len(getattr(samples, "core_index", ())):
+        return len(set(samples.core_index.tolist())), "sampler, /proc/stat"
+    cpus = (run.get("host") or {}).get("cpus")
+    if cpus:
+        return int(cpus), "run.json host.cpus"
+    return None, ""
+
+
+def _library(cls: str) -> str:
+    if cls in ("SubprocVecEnv", "DummyVecEnv"):
+        return "sb3"
+    if cls in ("AsyncVectorEnv", "SyncVectorEnv"):
+        return "gymnasium"
+    return ""
+
+
+def _in_process(cls: str) -> str:
+    """The vector env that steps the same envs in the main process."""
+    return {"sb3": "DummyVecEnv", "gymnasium": "SyncVectorEnv"}.get(
+        _library(cls), "a sequential vector env (envs stepped in the main process)")
+
+
+def _ms(s: float, steps: int) -> str:
+    return f"{1e3 * s / max(steps, 1):.2f} ms"
+
+
+def _ipc(v: Any, cores: int | None, wall: float) -> RunVerdict | None:
+    """IPC/scheduling against env work in a vector env's steps (lock-step table)."""
+    if not v.workers or v.step_s <= 0 or v.overhead_s < IPC_SHARE * v.step_s:
+        return None
+    n = int(v.num_envs)
+    over = cores is not None and n + 1 > cores
+    inproc = v.step_s - v.env_sum_s  # the sequential projection's saving
+    k = v.projections[v.projections["design"] == "k envs per worker"] \
+        if len(v.projections) else v.projections
+    best = k.loc[k["saved_s"].idxmax()] if len(k) else None
+    saved, how, scenario = inproc, "in-process", ""
+    if inproc <= 0 and best is not None:  # envs heavier than the IPC: keep the workers
+        saved, how, scenario = float(best["saved_s"]), "k", str(best["scenario"])
+    if saved <= 0:
+        return None
+    rv = RunVerdict("ipc", f"{v.name} ({v.cls}, in {v.process}) is bound by IPC/scheduling"
+                    + (f", oversubscribed: {n} worker processes and the main process on "
+                       f"{cores} cores" if over else "")
+                    + f": {100 * v.overhead_s / v.step_s:.0f}% of its vector-step time, "
+                    "against its envs' work", subject=v.name)
+    rv.evidence.append(f"lock-step table: IPC/scheduling {v.overhead_s:.3g} s of "
+                       f"{v.step_s:.3g} s vector-step time; env work {v.env_mean_s:.3g} s "
+                       f"(mean env per step), {v.env_sum_s:.3g} s all envs one after "
+                       f"another; {v.complete_steps} vector steps")
+    rv.evidence.append(f"per vector step: IPC/scheduling {_ms(v.overhead_s, v.complete_steps)}"
+                       f", one env's step {_ms(v.env_mean_s, v.complete_steps)}")
+    rule = ("rule: worker processes pay off only when an env's step costs more than the "
+            "IPC round trip per vector step, and with at most one worker per core beside "
+            "the main process" + (f" (here {n} workers, {cores} cores)" if cores else ""))
+    if how == "in-process":
+        rv.remedy = (f"step the envs in the main process: {_in_process(v.cls)} instead of "
+                     f"{v.cls}" + (", or fewer worker processes than cores" if over else "")
+                     + (f"; keeping the workers, more envs per each (lock-step projection "
+                        f"'{best['scenario']}' saves {float(best['saved_s']):.3g} s)"
+                        if best is not None and float(best["saved_s"]) > 0 else "")
+                     + f"; {rule}")
+        rv.bound_of = ("vector-step time - all envs' work run one after another "
+                       "(the sequential projection: no IPC, envs as measured)")
+    else:
+        rv.remedy = (f"fewer worker processes, several envs per worker ({scenario}; "
+                     f"{v.cls} has one env per worker: fewer workers, more envs each, "
+                     f"e.g. {_in_process(v.cls)} inside each); {rule}")
+        rv.bound_of = f"the lock-step projection '{scenario}'"
+    rv.bound_s = saved
+    rv.bound_share = saved / wall if wall > 0 else 0.0
+    return rv
+
+
+def _loss(v: Any, wall: float) -> RunVerdict | None:
+    share = v.loss_share
+    if share != share or share < LOSS_SHARE or v.lockstep_loss_s <= 0:
+        return None
+    rv = RunVerdict("lockstep-loss", f"{v.name} ({v.cls}) loses {100 * share:.0f}% of "
+                    "sampling at the lock-step barrier (envs wait for the slowest)",
+                    subject=v.name)
+    rv.evidence.append(f"lock-step table: lock-step loss {v.lockstep_loss_s:.3g} s of "
+                       f"{v.sampling_s:.3g} s sampling; slowest env {v.slowest_s:.3g} s vs "
+                       f"mean env {v.env_mean_s:.3g} s summed over {v.complete_steps} "
+                       "vector steps")
+    if v.straggler is not None:
+        rv.verdict += f"; env {v.straggler} is the straggler"
+        rv.evidence.append(f"env {v.straggler} causes {100 * v.straggler_share:.0f}% of the "
+                           "loss (lock-step env table)")
+        fix = (f"make env {v.straggler} as fast as the others (its configuration, its "
+               "episode resets, the core it runs on)")
+    else:
+        fix = "even out the envs' step times (resets, episode lengths)"
+    asyn = ("gymnasium AsyncVectorEnv with step_async/step_wait on the envs that are ready, "
+            "or an asynchronous sampler (EnvPool, Sample Factory)"
+            if _library(v.cls) == "gymnasium" else
+            "an asynchronous sampler (EnvPool, Sample Factory) or batched rollouts")
+    rv.remedy = f"{fix}; or stop stepping in lock-step: {asyn}"
+    rv.bound_s = v.lockstep_loss_s
+    rv.bound_share = rv.bound_s / wall if wall > 0 else 0.0
+    rv.bound_of = "the lock-step loss (the projection 'asynchronous: no barrier')"
+    return rv
+
+
+def _peak(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    n = peak = 0
+    for _, d in edges:
+        n += d
+        peak = max(peak, n)
+    return peak
+
+
+def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: Any,
+                      cores: int | None, cores_from: str, main_pid: int | None,
+                      wall: float) -> RunVerdict | None:
+    if cores is None or not len(tree):
+        return None
+    t = tree
+    if "idle_helper" in t:
+        t = t[~t["idle_helper"].fillna(False).astype(bool)]
+    t = t[t["busy_s"] >= MIN_BUSY_SHARE * t["wall_s"].clip(lower=1e-12)]
+    peak = _peak(list(zip(t["start_s"].astype(float), t["end_s"].astype(float),
+                          strict=True)))
+    if peak <= cores:
+        return None
+    roles = t["role"].value_counts() if "role" in t else pd.Series(dtype=int)
+    who = ", ".join(f"{n} {r}" + ("s" if n > 1 else "") for r, n in roles.items())
+    rv = RunVerdict("oversubscription", f"CPU oversubscribed: {peak} processes doing work "
+                    f"at once on {cores} cores")
+    rv.evidence.append(f"process tree: {len(t)} processes with recorded busy time ({who}), "
+                       f"up to {peak} alive at once; {cores} cores ({cores_from})")
+    excess_main = None
+    if util is not None and len(util) and "sampled_cpu_s" in util:
+        u = util[util["pid"].isin(t["pid"]) & (util["cpu_samples"] > 0)]
+        u = u.groupby("pid")[["rlscope_cpu_s", "sampled_cpu_s"]].sum()
+        rec, smp = float(u["rlscope_cpu_s"].sum()), float(u["sampled_cpu_s"].sum())
+        if len(u) and rec > 0:
+            line = (f"utilisation table: recorded busy {rec:.3g} s, /proc sampled CPU "
+                    f"{smp:.3g} s over these processes")
+            if rec >= OVERSTATED_BUSY * max(smp, 1e-9):
+                line += (f": recorded busy exceeds what /proc gave {rec / max(smp, 1e-9):.1f}x"
+                         " (runnable, waiting for a core)")
+            rv.evidence.append(line)
+        if main_pid is not None and main_pid in u.index:
+            m = u.loc[main_pid]
+            excess_main = max(float(m["rlscope_cpu_s"] - m["sampled_cpu_s"]), 0.0)
+            rv.evidence.append(f"utilisation table: the main process recorded busy "
+                               f"{float(m['rlscope_cpu_s']):.3g} s, /proc sampled "
+                               f"{float(m['sampled_cpu_s']):.3g} s")
+    workers = [v for v in (lockstep.vector_envs if lockstep is not None else []) if v.workers]
+    if workers:
+        v = workers[0]
+        rv.remedy = (f"fewer worker processes than cores: at most {max(cores - 1, 1)} "
+                     f"worker(s) beside the main process, or {_in_process(v.cls)} instead of "
+                     f"{v.cls} (no worker processes); rule: processes doing work at once "
+                     "<= cores")
+    else:
+        rv.remedy = (f"at most {cores} processes doing work at once: fewer worker processes "
+                     "(or pool size), one thread each for their ML backend "
+                     "(torch.set_num_threads(1))")
+    if excess_main is not None:
+        rv.bound_s = excess_main
+        rv.bound_of = ("the main process's recorded busy time /proc did not give it (it was "
+                       "runnable without a core)")
+    else:
+        rv.bound_of = "not measured (rls-prof's sampler was off)"
+    rv.bound_share = rv.bound_s / wall if wall > 0 else 0.0
+    return rv
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def _startup(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
+             main_pid: int | None, wall: float) -> RunVerdict | None:
+    if "startup_s" not in processes or not len(tree):
+        return None
+    p = processes[processes["startup_s"] > 0][["pid", "startup_s", "imports_s"]]
+    p = p.merge(tree[["pid", "start_s", "role"]].drop_duplicates("pid"), on="pid")
+    if not len(p):
+        return None
+    iv = [(float(s), float(s + d)) for s, d in zip(p["start_s"], p["startup_s"], strict=True)]
+    union = _union(iv)
+    if wall <= 0 or union < MIN_RUN_SHARE * wall:
+        return None
+    many = len(p) > 1
+    rv = RunVerdict("start-up", f"start-up: {union:.3g} s of the run's {wall:.3g} s before "
+                    + (f"the processes' first operations ({len(p)} processes' start-ups, "
+                       "overlapping, as one entry)" if many else "its first operation"),
+                    recurring=False)
+    rv.evidence.append(f"processes table: start-ups {float(p['startup_s'].sum()):.3g} s "
+                       f"summed over {len(p)} processes, {union:.3g} s on the run clock "
+                       f"(their union); imports {float(p['imports_s'].sum()):.3g} s summed")
+    others = p[p["pid"] != main_pid]
+    if main_pid is not None and main_pid in set(p["pid"]) and len(others):
+        m = p[p["pid"] == main_pid].iloc[0]
+        mine = ops[(ops["pid"] == main_pid) & ((ops["operation"] == STARTUP) | ops[
+            "operation"].str.startswith(STARTUP + PATH_SEP))]
+        waited = float(mine["waiting_s"].sum())
+        ms, me = float(m["start_s"]), float(m["start_s"] + m["startup_s"])
+        overlap = _union([(max(s, ms), min(e, me)) for s, e in
+                          zip(others["start_s"], others["start_s"] + others["startup_s"],
+                              strict=True) if min(e, me) > max(s, ms)])
+        on_workers = min(waited, overlap)
+        if on_workers > 0:
+            rv.evidence.append(
+                f"operations table: the main process waited {on_workers:.3g} s "
+                f"({100 * on_workers / max(float(m['startup_s']), 1e-12):.0f}% of its "
+                f"{float(m['startup_s']):.3g} s start-up) on its {len(others)} worker "
+                f"processes' start-up (their imports {float(others['imports_s'].mean()):.3g}"
+                " s each on average); its own imports "
+                f"{float(m['imports_s']):.3g} s")
+    rv.remedy = ("paid once per run: a longer run amortises it; "
+                 + ("start fewer worker processes (each imports the same modules again, all "
+                    "at once on the same cores), " if many else "")
+                 + "import less at start (lazily, only what each process uses)")
+    rv.bound_s = union
+    rv.bound_share = union / wall
+    rv.bound_of = "the start-ups' union on the run clock"
+    return rv
+
+
+def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
+                 util: pd.DataFrame | None = None, lockstep: Any = None,
+                 cores: int | None = None, cores_from: str = "") -> list[RunVerdict]:
+    """What limits the run across its processes, before the per-operation verdicts:
+    IPC/scheduling in vector steps, CPU oversubscription, the lock-step loss (per-step
+    costs, largest bound first), then the run's start-up (one entry, paid once).
+    ``tree``/``processes``/``ops``/``util``: Analysis.process_tree()/processes()/
+    operations()/utilisation() (None: not sampled); ``lockstep``: the Lockstep result;
+    ``cores``: run_cores()."""
+    if not len(tree):
+        return []
+    wall = float(tree["end_s"].max() - tree["start_s"].min())
+    mains = tree[tree["role"] == "main"] if "role" in tree else tree.iloc[:0]
+    main_pid = int(mains["pid"].iloc[0]) if len(mains) else (
+        int(tree.sort_values("start_s")["pid"].iloc[0]))
+    out: list[RunVerdict] = []
+    for v in (lockstep.vector_envs if lockstep is not None else []):
+        out += [r for r in (_ipc(v, cores, wall), _loss(v, wall)) if r is not None]
+    o = _oversubscription(tree, util, lockstep, cores, cores_from, main_pid, wall)
+    if o is not None:
+        out.append(o)
+    out.sort(key=lambda r: -r.bound_s)
+    s = _startup(tree, processes, ops, main_pid, wall)
+    if s is not None:
+        out.append(s)
+    return out
+
+
+def refine(verdicts: list[Verdict], run_verdicts: list[RunVerdict],
+           lockstep: Any = None) -> list[Verdict]:
+    """The per-operation verdicts under the run-level ones: no per-process start-up
+    (the run-level start-up entry holds them); for the operation that steps a vector env
+    (``simulation`` in the process holding it), no "vectorise across envs": dropped when
+    the lock-step analysis explains it (an IPC verdict), else a remedy for envs already
+    vectorised."""
+    vec = {v.pid: v for v in (lockstep.vector_envs if lockstep is not None else [])}
+    explained = {r.subject for r in run_verdicts if r.kind == "ipc"}
+    out = []
+    for v in verdicts:
+        if v.operation == STARTUP:
+            continue
+        ve = vec.get(v.pid)
+        if ve is not None and v.operation == VECTOR_STEP_OP and v.bound == "Python":
+            if ve.name in explained:
+                continue
+            v.remedy = (f"less Python per env step: the envs are already vectorised "
+                        f"({ve.name}); a natively batched env (one call steps all envs, "
+                        "numpy/jax) or cheaper env code (lock-step report: per-env step "
+                        "times)")
+        out.append(v)
+    return out
+
+
+VECTOR_STEP_OP = "simulation"  # the operation the SB3 and gymnasium integrations open

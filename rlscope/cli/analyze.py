@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from rlscope.analysis.diagnosis import diagnose, gpu_findings
+from rlscope.analysis.diagnosis import diagnose, diagnose_run, gpu_findings, refine, run_cores
 from rlscope.analysis.frames import Analysis
 from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, LOCKSTEP, Run, RunOptions, open_run
 from rlscope.analysis.timeline import select as sel
@@ -162,17 +162,22 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     sections = [table.section(a)]
     if run.lockstep is not None and run.lockstep.vector_envs:
         sections.append(lockstep_report.section(run.lockstep))
-    sections.append(_diagnosis_section(a))
+    sections.append(_diagnosis_section(a, run))
     out = Report(sections)
     click.echo(out.to_json() if fmt == "json" else out.to_text())
 
 
-def _diagnosis_section(a: Analysis) -> Section:
-    """The report's closing diagnosis: what limits the run."""
+def _diagnosis_section(a: Analysis, run: Run) -> Section:
+    """The report's closing diagnosis: what limits the run, then each operation."""
 
-    verdicts = diagnose(a.operations(), a.processes())
-    findings = gpu_findings(a.utilisation()) if a.samples is not None else []
-    return diagnosis.section(verdicts, findings)
+    ops, procs = a.operations(), a.processes()
+    util = a.utilisation() if a.samples is not None else None
+    cores, cores_from = run_cores(a.run, a.samples)
+    run_verdicts = diagnose_run(a.process_tree(), procs, ops, util, run.lockstep, cores,
+                                cores_from)
+    verdicts = refine(diagnose(ops, procs), run_verdicts, run.lockstep)
+    findings = gpu_findings(util) if util is not None else []
+    return diagnosis.section(verdicts, findings, run_verdicts)
 
 
 @analyze.command()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlscope.analysis.diagnosis import GpuFinding, Verdict
+from rlscope.analysis.diagnosis import GpuFinding, RunVerdict, Verdict
 from rlscope.reporters.section import Section
 from rlscope.reporters.units import s as _s
 
@@ -26,11 +26,29 @@ def gpu_lines(findings: list[GpuFinding]) -> list[str]:
     return out
 
 
-def lines(verdicts: list[Verdict], findings: list[GpuFinding] | None = None) -> list[str]:
+def run_lines(run_verdicts: list[RunVerdict]) -> list[str]:
+    """The run-level verdicts, numbered: per-step costs by their bound, then start-up."""
+    out = []
+    for i, r in enumerate(run_verdicts, 1):
+        out.append(f"  {i}. {r.verdict}")
+        out += [f"     evidence: {e}" for e in r.evidence]
+        out.append(f"     remedy: {r.remedy}")
+        out.append(f"     saves at most {_s(r.bound_s)} ({100 * r.bound_share:.0f}% of the "
+                   f"run's wall time): {r.bound_of}"
+                   + ("" if r.recurring else "; paid once, it does not grow with the run"))
+    return out
+
+
+def lines(verdicts: list[Verdict], findings: list[GpuFinding] | None = None,
+          run_verdicts: list[RunVerdict] | None = None) -> list[str]:
     gpu = gpu_lines(findings or [])
-    if not verdicts and not gpu:
+    run = run_lines(run_verdicts or [])
+    if not verdicts and not gpu and not run:
         return []
     out = ["What limits this run (from the tables above; thresholds in docs/analysis.md)"]
+    out += run
+    if run and verdicts:
+        out.append("  Per operation:")
     out += gpu
     for v in verdicts:
         where = f"{v.operation} in {v.process} (pid {v.pid}): {_s(v.wall_s)}, " \
@@ -56,8 +74,12 @@ def gpu_to_list(findings: list[GpuFinding]) -> list[dict[str, Any]]:
     return [f.to_dict() for f in findings]
 
 
-def section(verdicts: list[Verdict], findings: list[GpuFinding]) -> Section:
-    """What limits the run, closing a report (rlscope.reporters.section)."""
-    return Section("diagnosis", lambda: {"diagnosis": to_list(verdicts),
+def section(verdicts: list[Verdict], findings: list[GpuFinding],
+            run_verdicts: list[RunVerdict] | None = None) -> Section:
+    """What limits the run, closing a report (rlscope.reporters.section): the run-level
+    verdicts first (JSON: run_diagnosis), then the per-operation ones."""
+    rv = run_verdicts or []
+    return Section("diagnosis", lambda: {"run_diagnosis": [r.to_dict() for r in rv],
+                                         "diagnosis": to_list(verdicts),
                                          "gpu_findings": gpu_to_list(findings)},
-                   lambda: "\n".join(lines(verdicts, findings)), merge=True)
+                   lambda: "\n".join(lines(verdicts, findings, rv)), merge=True)
