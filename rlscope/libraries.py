@@ -43,6 +43,9 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     "gym-legacy": ("gym", _RL + "gym_legacy:install"),  # gym 0.21-0.26 (import gym)
     "sb3": ("stable_baselines3", _RL + "sb3:install"),
     "multiprocessing": ("multiprocessing", _RL + "mp:install"),  # process roles (metadata)
+    # pool tasks: an operation per item in the workers, with its index (metadata)
+    "pool": ("multiprocessing.pool", _RL + "pooltasks:install_pool"),
+    "executor": ("concurrent.futures.process", _RL + "pooltasks:install_executor"),
     "ray": ("ray", _RL + "ray_workers:install"),  # roles, complete worker traces (metadata)
     "rllib": ("ray.rllib", _RL + "rllib:install"),
 }

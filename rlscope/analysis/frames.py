@@ -20,6 +20,7 @@ from rlscope.analysis.engine.paths import (
 )
 from rlscope.analysis.engine.startup import without_imports
 from rlscope.analysis.processes import runsummary as multiprocess
+from rlscope.analysis.processes import tasks as pool_tasks
 from rlscope.analysis.processes.utilisation import GpuTruth, contrast, contrast_frame, over_time
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
@@ -95,7 +96,7 @@ class Analysis:
                 "pid": r.pid, "ppid": m.ppid, "process": name, "recorder": m.recorder,
                 "complete": m.complete, "events": m.events, "file": m.file,
                 "torn_bytes": m.torn_bytes, "threads": len(r.threads),
-                "metadata": without_imports(m.metadata),
+                "metadata": pool_tasks.without_tasks(without_imports(m.metadata)),
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
@@ -114,6 +115,12 @@ class Analysis:
         return (df.assign(_p=df["pid"].map(order))
                 .sort_values(["_p", "seconds"], ascending=[True, False], kind="stable")
                 .drop(columns="_p").reset_index(drop=True))
+
+    def tasks(self) -> pd.DataFrame:
+        """Pool and executor tasks (rlscope.integrations.pooltasks), one row each in
+        start order: pid, function, call, index, begin_ns, end_ns, seconds (empty: none
+        recorded). Per function and stragglers: rlscope.analysis.processes.tasks."""
+        return pool_tasks.task_rows((m.pid, m.metadata) for m in self._metas)
 
     def threads(self) -> pd.DataFrame:
         return pd.DataFrame([{"pid": r.pid, "thread": t.index, "tid": t.tid, "name": t.name,

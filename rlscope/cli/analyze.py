@@ -22,6 +22,7 @@ from rlscope.reporters import chrome_trace as tl
 from rlscope.reporters import compare as cmp
 from rlscope.reporters import diagnosis, perfetto, plots, processes, table, utilisation
 from rlscope.reporters import lockstep as lockstep_report
+from rlscope.reporters import tasks as tasks_report
 from rlscope.reporters.dump import dump_lines
 from rlscope.reporters.section import Report, Section
 from rlscope.trace.format import TIMELINE_FILES
@@ -162,6 +163,9 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     sections = [table.section(a)]
     if run.lockstep is not None and run.lockstep.vector_envs:
         sections.append(lockstep_report.section(run.lockstep))
+    pool_tasks = a.tasks()
+    if len(pool_tasks):  # Pool / executor tasks: their table and straggler verdict
+        sections.append(tasks_report.section(pool_tasks))
     sections.append(_diagnosis_section(a, run))
     out = Report(sections)
     click.echo(out.to_json() if fmt == "json" else out.to_text())

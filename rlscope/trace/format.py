@@ -83,6 +83,10 @@ META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env 
 # One outermost import on the recording thread (rlscope.inprocess.import_timer): the key is this
 # prefix and the module's name, the value [begin_ns, end_ns] (CLOCK_MONOTONIC).
 META_IMPORT_PREFIX = "rlscope.import:"
+# One pool or executor task run in this process (rlscope.integrations.pooltasks): the key
+# is this prefix and the task's number in the process, the value [function's qualname,
+# call, item index, begin_ns, end_ns] (CLOCK_MONOTONIC).
+META_TASK_PREFIX = "rlscope.task:"
 # Ray (rlscope.integrations.ray_workers): {"kind": "driver" | "actor" | "task", "job_id",
 # and "actor_class", "module", "actor_id" (an actor) or "tasks" (names of the remote
 # functions a task worker ran)}.

@@ -1,0 +1,213 @@
+"""Pool and executor tasks: each item a ``multiprocessing.Pool`` or
+``concurrent.futures.ProcessPoolExecutor`` runs, recorded in the worker as an operation
+named after the function, with the item's index in the call (docs/multiprocess.md#pools).
+
+- **Where.** The submitting process wraps the function in a :class:`Task` (it pickles by
+  reference, so it reaches workers started by fork, forkserver and spawn alike) and, for
+  the mapping calls, numbers the items by enumerating the iterable: ``Pool.map``,
+  ``map_async``, ``starmap``, ``starmap_async`` (through ``Pool._map_async``), ``imap``,
+  ``imap_unordered`` and ``ProcessPoolExecutor.map`` give each item its index in the
+  iterable; ``Pool.apply_async`` (``apply``) and ``ProcessPoolExecutor.submit`` give
+  each call the submitting process's running count of such calls.
+- **Chunks.** Each item is recorded, also when a task carries a chunk of them
+  (``chunksize`` > 1): the worker runs a chunk's items one by one, and the :class:`Task`
+  wraps each call.
+- **What.** In the worker, each item is an operation ``task:<qualname>`` (the function's
+  ``__qualname__``; a ``functools.partial``'s function), and one metadata record
+  ``rlscope.task:<n>`` = ``[qualname, call, index, begin_ns, end_ns]``
+  (format.META_TASK_PREFIX; ``call``: the mapping call's number in the submitting
+  process, 0 for apply_async/submit). The wait for the next task (the worker's read of
+  its task queue) is outside every task: Waiting (rlscope.intercept.waits), not a task's.
+
+Nothing changes while no recording is active in the submitting process; a worker that
+is not recording runs the function unrecorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+
+from rlscope import annotate
+from rlscope.integrations import wrap_method
+from rlscope.trace import format as fmt
+
+TYPE_CHECKING = False  # typing is for the type checker: most programs import multiprocessing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+    from types import ModuleType
+    from typing import Any
+
+    from rlscope.intercept.patch import Patcher
+
+# How a Task finds the item's index and the function's arguments in what it is called with.
+ITEM = 0  # f((index, item)): Pool.map, imap (item) -> fn(item)
+STAR = 1  # f(index, args): Pool.starmap -> fn(*args)
+COUNTED = 2  # f(index, *args): ProcessPoolExecutor.map -> fn(*args)
+FIXED = 3  # f(*args, **kwargs), the index fixed at submission: apply_async, submit
+
+_calls = itertools.count(1)  # mapping calls made in this process
+_singles = itertools.count(0)  # apply_async / submit calls made in this process
+_done = itertools.count(0)  # tasks run in this process (the metadata keys)
+_FLAG = "_rlscope_tasks"
+
+
+def task_name(fn: Any) -> str:
+    """The name a task's operation carries: the function's qualified name."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None)
+    if not isinstance(name, str):
+        name = type(fn).__qualname__
+    return name
+
+
+class Task:
+    """A pool's function, recording each call as an operation ``task:<name>`` with the
+    item's index (see the module's docstring for the four calling modes)."""
+
+    __slots__ = ("call", "fn", "index", "mode", "name")
+
+    def __init__(self, fn: Callable[..., Any], mode: int, call: int,
+                 index: int = -1) -> None:
+        self.fn, self.mode, self.call, self.index = fn, mode, call, index
+        self.name = task_name(fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        mode = self.mode
+        if mode == ITEM:
+            index, item = args[0]
+            args = (item,)
+        elif mode == STAR:
+            index, args = args[0], tuple(args[1])
+        elif mode == COUNTED:
+            index, args = args[0], args[1:]
+        else:
+            index = self.index
+        rec = annotate.active_recorder()
+        if rec is None:
+            return self.fn(*args, **kwargs)
+        begin = time.perf_counter_ns()  # CLOCK_MONOTONIC, the recorders' clock
+        try:
+            with rec.operation("task:" + self.name):
+                return self.fn(*args, **kwargs)
+        finally:
+            _record(rec, self.name, self.call, index, begin, time.perf_counter_ns())
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.fn, self.mode, self.call, self.index, self.name)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.fn, self.mode, self.call, self.index, self.name = state
+
+    def __repr__(self) -> str:
+        return f"<rlscope task {self.name} (call {self.call})>"
+
+
+def _json_str(s: str) -> str:
+    if s.isascii() and '"' not in s and "\\" not in s and s.isprintable():
+        return f'"{s}"'  # a qualified name: no json import in the worker
+    import json
+
+    return json.dumps(s)
+
+
+def _record(rec: Any, name: str, call: int, index: int, begin: int, end: int) -> None:
+    try:
+        rec.metadata(f"{fmt.META_TASK_PREFIX}{next(_done)}",
+                     f"[{_json_str(name)}, {int(call)}, {int(index)}, {begin}, {end}]")
+    except Exception:  # never fail the user's task over its record
+        pass
+
+
+class _Enumerated:
+    """``enumerate(iterable)`` that keeps ``len`` where the iterable has one (Pool's
+    chunk size is computed from it; without it Pool makes a list, as it would have)."""
+
+    __slots__ = ("iterable",)
+
+    def __init__(self, iterable: Iterable[Any]) -> None:
+        self.iterable = iterable
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        return iter(enumerate(self.iterable))
+
+    def __len__(self) -> int:
+        return len(self.iterable)  # type: ignore[arg-type]
+
+
+def _enumerated(iterable: Iterable[Any]) -> Iterable[Any]:
+    return _Enumerated(iterable) if hasattr(iterable, "__len__") else enumerate(iterable)
+
+
+# -- multiprocessing.Pool, in the submitting process -----------------------------------
+
+def _map_async(orig: Callable[..., Any], starmapstar: Any) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def _map_async(self: Any, func: Any, iterable: Any, mapper: Any, *args: Any,
+                   **kwargs: Any) -> Any:
+        if annotate.active_recorder() is None or isinstance(func, Task):
+            return orig(self, func, iterable, mapper, *args, **kwargs)
+        task = Task(func, STAR if mapper is starmapstar else ITEM, next(_calls))
+        return orig(self, task, _enumerated(iterable), mapper, *args, **kwargs)
+
+    return _map_async
+
+
+def _imap(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def imap(self: Any, func: Any, iterable: Any, *args: Any, **kwargs: Any) -> Any:
+        if annotate.active_recorder() is None or isinstance(func, Task):
+            return orig(self, func, iterable, *args, **kwargs)
+        return orig(self, Task(func, ITEM, next(_calls)), enumerate(iterable), *args,
+                    **kwargs)
+
+    return imap
+
+
+def _single(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """apply_async / submit: the function is the first argument after self."""
+
+    @functools.wraps(orig)
+    def submit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = args[0] if args else None
+        if (fn is None or annotate.active_recorder() is None or isinstance(fn, Task)
+                or (isinstance(fn, functools.partial) and fn.args
+                    and isinstance(fn.args[0], Task))):  # an executor.map chunk
+            return orig(self, *args, **kwargs)
+        return orig(self, Task(fn, FIXED, 0, next(_singles)), *args[1:], **kwargs)
+
+    return submit
+
+
+def install_pool(pool: ModuleType, p: Patcher) -> int:
+    cls = getattr(pool, "Pool", None)
+    if not isinstance(cls, type):
+        return 0
+    n = wrap_method(p, cls, "_map_async",
+                    lambda f: _map_async(f, getattr(pool, "starmapstar", None)), _FLAG)
+    for attr in ("imap", "imap_unordered"):
+        n += wrap_method(p, cls, attr, _imap, _FLAG)
+    return n + wrap_method(p, cls, "apply_async", _single, _FLAG)
+
+
+# -- concurrent.futures.ProcessPoolExecutor --------------------------------------------
+
+def _executor_map(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def map(self: Any, fn: Any, *iterables: Any, **kwargs: Any) -> Any:
+        if annotate.active_recorder() is None or not iterables or isinstance(fn, Task):
+            return orig(self, fn, *iterables, **kwargs)
+        return orig(self, Task(fn, COUNTED, next(_calls)), itertools.count(), *iterables,
+                    **kwargs)
+
+    return map
+
+
+def install_executor(process: ModuleType, p: Patcher) -> int:
+    cls = getattr(process, "ProcessPoolExecutor", None)
+    if not isinstance(cls, type):
+        return 0
+    return (wrap_method(p, cls, "map", _executor_map, _FLAG)
+            + wrap_method(p, cls, "submit", _single, _FLAG))
