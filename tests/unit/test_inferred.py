@@ -203,3 +203,42 @@ def test_plan_batches_take_each_threads_events_up_to_its_last_time():
     rest = plan.rest()
     assert sorted(zip(rest.thread.tolist(), rest.time_ns.tolist(), strict=True)) == [
         (0, 30), (0, 40), (1, 50)]
+
+
+@pytest.mark.parametrize("mark_chunk", [None, 0, 3, 7])
+def test_a_bounded_collector_keeps_what_an_unbounded_one_does(
+        monkeypatch: pytest.MonkeyPatch, mark_chunk: int | None):
+    """With a file to read back, a collector keeps few operations while no marker is seen,
+    and yields exactly the same events once one is (the dropped chunks read again)."""
+    from types import SimpleNamespace
+
+    p = process_trace(rows(*[sim(100 * i, 100 * i + 50) for i in range(80)],
+                           *update(100 * 80 + 10), ("call", B, 9000, 9010)))
+    is_mark = (p.events.kind == fmt.MARK_CALL_BEGIN) | (p.events.kind == fmt.MARK_CALL_END)
+    rest = p.events.take(np.flatnonzero(~is_mark))
+    per = len(rest) // 8 + 1
+    chunks = [rest.take(np.arange(c * per, min((c + 1) * per, len(rest)))) for c in range(8)]
+    if mark_chunk is not None:  # every marker in that chunk
+        chunks[mark_chunk] = Events.concat([chunks[mark_chunk],
+                                            p.events.take(np.flatnonzero(is_mark))])
+    strings = dict(enumerate(p.strings))
+    reads: list[int] = []
+
+    def iter_chunks(path: Path):  # type: ignore[no-untyped-def]
+        reads.append(1)
+        for c in chunks:
+            yield SimpleNamespace(events=c)
+
+    monkeypatch.setattr(inferred, "iter_chunks", iter_chunks)
+    whole, bounded = inferred.Collector(), inferred.Collector(Path("f"), limit=10)
+    for i, c in enumerate(chunks):
+        for col in (whole, bounded):
+            col.add(c, strings if i == 0 else {})
+    a, b = whole.events(), bounded.events()
+    if mark_chunk is None:
+        assert whole.marks == bounded.marks == 0 and len(b) <= 10 + per and not reads
+    else:
+        assert bounded.marks == whole.marks > 0
+        assert all(np.array_equal(getattr(a, f), getattr(b, f))
+                   for f in ("time_ns", "thread", "kind", "name"))
+        assert len(reads) == (0 if mark_chunk == 0 else 1)

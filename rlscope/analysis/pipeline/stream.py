@@ -77,7 +77,7 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
     first_user: int | None = None
     max_name = 0
     torn: list[int] = []
-    collector = inferred.Collector()
+    collector = inferred.Collector(path)
     lockstep_in = LockstepCollector() if lockstep else None
     kept: list[Events] | None = [] if keep_events > 0 else None
     for c in iter_chunks(path, warnings, torn):
