@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
+from rlscope.analysis.processes import tasks as pool_tasks
 
 DOMINANT = 0.5  # a limit holds at least this share of the operation's time...
 MARGIN = 0.15  # ...and this much more than the next category
@@ -506,13 +507,14 @@ def _startup(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
 
 def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
                  util: pd.DataFrame | None = None, lockstep: Any = None,
-                 cores: int | None = None, cores_from: str = "") -> list[RunVerdict]:
+                 cores: int | None = None, cores_from: str = "",
+                 tasks: pd.DataFrame | None = None) -> list[RunVerdict]:
     """What limits the run across its processes, before the per-operation verdicts:
     IPC/scheduling in vector steps, CPU oversubscription, the lock-step loss (per-step
     costs, largest bound first), then the run's start-up (one entry, paid once).
     ``tree``/``processes``/``ops``/``util``: Analysis.process_tree()/processes()/
     operations()/utilisation() (None: not sampled); ``lockstep``: the Lockstep result;
-    ``cores``: run_cores()."""
+    ``cores``: run_cores(); ``tasks``: Analysis.tasks() (pool and executor tasks)."""
     if not len(tree):
         return []
     wall = float(tree["end_s"].max() - tree["start_s"].min())
@@ -525,10 +527,30 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
     o = _oversubscription(tree, util, lockstep, cores, cores_from, main_pid, wall)
     if o is not None:
         out.append(o)
+    if tasks is not None and len(tasks):
+        out += _task_stragglers(tasks, wall)
     out.sort(key=lambda r: -r.bound_s)
     s = _startup(tree, processes, ops, main_pid, wall)
     if s is not None:
         out.append(s)
+    return out
+
+
+def _task_stragglers(tasks: pd.DataFrame, wall: float) -> list[RunVerdict]:
+    """A pool function whose slowest task stands out (rlscope.analysis.processes.tasks's
+    rule): the pool waits for it, so at most its excess over the median is saved."""
+    out = []
+    for s in pool_tasks.stragglers(pool_tasks.task_table(tasks)):
+        bound = s["seconds"] - s["median_s"]
+        out.append(RunVerdict(
+            "straggler-task", f"pool straggler: {s['text']}",
+            [f"tasks table: {s['function']}: {s['tasks']} tasks, median "
+             f"{s['median_s']:.3f} s, slowest {s['seconds']:.3f} s (item {s['index']})"],
+            "split the slow item's work, or hand it out first (imap_unordered with "
+            "chunksize=1, or submit it first) so the other workers are not left idle "
+            "behind it", bound, bound / wall if wall > 0 else 0.0,
+            "the slow task's time above its function's median (the pool waits for it)",
+            subject=str(s["function"])))
     return out
 
 

@@ -178,7 +178,7 @@ def _diagnosis_section(a: Analysis, run: Run) -> Section:
     util = a.utilisation() if a.samples is not None else None
     cores, cores_from = run_cores(a.run, a.samples)
     run_verdicts = diagnose_run(a.process_tree(), procs, ops, util, run.lockstep, cores,
-                                cores_from)
+                                cores_from, a.tasks())
     verdicts = refine(diagnose(ops, procs), run_verdicts, run.lockstep)
     findings = gpu_findings(util) if util is not None else []
     return diagnosis.section(verdicts, findings, run_verdicts)

@@ -56,7 +56,11 @@ def test_pool_straggler_named(tmp_path: Path, how: str, tasks: int) -> None:
 
     r = run_tool("rls-analyze", "report", str(out), "--format", "json")
     assert r.returncode == 0, r.stderr
-    report = json.loads(r.stdout)["tasks"]
+    whole = json.loads(r.stdout)
+    report = whole["tasks"]
+    # ... and "what limits this run" names it, with a bound: its time above the median
+    (verdict,) = [v for v in whole["run_diagnosis"] if v["kind"] == "straggler-task"]
+    assert "slow_square item 13" in verdict["verdict"] and 0.2 < verdict["bound_s"] < 0.35
     (fn,) = report["functions"]
     assert fn["function"] == "slow_square" and fn["tasks"] == tasks
     assert fn["slowest_index"] == SLOW and fn["max_s"] >= 0.29
