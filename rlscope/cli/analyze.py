@@ -390,11 +390,16 @@ def _timeline_bytes(counts: dict[str, int], per_slice: int, per_counter: int) ->
 @click.option("--phase", default=None, metavar="PHASE",
               help="Compare only the time inside this phase (rlscope.phase), e.g. the "
                    "training loop without set-up.")
+@click.option("--role", default=None, metavar="ROLE",
+              help="Keep only the processes of this role (main, 'vector-env worker', "
+                   "'pool worker', ...).")
 def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
             maps: tuple[str, ...], per_timestep: bool, labels: tuple[str, ...],
-            phase: str | None, opts: RunOptions) -> None:
-    """Compare runs side by side. Each RUN is a trace directory, or several separated by
-    commas: repetitions of one configuration, used to tell deltas from noise."""
+            phase: str | None, role: str | None, opts: RunOptions) -> None:
+    """Compare runs side by side, per process role (main, vector-env workers, pool
+    workers, ...; a role's processes summed, idle helpers left out). Each RUN is a trace
+    directory, or several separated by commas: repetitions of one configuration, used to
+    tell deltas from noise."""
 
     groups = [[Path(d) for d in r.split(",") if d] for r in runs]
     if any(not g for g in groups):
@@ -411,7 +416,7 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
         raise click.UsageError("two runs have the same name; name them with --name")
     for w in cmp.correction_warnings(analyses, names):
         click.echo(f"rls-analyze: warning: {w}", err=True)
-    df = cmp.compare(analyses, names, by, mapping, per_timestep, phase)
+    df = cmp.compare(analyses, names, by, mapping, per_timestep, phase, role)
     click.echo(cmp.render(df, names, fmt, per_timestep))
     if plot_to is not None:
         plt = _pyplot_or_skip(f"the figure {plot_to}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,93 @@ def test_the_same_run_twice_gets_two_columns():
     assert cmp.unique_labels(["a", "a", "b", "a"]) == ["a", "a #2", "b", "a #3"]
     df = cmp.compare([[run(1000, 500)], [run(1000, 500)]], ["a", "a #2"])
     assert "Δ a #2" in cmp.render(df, ["a", "a #2"], "text")
+
+
+def mp_run(main_ns: int, task_ns: tuple[int, ...], phased: bool = False,
+           helper_ns: int = 5000):
+    """A main process, pool workers each running one ``task`` (``task_ns``) and an idle
+    forkserver (it runs ``helper_ns`` and records nothing)."""
+    PB, PE = fmt.PHASE_BEGIN, fmt.PHASE_END
+    main = [(0, 0, fmt.PROCESS_START, ""), (0, 0, OB, "loop"), (main_ns, 0, OE, "loop"),
+            (main_ns, 0, fmt.PROCESS_END, "")]
+    if phased:
+        main = [main[0], (0, 0, PB, "training"), *main[1:3], (main_ns, 0, PE, "training"),
+                main[3]]
+    procs = [process_trace(main, pid=100, ppid=1, argv=["python", "train.py"])]
+    for i, ns in enumerate(task_ns):
+        ev = [(0, 0, fmt.PROCESS_START, ""), (0, 0, OB, "task"), (ns, 0, OE, "task"),
+              (ns, 0, fmt.PROCESS_END, "")]
+        procs.append(process_trace(ev, pid=200 + i, ppid=100, metadata={
+            fmt.META_ROLE: fmt.ROLE_POOL_WORKER}))
+    procs.append(process_trace([(0, 0, fmt.PROCESS_START, ""),
+                                (helper_ns, 0, fmt.PROCESS_END, "")], pid=300, ppid=100,
+                               metadata={fmt.META_ROLE: fmt.ROLE_FORKSERVER}))
+    return analyze(Trace(Path("."), {}, [*procs]))
+
+
+def test_rows_per_role_workers_summed_idle_helpers_left_out():
+    a, b = mp_run(1000, (300, 500)), mp_run(1000, (300, 500, 700))
+    df = cmp.compare([[a], [b]], ["two", "three"])
+    assert list(dict.fromkeys(df["role"])) == [fmt.ROLE_MAIN, fmt.ROLE_POOL_WORKER]
+    got = {(r.role, r.key, r.run): round(r.mean_s * 1e9) for r in df.itertuples()}
+    assert got[(fmt.ROLE_POOL_WORKER, "task", "two")] == 800  # the workers summed
+    assert got[(fmt.ROLE_POOL_WORKER, "task", "three")] == 1500
+    assert got[(fmt.ROLE_MAIN, "loop", "two")] == got[(fmt.ROLE_MAIN, "loop", "three")] \
+        == 1000
+    # The idle forkserver is in no row: its 5000 ns are nowhere in the comparison.
+    assert fmt.ROLE_FORKSERVER not in set(df["role"])
+    assert round(df[df.run == "two"].mean_s.sum() * 1e9) == 1800
+    procs = {(r.role, r.run): r.processes for r in df.itertuples()}
+    assert procs[(fmt.ROLE_POOL_WORKER, "three")] == 3 and procs[(fmt.ROLE_MAIN, "two")] == 1
+    text = cmp.render(df, ["two", "three"], "text")
+    lines = text.splitlines()
+    main_at = lines.index("main (1 process)")
+    pool_at = next(i for i, ln in enumerate(lines) if ln.startswith("pool worker (2 / 3"))
+    assert main_at < pool_at  # main first, each role's rows below it, indented
+    assert lines[main_at + 1].startswith("  loop") and lines[pool_at + 1].startswith("  task")
+    left = next(ln for ln in lines if ln.startswith("Left out:"))
+    assert "1" in left and fmt.ROLE_FORKSERVER in left
+    assert "| pool worker | task |" in cmp.render(df, ["two", "three"], "markdown")
+    records = json.loads(cmp.render(df, ["two", "three"], "json"))
+    assert {r["role"] for r in records} == {fmt.ROLE_MAIN, fmt.ROLE_POOL_WORKER}
+    assert cmp.render(df, ["two", "three"], "csv").splitlines()[0].startswith("role,key,")
+    cat = cmp.compare([[a], [b]], ["two", "three"], by="category")
+    assert set(zip(cat["role"], cat["key"], strict=True)) == {(fmt.ROLE_MAIN, "Python"),
+                                                  (fmt.ROLE_POOL_WORKER, "Python")}
+
+
+def test_role_keeps_one_role_and_an_unknown_role_is_one_error():
+    a, b = mp_run(1000, (300, 500)), mp_run(2000, (300,))
+    df = cmp.compare([[a], [b]], ["a", "b"], role=fmt.ROLE_POOL_WORKER)
+    assert set(df["role"]) == {fmt.ROLE_POOL_WORKER} and set(df["key"]) == {"task"}
+    text = cmp.render(df, ["a", "b"], "text")
+    assert "pool worker (" not in text  # one role: no group headers
+    with pytest.raises(RLScopeError, match=r"role 'forkserver'.*'main', 'pool worker'.*"
+                                           "idle helpers are left out"):
+        cmp.compare([[a], [b]], ["a", "b"], role=fmt.ROLE_FORKSERVER)
+
+
+def test_a_single_process_run_is_one_role_main_as_before():
+    df = cmp.compare([[run(1000, 500)], [run(2000, 500)]], ["x", "y"])
+    assert set(df["role"]) == {fmt.ROLE_MAIN} and set(df["processes"]) == {1}
+    text = cmp.render(df, ["x", "y"], "text")
+    assert "main (" not in text and "Left out" not in text
+    assert text.splitlines()[2].startswith("a ")  # rows as before: no header, no indent
+
+
+def test_runs_without_phases_compare_and_a_missing_phase_is_one_line():
+    plain, phased = mp_run(1000, (300,)), mp_run(1000, (300,), phased=True)
+    for by in ("operation", "category"):
+        df = cmp.compare([[plain], [plain]], ["a", "b"], by=by)
+        assert len(df) and df["mean_s"].gt(0).all()
+        mixed = cmp.compare([[plain], [phased]], ["plain", "phased"], by=by)
+        assert set(mixed["role"]) == {fmt.ROLE_MAIN, fmt.ROLE_POOL_WORKER}
+    with pytest.raises(RLScopeError) as e:
+        cmp.compare([[phased], [plain]], ["phased", "plain"], phase="training")
+    msg = str(e.value)
+    assert "no phase 'training'" in msg and "it has no phases" in msg and "\n" not in msg
+    with pytest.raises(RLScopeError, match=r"no phase 'eval' \(its phases: 'training'\)"):
+        cmp.compare([[phased]], ["phased"], by="category", phase="eval")
+    only = cmp.compare([[phased]], ["phased"], phase="training")
+    # The workers recorded outside every phase: only the main process's loop is kept.
+    assert list(zip(only["role"], only["key"], strict=True)) == [(fmt.ROLE_MAIN, "loop")]
