@@ -72,6 +72,11 @@ class GpuFinding:
     gpu_pct: float  # kernels and copies, % of the process's wall time x devices
     gpu_s: float
     sharing: int = 0  # other processes of the run with GPU work on these devices
+    # NVML GPM metrics (Hopper and later; None without): mean share of time the SMs were
+    # active and their occupancy over the GPM samples of the same phases.
+    gpm_samples: int = 0
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
 
     @property
     def overstated_x(self) -> float:
@@ -83,7 +88,8 @@ class GpuFinding:
 
 def gpu_findings(util: pd.DataFrame) -> list[GpuFinding]:
     """Processes whose GPU NVML reads busy (BUSY_SAMPLED) far more (OVERSTATED) than
-    their kernels and copies occupy it. ``util``: Analysis.utilisation()."""
+    their kernels and copies occupy it. ``util``: Analysis.utilisation(). Where the
+    device has GPM metrics, the finding carries the SMs' activity and occupancy too."""
     out: list[GpuFinding] = []
     if not len(util):
         return out
@@ -104,6 +110,13 @@ def gpu_findings(util: pd.DataFrame) -> list[GpuFinding]:
         sharing = sum(1 for p, d in on.items() if p != pid and d & set(devices.split(",")))
         f = GpuFinding(int(pid), str(process), devices, n, busy, mean, 100 * gpu_s / wall,
                        gpu_s, sharing)
+        if "gpm_samples" in g:
+            k = g["gpm_samples"].fillna(0)
+            if (nk := int(k.sum())) > 0:
+                f.gpm_samples = nk
+                f.sm_active_pct = float((g["sampled_sm_active_pct"].fillna(0) * k).sum() / nk)
+                f.sm_occupancy_pct = float(
+                    (g["sampled_sm_occupancy_pct"].fillna(0) * k).sum() / nk)
         if busy >= BUSY_SAMPLED and f.overstated_x >= OVERSTATED:
             out.append(f)
     return out

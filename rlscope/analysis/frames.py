@@ -316,8 +316,11 @@ class Analysis:
         process that ran GPU work, over the devices it used (gpu_devices): NVML's view
         (gpu_samples, sampled_gpu_busy_pct: share of samples with utilisation > 0,
         sampled_gpu_util_pct: mean utilisation) next to its GPU time in kernels and
-        copies recorded by CUPTI (rlscope_gpu_s, rlscope_gpu_pct: of wall x devices).
-        NVML's readings are device-wide (other processes on the GPU count too)."""
+        copies recorded by CUPTI (rlscope_gpu_s, rlscope_gpu_pct: of wall x devices);
+        where the GPU has NVML GPM metrics (Hopper and later), the SMs' view (gpm_samples,
+        sampled_sm_active_pct: mean share of time SMs were active, sampled_sm_occupancy_pct:
+        mean occupancy; NaN without GPM). NVML's readings are device-wide (other processes
+        on the GPU count too)."""
 
         b = self.breakdown(by=("pid", "session", "phase", "category", "region"))
         cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]

@@ -3,9 +3,10 @@
 Every tick (``--sample-hz``, 10 by default) it reads, for each process of the run (the
 command and its descendants, found anew each tick), the cumulative CPU time and the
 resident memory; for each core, the cumulative busy time; for each GPU, NVML's
-utilisation, memory used and SM clock. Rows go to ``samples.<pid>.rlsamples`` in the
-trace directory (docs/trace-format.md#sample-files), one chunk about every second, on
-CLOCK_MONOTONIC like every trace.
+utilisation, memory used and SM clock, and where the GPU offers NVML's GPM metrics
+(Hopper and later) the SMs' activity and occupancy since the previous tick. Rows go to
+``samples.<pid>.rlsamples`` in the trace directory (docs/trace-format.md#sample-files),
+one chunk about every second, on CLOCK_MONOTONIC like every trace.
 
 Processes and cores are read straight from /proc rather than through psutil: psutil's
 ``children(recursive=True)`` reads every process's stat on each call (~10 ms for ~120
@@ -129,6 +130,7 @@ class Summary:
     cores: int = 0
     gpus: int = 0
     gpu_status: str = ""  # why GPUs were not sampled; "" when they were
+    gpm_status: str = ""  # why GPM metrics were not sampled (on some GPU); "" when they were
     cpu_s: float = 0.0  # the sampler thread's own CPU time
     wall_s: float = 0.0
     # Of which the start: loading NVML and the first tick (which reads every process's
@@ -138,7 +140,8 @@ class Summary:
     def as_json(self) -> dict[str, Any]:
         return {"file": os.path.basename(self.path), "hz": self.hz, "ticks": self.ticks,
                 "processes": self.processes, "cores": self.cores, "gpus": self.gpus,
-                "gpu_status": self.gpu_status, "cpu_s": round(self.cpu_s, 6),
+                "gpu_status": self.gpu_status, "gpm_status": self.gpm_status,
+                "cpu_s": round(self.cpu_s, 6),
                 "start_cpu_s": round(self.start_cpu_s, 6), "wall_s": round(self.wall_s, 3)}
 
     @property
@@ -153,6 +156,12 @@ class _Rows:
     proc: list[tuple[int, int, int, int]] = field(default_factory=list)  # t, pid, cpu, rss
     core: list[tuple[int, int, int]] = field(default_factory=list)  # t, core, busy
     gpu: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    gpm: list[tuple[int, int, int, int, int]] = field(default_factory=list)  # t, gpu, cpct x3
+
+
+def _cpct(pct: float) -> int:
+    """A GPM percentage as stored: hundredths of a percent, clamped to 0 ... 100%."""
+    return min(max(round(pct * 100), 0), 10_000)
 
 
 def _deltas(times: list[int]) -> tuple[int, list[int]]:
@@ -253,6 +262,7 @@ class Sampler:
             self.summary.gpu_status = str(e)
             return
         self.summary.gpus = len(self._nvml.devices)
+        self.summary.gpm_status = self._nvml.gpm_open()
         self._new_gpus = [{"index": d.index, "name": d.name, "uuid": d.uuid,
                            "memory_total_bytes": d.memory_total_bytes}
                           for d in self._nvml.devices]
@@ -270,6 +280,10 @@ class Sampler:
                 if r is not None:
                     rows.gpu.append((t, d.index, r.util_pct, r.memory_util_pct,
                                      r.memory_used_bytes, r.sm_clock_mhz))
+                g = self._nvml.read_gpm(d.index)
+                if g is not None:
+                    rows.gpm.append((t, d.index, _cpct(g.sm_active_pct),
+                                     _cpct(g.sm_occupancy_pct), _cpct(g.graphics_pct)))
         self.summary.ticks += 1
 
     # -- the file ----------------------------------------------------------------------
@@ -277,6 +291,7 @@ class Sampler:
         rows, self._rows = self._rows, _Rows()
         chunk: dict[str, Any] = {"sequence": self._sequence, "interval_ns": self.interval_ns,
                                  "gpu_status": self.summary.gpu_status,
+                                 "gpm_status": self.summary.gpm_status,
                                  "sampler_cpu_ns": self._cpu_ns, "ticks": self.summary.ticks}
         if self._new_gpus:
             chunk["gpus"], self._new_gpus = self._new_gpus, []
@@ -299,6 +314,13 @@ class Sampler:
                          gpu_memory_util_pct=[r[3] for r in rows.gpu],
                          gpu_memory_used_bytes=[r[4] for r in rows.gpu],
                          gpu_sm_clock_mhz=[r[5] for r in rows.gpu])
+        if rows.gpm:
+            base, d = _deltas([r[0] for r in rows.gpm])
+            chunk.update(gpm_base_ns=base, gpm_time_delta_ns=d,
+                         gpm_index=[r[1] for r in rows.gpm],
+                         gpm_sm_active_cpct=[r[2] for r in rows.gpm],
+                         gpm_sm_occupancy_cpct=[r[3] for r in rows.gpm],
+                         gpm_graphics_cpct=[r[4] for r in rows.gpm])
         rec = wire.record(sample_chunk=chunk)
         self._write(wire.varint(len(rec)) + rec)  # one write: a kill tears at most this
         self._sequence += 1

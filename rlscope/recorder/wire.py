@@ -97,6 +97,13 @@ SCHEMA: dict[str, dict[str, tuple[int, str, bool]]] = {
         "gpu_status": (20, "string", False),
         "sampler_cpu_ns": (21, "uint64", False),
         "ticks": (22, "uint64", False),
+        "gpm_base_ns": (23, "int64", False),
+        "gpm_time_delta_ns": (24, "sint64", True),
+        "gpm_index": (25, "uint32", True),
+        "gpm_sm_active_cpct": (26, "uint32", True),
+        "gpm_sm_occupancy_cpct": (27, "uint32", True),
+        "gpm_graphics_cpct": (28, "uint32", True),
+        "gpm_status": (29, "string", False),
     },
 }
 

@@ -10,10 +10,25 @@ from rlscope.reporters.units import s as _s
 
 
 def gpu_lines(findings: list[GpuFinding]) -> list[str]:
-    """The sampled-utilisation warning, one per process whose GPU NVML overstates."""
+    """The sampled-utilisation warning, one per process whose GPU NVML overstates; with
+    NVML GPM metrics, the three views side by side (NVML busy, SMs active, kernels)."""
     out = []
     for f in findings:
         x = "∞" if f.overstated_x == float("inf") else f"{f.overstated_x:.0f}"
+        if f.sm_active_pct is not None:
+            out.append(f"  the GPU of {f.process} (pid {f.pid}, device {f.devices}) is not "
+                       f"what limits it: NVML (what nvidia-smi shows) reads "
+                       f"{f.sampled_busy_pct:.0f}% busy ({f.samples} samples, mean "
+                       f"utilisation {f.sampled_util_pct:.0f}%); SMs were active "
+                       f"{f.sm_active_pct:.1f}% of the time (occupancy "
+                       f"{f.sm_occupancy_pct or 0.0:.1f}%, NVML GPM, {f.gpm_samples} samples); "
+                       f"kernels and copies covered {f.gpu_pct:.1f}% ({_s(f.gpu_s)}), {x}x "
+                       "less than NVML's busy: NVML counts a sample period busy when any "
+                       "kernel ran in it"
+                       + (f", device-wide ({f.sharing} other process(es) of this run used it "
+                          "too)" if f.sharing else "")
+                       + "; the CPU-side limits are the ones to act on")
+            continue
         out.append(f"  the GPU of {f.process} (pid {f.pid}, device {f.devices}) is not what "
                    f"limits it: NVML (what nvidia-smi shows) read it busy in "
                    f"{f.sampled_busy_pct:.0f}% of {f.samples} samples (mean utilisation "

@@ -15,6 +15,7 @@ from rlscope.reporters.units import seconds
 _CPU = [("sampled_cpu_pct", "CPU% sampled"), ("rlscope_cpu_pct", "CPU% rlscope")]
 _GPU = [("sampled_gpu_busy_pct", "GPU busy% NVML"), ("sampled_gpu_util_pct", "GPU util% NVML"),
         ("rlscope_gpu_pct", "GPU% rlscope")]
+_GPM = [("sampled_sm_active_pct", "SM active% GPM"), ("sampled_sm_occupancy_pct", "SM occ% GPM")]
 
 
 def _cell(v: Any) -> str:
@@ -37,7 +38,9 @@ def lines(a: Analysis) -> list[str]:
         return []
     hz = 1e9 / s.interval_ns if s.interval_ns else float("nan")
     has_gpu = bool(df["gpu_devices"].astype(bool).any() or len(s.gpu_time_ns))
-    cols = _CPU + (_GPU if has_gpu else [])
+    has_gpm = bool(len(s.gpm_time_ns)) and bool((df["gpm_samples"] > 0).any())
+    gpu_cols = _GPU[:2] + _GPM + _GPU[2:] if has_gpm else _GPU
+    cols = _CPU + (gpu_cols if has_gpu else [])
     head = ["Process", "Phase", "Wall s", *[h for _, h in cols]]
     body = [[f"{r.process} ({r.pid})", r.phase or "-", seconds(r.wall_s),
              *[_cell(getattr(r, c)) for c, _ in cols]] for r in df.itertuples()]
@@ -59,8 +62,14 @@ def lines(a: Analysis) -> list[str]:
                    "GPU% rlscope: time in kernels and copies (CUPTI), of wall x devices. "
                    "NVML counts the time in which any kernel ran, device-wide: kernels "
                    "spread through a CPU-bound loop read busier than the GPU time in them.")
+    if has_gpu and has_gpm:
+        out.append("SM active% GPM: mean share of time the SMs were active (NVML GPM "
+                   "metrics, device-wide); SM occ% GPM: resident warps vs the maximum. "
+                   "Unlike NVML's utilisation, they fall when kernels leave SMs idle.")
     if s.gpu_status:
         out.append(f"GPU not sampled: {s.gpu_status}.")
+    elif has_gpu and s.gpm_status:
+        out.append(f"SM activity not sampled: {s.gpm_status}.")
     return out
 
 
@@ -71,6 +80,7 @@ def to_dict(a: Analysis) -> dict[str, Any] | None:
         return None
     df: pd.DataFrame = a.utilisation()
     return {"interval_s": s.interval_ns / 1e9, "gpu_status": s.gpu_status,
+            "gpm_status": s.gpm_status,
             "gpus": s.gpus, "sampler_cpu_s": s.sampler_cpu_ns / 1e9,
             "rows": json.loads(df.to_json(orient="records"))}
 

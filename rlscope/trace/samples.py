@@ -29,8 +29,16 @@ class Samples:
     gpu_memory_util_pct: np.ndarray
     gpu_memory_used_bytes: np.ndarray
     gpu_sm_clock_mhz: np.ndarray
+    # GPUs with NVML GPM metrics, over the time since the device's previous row: SMs
+    # active, SM occupancy, any context active; % (hundredths stored in the file).
+    gpm_time_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpm_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    gpm_sm_active_pct: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gpm_sm_occupancy_pct: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gpm_graphics_pct: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gpus: list[dict[str, object]] = field(default_factory=list)  # index, name, uuid, ...
     gpu_status: str = ""  # why GPUs were not sampled ("" when they were)
+    gpm_status: str = ""  # why GPM metrics were not sampled ("" when they were, or no GPU)
     sampler_cpu_ns: int = 0  # the sampler's own CPU time
     ticks: int = 0
     warnings: list[str] = field(default_factory=list)

@@ -23,7 +23,14 @@ _GROUPS: dict[str, tuple[str, str, list[tuple[str, Any]]]] = {
             [("gpu_index", np.uint32), ("gpu_util_pct", np.uint32),
              ("gpu_memory_util_pct", np.uint32), ("gpu_memory_used_bytes", np.int64),
              ("gpu_sm_clock_mhz", np.uint32)]),
+    # Absent from files written before GPM was sampled: no rows.
+    "gpm": ("gpm_base_ns", "gpm_time_delta_ns",
+            [("gpm_index", np.uint32), ("gpm_sm_active_cpct", np.uint32),
+             ("gpm_sm_occupancy_cpct", np.uint32), ("gpm_graphics_cpct", np.uint32)]),
 }
+# Stored in hundredths of a percent, read as % (Samples' names).
+_CPCT = {"gpm_sm_active_cpct": "gpm_sm_active_pct",
+         "gpm_sm_occupancy_cpct": "gpm_sm_occupancy_pct", "gpm_graphics_cpct": "gpm_graphics_pct"}
 
 
 def sample_files(directory: str | os.PathLike[str]) -> list[Path]:
@@ -45,7 +52,10 @@ def read_samples(paths: list[Path]) -> Samples | None:
                   else np.zeros(0, d) for n, d in zip(names, dtypes, strict=True)]
         o = np.argsort(arrays[0], kind="stable")
         for n, a in zip(names, arrays, strict=True):
-            setattr(out, n, a[o])
+            if n in _CPCT:
+                setattr(out, _CPCT[n], a[o] / 100.0)
+            else:
+                setattr(out, n, a[o])
     return out
 
 
@@ -71,6 +81,7 @@ def _read_one(path: Path, cols: dict[str, list[np.ndarray]], out: Samples) -> No
         out.gpus.extend({"index": g.index, "name": g.name, "uuid": g.uuid,
                          "memory_total_bytes": g.memory_total_bytes} for g in c.gpus)
         out.gpu_status = c.gpu_status or out.gpu_status
+        out.gpm_status = c.gpm_status or out.gpm_status
         out.sampler_cpu_ns = max(out.sampler_cpu_ns, int(c.sampler_cpu_ns))
         out.ticks = max(out.ticks, int(c.ticks))
         for group, (base, delta, columns) in _GROUPS.items():

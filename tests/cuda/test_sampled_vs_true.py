@@ -62,6 +62,9 @@ def test_report_contrast_matches_the_scripted_values(run_dir):
     assert row["rlscope_gpu_s"] >= (info["kernel_ns"] - 10_000) / 1e9 - 1e-12
     assert row["rlscope_gpu_pct"] < 5
     assert row["gpu_devices"] == "0"
+    # No GPM on this (fake) GPU, as before Hopper: the SM columns are empty.
+    assert u["gpm_status"] == "GPU without GPM metrics (NVML GPM needs Hopper or later)"
+    assert row["gpm_samples"] == 0 and row["sampled_sm_active_pct"] is None
     # The CPU side: rlscope sees a thread always on the CPU (a busy loop); /proc sees the
     # CPU time the process really got, which is less on a loaded machine: the sampled
     # CPU seconds are the loop's own CPU time (up to a sample at each end of the phase).
@@ -89,6 +92,10 @@ def test_report_contrast_matches_the_scripted_values(run_dir):
     (line,) = [ln for ln in text.splitlines() if "is not what limits it" in ln]
     assert "NVML (what nvidia-smi shows) read it busy in 100% of" in line
     assert f"filled {f['gpu_pct']:.1f}% of the time" in line
+    # Without GPM the finding is NVML against the kernels only.
+    assert f["sm_active_pct"] is None and "SMs were active" not in line
+    assert "SM active% GPM" not in text
+    assert "SM activity not sampled: GPU without GPM metrics" in text
 
 
 def test_over_time_series(run_dir):

@@ -9,6 +9,11 @@ through a CPU-bound loop read busier than the time in them (PPO on an H100: busy
 of samples, 4% mean utilisation, 1.8% in kernels; docs/cuda.md); an uninstrumented
 blocking call looks like Python time to rlscope but is idle to /proc.
 
+Where the GPU offers NVML's GPM metrics (Hopper and later), the third view: the share
+of time its SMs were active and their occupancy (sampled_sm_active_pct,
+sampled_sm_occupancy_pct), which, unlike NVML's utilisation, falls with the share of the
+GPU that kernels leave idle; empty (NaN) without GPM.
+
 A sample's value describes the interval since the series' previous sample; it is
 assigned to the phase that holds the middle of that interval.
 """
@@ -77,8 +82,22 @@ def gpu_truth(gpu: GpuActivities, span: tuple[int, int], phase_times: np.ndarray
 
 _COLUMNS = ["pid", "process", "phase", "wall_s", "cpu_samples", "sampled_cpu_pct",
             "sampled_cpu_s", "rlscope_cpu_s", "rlscope_cpu_pct", "gpu_devices",
-            "gpu_samples", "sampled_gpu_busy_pct", "sampled_gpu_util_pct", "rlscope_gpu_s",
+            "gpu_samples", "sampled_gpu_busy_pct", "sampled_gpu_util_pct", "gpm_samples",
+            "sampled_sm_active_pct", "sampled_sm_occupancy_pct", "rlscope_gpu_s",
             "rlscope_gpu_pct", "session"]
+
+
+def _device_samples(times: np.ndarray, index: np.ndarray, devices: list[int],
+                    interval_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(selection of the rows on ``devices``, middle of the interval each describes: since
+    its device's previous row, or one interval for a device's first)."""
+    sel = np.isin(index, devices)
+    t, dev = times[sel], index[sel]
+    prev = np.empty_like(t)
+    for d in devices:
+        k = np.flatnonzero(dev == d)
+        prev[k] = np.r_[t[k[0]] - interval_ns, t[k[:-1]]] if len(k) else t[k]
+    return sel, (prev + t) // 2
 
 
 def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndarray,
@@ -97,13 +116,15 @@ def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndar
     devices = truth.devices if truth is not None else []
     g_ph = g_util = None
     if samples is not None and devices and len(samples.gpu_time_ns):
-        sel = np.isin(samples.gpu_index, devices)
-        t, dev = samples.gpu_time_ns[sel], samples.gpu_index[sel]
-        prev = np.empty_like(t)
-        for d in devices:  # each sample covers the time since its device's previous one
-            k = np.flatnonzero(dev == d)
-            prev[k] = np.r_[t[k[0]] - samples.interval_ns, t[k[:-1]]] if len(k) else t[k]
-        g_ph, g_util = _phase_of(starts, ends, ph, (prev + t) // 2), samples.gpu_util_pct[sel]
+        sel, mid = _device_samples(samples.gpu_time_ns, samples.gpu_index, devices,
+                                   samples.interval_ns)
+        g_ph, g_util = _phase_of(starts, ends, ph, mid), samples.gpu_util_pct[sel]
+    m_ph = m_sm = m_occ = None
+    if samples is not None and devices and len(samples.gpm_time_ns):
+        sel, mid = _device_samples(samples.gpm_time_ns, samples.gpm_index, devices,
+                                   samples.interval_ns)
+        m_ph, m_sm = _phase_of(starts, ends, ph, mid), samples.gpm_sm_active_pct[sel]
+        m_occ = samples.gpm_sm_occupancy_pct[sel]
     rows: list[dict[str, object]] = []
     for p in ids:
         name = phase_names[p]
@@ -134,6 +155,14 @@ def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndar
                        sampled_gpu_util_pct=float(g_util[m].mean()) if n else np.nan)
         else:
             row.update(gpu_samples=0, sampled_gpu_busy_pct=np.nan, sampled_gpu_util_pct=np.nan)
+        n = int((m_ph == p).sum()) if m_ph is not None else 0
+        if n and m_ph is not None and m_sm is not None and m_occ is not None:
+            m = m_ph == p
+            row.update(gpm_samples=n, sampled_sm_active_pct=float(m_sm[m].mean()),
+                       sampled_sm_occupancy_pct=float(m_occ[m].mean()))
+        else:
+            row.update(gpm_samples=0, sampled_sm_active_pct=np.nan,
+                       sampled_sm_occupancy_pct=np.nan)
         rows.append(row)
     return rows
 
