@@ -12,12 +12,12 @@ import pandas as pd
 
 from rlscope.analysis import operation_rows as oprows
 from rlscope.analysis.engine import categories as C
-from rlscope.analysis.engine.overlap import ProcessResult
 from rlscope.analysis.engine.paths import (
     UNANNOTATED,
     NameTable,
     PathTable,
 )
+from rlscope.analysis.engine.process import ProcessResult
 from rlscope.analysis.engine.startup import without_imports
 from rlscope.analysis.processes import runsummary as multiprocess
 from rlscope.analysis.processes import tasks as pool_tasks

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis.engine.overlap import ProcessResult
 from rlscope.analysis.engine.paths import (
     FIRST_OPERATION_ID,
     STARTUP_ID,
@@ -15,6 +14,7 @@ from rlscope.analysis.engine.paths import (
     NameTable,
     PathTable,
 )
+from rlscope.analysis.engine.process import ProcessResult
 
 LAST = 1 << 62  # sorts after every time
 COUNT_COLS = ("calls", "backend_calls", "simulator_calls", "cuda_api_calls", "wait_calls")

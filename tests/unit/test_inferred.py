@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from rlscope.analysis import api, inferred
-from rlscope.analysis.engine.overlap import ProcessAnalyzer, process_info
+from rlscope.analysis.engine.overlap import ProcessAnalyzer
 from rlscope.analysis.engine.paths import NameTable, PathTable
+from rlscope.analysis.engine.process import process_info
 from rlscope.analysis.engine.scopes import operation_intervals
 from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.analysis.frames import Analysis, ProcessMeta

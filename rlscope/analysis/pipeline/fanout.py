@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from rlscope.analysis import inferred
-from rlscope.analysis.engine.overlap import ProcessResult, analyze_process, process_info
+from rlscope.analysis.engine.overlap import analyze_process
 from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, NameTable, PathTable
+from rlscope.analysis.engine.process import ProcessResult, process_info
 from rlscope.analysis.lockstep import from_trace
 from rlscope.analysis.overhead.correction import correct_process
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep

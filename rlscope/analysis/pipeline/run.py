@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from rlscope.analysis import inferred
-from rlscope.analysis.engine.overlap import ProcessResult, analyze_process
+from rlscope.analysis.engine.overlap import analyze_process
 from rlscope.analysis.engine.paths import NameTable, PathTable
+from rlscope.analysis.engine.process import ProcessResult
 from rlscope.analysis.frames import Analysis, ProcessMeta
 from rlscope.analysis.lockstep import Lockstep
 from rlscope.analysis.lockstep import analyze as analyze_lockstep

@@ -22,13 +22,9 @@ from typing import Any
 import numpy as np
 
 from rlscope.analysis import inferred
-from rlscope.analysis.engine.overlap import (
-    ProcessAnalyzer,
-    ProcessInfo,
-    ProcessResult,
-    process_info,
-)
+from rlscope.analysis.engine.overlap import ProcessAnalyzer
 from rlscope.analysis.engine.paths import NameTable, PathTable
+from rlscope.analysis.engine.process import ProcessInfo, ProcessResult, process_info
 from rlscope.analysis.engine.startup import first_user_time
 from rlscope.analysis.engine.summary import ProcessSpan
 from rlscope.analysis.engine.threadstate import phase_changes

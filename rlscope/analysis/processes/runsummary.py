@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from rlscope.analysis.engine.overlap import ProcessResult
 from rlscope.analysis.engine.paths import PathTable
+from rlscope.analysis.engine.process import ProcessResult
 from rlscope.analysis.processes import roles
 from rlscope.analysis.processes import tree as proctree
 from rlscope.analysis.processes.times import ProcessTimes, process_times, top_operations

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlscope.analysis.engine import categories as C
-from rlscope.analysis.engine.overlap import ProcessResult
 from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, PathTable
+from rlscope.analysis.engine.process import ProcessResult
 
 # The category of time blocked in receive/select/sleep/locks/child waits, once analysis
 # has it (docs/analysis.md); by name, so this module needs no change when it lands.
