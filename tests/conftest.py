@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,13 @@ from typing import TypeVar
 import pytest
 
 import rlscope
+
+# A test run started in the background by a non-interactive shell (`cmd &`, as CI harnesses
+# and `nohup` do) inherits SIGINT ignored, and so would every process the tests start: the
+# Ctrl-C tests could not interrupt anything. A handler (unlike an ignore) is reset to the
+# default at exec, so the processes the tests start get Ctrl-C as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
