@@ -1,7 +1,9 @@
 """A vector env with a planted straggler, unmodified for rlscope (no rlscope import).
 
 Every env is wrapped in a user wrapper whose ``step`` busy-loops (not sleeps) ~2 ms, and
-in env STRAGGLER 20 ms in a fifth of its steps. Each env measures its own step commands
+in env STRAGGLER takes 20 ms in a fifth of its steps: the extra 18 ms slept, so the planted
+straggler stands out by as much on a loaded machine, where other processes stretch every
+env's busy loop by their own share of the cores. Each env measures its own step commands
 and writes them to OUT/truth.<index>.json when closed: the ground truth rlscope's
 lock-step figures are checked against. A command is what the vector env asks of a worker
 once per vector step or reset: SB3's worker resets right after a step that ends an
@@ -63,9 +65,9 @@ class Straggler(gym.Wrapper):
     def step(self, action):
         t0 = time.perf_counter_ns()
         d = BASE_S * self.rng.uniform(0.75, 1.25)
-        if self.index == STRAGGLER and self.rng.random() < SLOW_P:
-            d = SLOW_S
         self.busy(d)
+        if self.index == STRAGGLER and self.rng.random() < SLOW_P:
+            time.sleep(SLOW_S - d)
         r = self.env.step(action)
         self.commands.append(time.perf_counter_ns() - t0)
         self.done = bool(r[2] or r[3])
