@@ -245,7 +245,7 @@ def test_multiprocessing_workers_record_their_own_traces(tmp_path: Path, method:
 
 def test_fork_and_spawn_children_name_the_same_work_the_same(tmp_path: Path):
     """A forked worker does not inherit the parent's open operation (``pool_map``):
-    its work is ``child_work`` under fork as under spawn."""
+    its work is ``child_work`` (in its pool task) under fork as under spawn."""
     names = {}
     for method in ("fork", "spawn"):
         out = tmp_path / method
@@ -264,7 +264,9 @@ def test_fork_and_spawn_children_name_the_same_work_the_same(tmp_path: Path):
             else:
                 workers |= {" > ".join(x) for x in _paths(p)}
         names[method] = workers
-    assert names["fork"] == names["spawn"] == {"child_work"}
+    # Each pool item is its own operation (rlscope.integrations.pooltasks), never under
+    # the parent's pool_map.
+    assert names["fork"] == names["spawn"] == {"task:child_work > child_work"}
 
 
 def _paths(p) -> list[tuple[str, ...]]:
