@@ -22,10 +22,13 @@ def test_every_hook_is_measured(tmp_path: Path, recorder: str):
     if recorder == "native":
         assert {"backend_call", "simulator_call", "wait_call"} <= set(out)
     for kind, m in out.items():
-        assert m["per_event_ns"] > 0, kind
-        # (The Python twin records no native call wrappers: no inside part for those.)
+        # The Python twin records no native call wrappers: what it measures of those is a
+        # difference of two near-equal loops, around zero (either sign), and no inside part.
         if recorder == "native" or kind in ("annotation", "env_call"):
+            assert m["per_event_ns"] > 0, kind
             assert math.isfinite(m["inside_ns"]) and m["inside_ns"] >= 0, kind
+        else:
+            assert math.isfinite(m["per_event_ns"]), kind
     # An env step's wrapper does more than an annotation's hook (a Python-level call,
     # its recorder lookup and the operation check around two native records).
     assert out["env_call"]["per_event_ns"] > out["annotation"]["per_event_ns"]
