@@ -86,26 +86,25 @@ def test_vector_cartpole_quick(tmp_path: Path):
 
 def test_on_off_policy_quick(tmp_path: Path):
     pytest.importorskip("stable_baselines3")
-    out = _run("on_off_policy.py", "--simulators", "classic,classic-discrete", "--out",
+    # One simulator (four algorithms, each with a calibration) keeps this the suite's
+    # heaviest test at ~5 min on two loaded cores; the case study's own runs cover the rest.
+    out = _run("on_off_policy.py", "--simulators", "classic", "--out",
                str(tmp_path / "runs"), "--img", str(tmp_path / "img"))
     res = _result(out)
     shares = {k: float(v) for k, v in res.items() if k.startswith("sim_pct_")}
     assert set(shares) == {"sim_pct_classic_ppo", "sim_pct_classic_a2c", "sim_pct_classic_sac",
-                           "sim_pct_classic_td3", "sim_pct_classic_discrete_ppo",
-                           "sim_pct_classic_discrete_a2c", "sim_pct_classic_discrete_dqn"}
+                           "sim_pct_classic_td3"}
     assert all(0 < v < 100 for v in shares.values()), shares
     # SAC and TD3 take a gradient step per environment step, PPO and A2C far fewer: the
     # ratio is large even in a 300-step run (7x here).
     assert float(res["ratio_classic"]) > 2
     # Every run's operations come from rls-prof's sb3 integration (the workload has none).
-    for sim in ("classic", "classic-discrete"):
-        table = out.split(f"$ rls-analyze compare <{sim} runs>", 1)[1]
-        for op in ("simulation", "inference", "backprop"):
-            assert re.search(rf"^{op}\s", table, re.M), (sim, op)
-    for algo in ("ppo", "a2c", "sac", "td3", "dqn"):
+    table = out.split("$ rls-analyze compare <classic runs>", 1)[1]
+    for op in ("simulation", "inference", "backprop"):
+        assert re.search(rf"^{op}\s", table, re.M), op
+    for algo in ("ppo", "a2c", "sac", "td3"):
         assert (tmp_path / "runs" / "calibration" / algo / "calibration.json").exists()
-    for name in ("on-off-policy-share.png", "on-off-policy-classic.png",
-                 "on-off-policy-classic-discrete.png"):
+    for name in ("on-off-policy-share.png", "on-off-policy-classic.png"):
         assert (tmp_path / "img" / name).stat().st_size > 1000
 
 
