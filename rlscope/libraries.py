@@ -33,6 +33,10 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     "tensorflow": ("tensorflow", _I + "tf_backend:install"),
     "keras": ("keras", _I + "tf_backend:install_keras"),  # phase markers only (inferred ops)
     "jax": ("jax", _I + "jax_backend:install"),
+    # JIT compilers' compile events (metadata, only when they compile; no call events)
+    "torch-compile": ("torch._dynamo", _I + "compilers:install_torch"),
+    "jax-compile": ("jax", _I + "compilers:install_jax"),
+    "tf-compile": ("tensorflow", _I + "compilers:install_tf"),
     "mujoco": ("mujoco", _I + "simulators:install_mujoco"),
     "box2d": ("Box2D", _I + "simulators:install_box2d"),
     "ale": ("ale_py", _I + "simulators:install_ale"),
@@ -42,6 +46,7 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     "gym": ("gymnasium", _RL + "gymnasium:install"),
     "gym-legacy": ("gym", _RL + "gym_legacy:install"),  # gym 0.21-0.26 (import gym)
     "sb3": ("stable_baselines3", _RL + "sb3:install"),
+    "envpool": ("envpool", _RL + "envpool:install"),  # operations + its native calls
     "multiprocessing": ("multiprocessing", _RL + "mp:install"),  # process roles (metadata)
     # pool tasks: an operation per item in the workers, with its index (metadata)
     "pool": ("multiprocessing.pool", _RL + "pooltasks:install_pool"),
@@ -50,10 +55,12 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     "rllib": ("ray.rllib", _RL + "rllib:install"),
 }
 # Library groups by the kind of events they produce (calibration switches them by group).
-ANNOTATING = ("gym", "gym-legacy", "sb3", "rllib")  # zero-code annotations: operation events
+# zero-code annotations: operation events
+ANNOTATING = ("gym", "gym-legacy", "sb3", "envpool", "rllib")
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
-SIMULATORS = ("mujoco", "box2d", "ale", "pybullet")  # SIMULATOR_CALL events
+SIMULATORS = ("mujoco", "box2d", "ale", "pybullet", "envpool")  # SIMULATOR_CALL events
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
+COMPILERS = ("torch-compile", "jax-compile", "tf-compile")  # compile records (metadata)
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
            "Box2D": "box2d", "mp": "multiprocessing"}

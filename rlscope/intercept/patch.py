@@ -80,6 +80,17 @@ def wrappable(obj: Any) -> bool:
     return isinstance(obj, _wrappable()) and not is_wrapper(obj)
 
 
+def native_method(obj: Any) -> bool:
+    """A method of a native binding (C, pybind11, nanobind): what :func:`wrappable`
+    takes, or a callable that binds through ``__get__`` and is not Python code
+    (nanobind's method objects are neither C method descriptors nor pybind11's instance
+    methods)."""
+    t = type(obj)
+    return wrappable(obj) or (callable(obj) and hasattr(t, "__get__")
+                              and t.__module__ not in ("builtins", "functools")
+                              and not hasattr(obj, "__code__") and not is_wrapper(obj))
+
+
 _PLAIN_TYPES = (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType,
                 types.WrapperDescriptorType)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from rlscope.intercept.patch import SIMULATOR, Patcher, is_wrapper, public_builtins, wrappable
+from rlscope.intercept.patch import SIMULATOR, Patcher, native_method, public_builtins
 
 _BOX2D_WORLD = ("Step", "RayCast", "QueryAABB", "ClearForces", "CreateBody",
                 "CreateDynamicBody", "CreateStaticBody", "CreateKinematicBody",
@@ -40,20 +40,11 @@ def install_box2d(box2d: ModuleType, p: Patcher) -> int:
     return p.patch_all(world, _BOX2D_WORLD, SIMULATOR, "Box2D.b2World")
 
 
-def _native_method(obj: object) -> bool:
-    """A method of a native binding (C, pybind11, nanobind): callable, binds through
-    ``__get__``, and not Python code (a Python function here would be ale-py's own)."""
-    t = type(obj)
-    return wrappable(obj) or (callable(obj) and hasattr(t, "__get__")
-                              and t.__module__ not in ("builtins", "functools")
-                              and not hasattr(obj, "__code__") and not is_wrapper(obj))
-
-
 def install_ale(ale_py: ModuleType, p: Patcher) -> int:
     ale = getattr(ale_py, "ALEInterface", None)
     if ale is None:
         return 0
-    return p.patch_all(ale, _ALE, SIMULATOR, "ale_py.ALEInterface", _native_method)
+    return p.patch_all(ale, _ALE, SIMULATOR, "ale_py.ALEInterface", native_method)
 
 
 def install_pybullet(pybullet: ModuleType, p: Patcher) -> int:

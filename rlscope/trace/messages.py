@@ -51,7 +51,9 @@ def _class_of(desc: Any) -> Any:
     get = getattr(message_factory, "GetMessageClass", None)
     if get is not None:
         return get(desc)
-    return message_factory.MessageFactory(POOL).GetPrototype(desc)
+    # (types-protobuf, which EnvPool pulls in, knows only the newer API.)
+    return message_factory.MessageFactory(POOL).GetPrototype(  # type: ignore[attr-defined,unused-ignore]
+        desc)
 
 
 def _all_messages(descs: Any) -> Iterator[Any]:
