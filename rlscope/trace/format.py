@@ -87,6 +87,10 @@ META_IMPORT_PREFIX = "rlscope.import:"
 # is this prefix and the task's number in the process, the value [function's qualname,
 # call, item index, begin_ns, end_ns] (CLOCK_MONOTONIC).
 META_TASK_PREFIX = "rlscope.task:"
+# One JIT compilation (rlscope.intercept.compile_record): the key is this prefix and its
+# number in the process, the value [framework, function, begin_ns, end_ns, tid, reason,
+# kind, counts, graph_breaks] (CLOCK_MONOTONIC; tid: the compiling thread's native id).
+META_COMPILE_PREFIX = "rlscope.compile:"
 # Ray (rlscope.integrations.ray_workers): {"kind": "driver" | "actor" | "task", "job_id",
 # and "actor_class", "module", "actor_id" (an actor) or "tasks" (names of the remote
 # functions a task worker ran)}.
