@@ -37,10 +37,6 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     "torch-compile": ("torch._dynamo", _I + "compilers:install_torch"),
     "jax-compile": ("jax", _I + "compilers:install_jax"),
     "tf-compile": ("tensorflow", _I + "compilers:install_tf"),
-    # JIT compilers' compile events (metadata, only when they compile; no call events)
-    "torch-compile": ("torch._dynamo", _I + "compilers:install_torch"),
-    "jax-compile": ("jax", _I + "compilers:install_jax"),
-    "tf-compile": ("tensorflow", _I + "compilers:install_tf"),
     "mujoco": ("mujoco", _I + "simulators:install_mujoco"),
     "box2d": ("Box2D", _I + "simulators:install_box2d"),
     "ale": ("ale_py", _I + "simulators:install_ale"),
@@ -64,7 +60,6 @@ ANNOTATING = ("gym", "gym-legacy", "sb3", "envpool", "rllib")
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
 SIMULATORS = ("mujoco", "box2d", "ale", "pybullet", "envpool")  # SIMULATOR_CALL events
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
-COMPILERS = ("torch-compile", "jax-compile", "tf-compile")  # compile records (metadata)
 COMPILERS = ("torch-compile", "jax-compile", "tf-compile")  # compile records (metadata)
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
