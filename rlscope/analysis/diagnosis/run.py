@@ -40,6 +40,11 @@ class RunVerdict:
         return asdict(self)
 
 
+def run_wall(tree: pd.DataFrame) -> float:
+    """The run's wall time: first process start to last process end (process tree)."""
+    return float(tree["end_s"].max() - tree["start_s"].min()) if len(tree) else 0.0
+
+
 def run_cores(run: dict[str, Any], samples: Any = None) -> tuple[int | None, str]:
     """The run's core count: the sampler's (cores it read from /proc/stat on the run's
     machine), else run.json's host.cpus; never the analysing machine's."""
@@ -276,16 +281,19 @@ def _startup(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
 def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
                  util: pd.DataFrame | None = None, lockstep: Any = None,
                  cores: int | None = None, cores_from: str = "",
-                 tasks: pd.DataFrame | None = None) -> list[RunVerdict]:
+                 tasks: pd.DataFrame | None = None,
+                 extra: list[RunVerdict] | None = None) -> list[RunVerdict]:
     """What limits the run across its processes, before the per-operation verdicts:
     IPC/scheduling in vector steps, CPU oversubscription, the lock-step loss (per-step
     costs, largest bound first), then the run's start-up (one entry, paid once).
     ``tree``/``processes``/``ops``/``util``: Analysis.process_tree()/processes()/
     operations()/utilisation() (None: not sampled); ``lockstep``: the Lockstep result;
-    ``cores``: run_cores(); ``tasks``: Analysis.tasks() (pool and executor tasks)."""
+    ``cores``: run_cores(); ``tasks``: Analysis.tasks() (pool and executor tasks);
+    ``extra``: verdicts made elsewhere, ordered in by their bound (the actor/learner
+    iterations': rlscope.analysis.diagnosis.actors)."""
     if not len(tree):
         return []
-    wall = float(tree["end_s"].max() - tree["start_s"].min())
+    wall = run_wall(tree)
     mains = tree[tree["role"] == "main"] if "role" in tree else tree.iloc[:0]
     main_pid = int(mains["pid"].iloc[0]) if len(mains) else (
         int(tree.sort_values("start_s")["pid"].iloc[0]))
@@ -297,6 +305,7 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
         out.append(o)
     if tasks is not None and len(tasks):
         out += _task_stragglers(tasks, wall)
+    out += extra or []
     out.sort(key=lambda r: -r.bound_s)
     s = _startup(tree, processes, ops, main_pid, wall)
     if s is not None:

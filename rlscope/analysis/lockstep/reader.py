@@ -1,11 +1,13 @@
 """Reading what the lock-step analysis needs: per process, its env events, the
 operations it names (inference, optimizing) and the vector envs' wait calls, from a trace
-already read or, a chunk at a time, from the trace files."""
+already read or, a chunk at a time, from the trace files. The actor/learner iteration
+analysis (rlscope.analysis.actors) reads the same input: with it, ``sync_weights``
+operations, the ``sampling``/``training`` phases and the progress records' times."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,8 @@ from rlscope.trace.data import EnvEvents, Events, Header, Trace
 
 OPTIMIZING_OPS = ("backprop",)  # the SB3 integration's train(); rlscope's usual name
 INFERENCE_OPS = ("inference",)
+SYNC_OPS = ("sync_weights",)  # the RLlib integration's weight sync (driver and runners)
+ITERATION_PHASES = ("sampling", "training")  # the RLlib integration's driver phases
 _WAIT_SUFFIXES = (".step_wait", ".reset_wait")
 
 
@@ -31,13 +35,15 @@ class ProcessEvents:
     env: EnvEvents
     ops: Intervals  # outermost inference / optimizing operations
     waits: Intervals  # the vector envs' step_wait / reset_wait blocking calls
+    phases: Intervals = field(default_factory=Intervals.empty)  # ITERATION_PHASES
+    progress_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def ids(self, predicate: Any) -> np.ndarray:
         return np.array([i for i, s in enumerate(self.strings) if predicate(s)], np.int64)
 
 
 def _wanted_op(s: str) -> bool:
-    return s in OPTIMIZING_OPS or s in INFERENCE_OPS
+    return s in OPTIMIZING_OPS or s in INFERENCE_OPS or s in SYNC_OPS or s in ITERATION_PHASES
 
 
 def _wanted_wait(s: str) -> bool:
@@ -94,11 +100,13 @@ def env_pairs(env: EnvEvents, reset: bool) -> tuple[Intervals, np.ndarray]:
 
 def _process(pid: int, process: str, strings: list[str], metadata: dict[str, Any],
              env: EnvEvents, time: np.ndarray, thread: np.ndarray, kind: np.ndarray,
-             name: np.ndarray) -> ProcessEvents:
+             name: np.ndarray, progress_ns: np.ndarray | None = None) -> ProcessEvents:
     ops, _ = _pairs(time, thread, kind, name, fmt.OPERATION_BEGIN, fmt.OPERATION_END, True)
     waits, _ = _pairs(time, thread, kind, name, fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END,
                       False)
-    return ProcessEvents(pid, process, strings, metadata, env, ops, waits)
+    phases, _ = _pairs(time, thread, kind, name, fmt.PHASE_BEGIN, fmt.PHASE_END, True)
+    pr = np.sort(np.asarray(progress_ns if progress_ns is not None else [], np.int64))
+    return ProcessEvents(pid, process, strings, metadata, env, ops, waits, phases, pr)
 
 
 def _label(header: Header, metadata: dict[str, Any]) -> str:
@@ -117,12 +125,10 @@ def from_trace(trace: Trace, infer: str = "auto") -> list[ProcessEvents]:
         p = inferred.apply(p, infer)
         ev = p.events
         op_ids = [i for i, s in enumerate(p.strings) if _wanted_op(s) or _wanted_wait(s)]
-        keep = np.isin(ev.name, op_ids) & np.isin(
-            ev.kind, (fmt.OPERATION_BEGIN, fmt.OPERATION_END, fmt.WAIT_CALL_BEGIN,
-                      fmt.WAIT_CALL_END))
+        keep = np.isin(ev.name, op_ids) & np.isin(ev.kind, Collector._KINDS)
         out.append(_process(p.pid, _label(p.header, p.metadata), p.strings, p.metadata, p.env,
                             ev.time_ns[keep], ev.thread[keep], ev.kind[keep],
-                            ev.name[keep]))
+                            ev.name[keep], p.progress.time_ns))
     return out
 
 
@@ -132,7 +138,7 @@ class Collector:
     calls. Fed by the pipeline's first pass over each trace file (no second read)."""
 
     _KINDS = np.array([fmt.OPERATION_BEGIN, fmt.OPERATION_END, fmt.WAIT_CALL_BEGIN,
-                       fmt.WAIT_CALL_END])
+                       fmt.WAIT_CALL_END, fmt.PHASE_BEGIN, fmt.PHASE_END])
 
     def __init__(self) -> None:
         self._wanted: list[int] = []
@@ -146,11 +152,12 @@ class Collector:
                 self._kept.append(ev.take(np.flatnonzero(m)))
 
     def finish(self, header: Header, strings: list[str], metadata: dict[str, Any],
-               env: EnvEvents, plan: Any = None) -> ProcessEvents:
+               env: EnvEvents, plan: Any = None,
+               progress_ns: np.ndarray | None = None) -> ProcessEvents:
         """The process's events; ``plan``: its inferred operations (inferred.InferredOps), whose
-        strings ``strings`` already are."""
+        strings ``strings`` already are; ``progress_ns``: its progress records' times."""
         ev = Events.concat(self._kept)
         if plan is not None:  # the inferred operations (all named inference or backprop)
             ev = plan.whole(ev)
         return _process(header.pid, _label(header, metadata), strings, metadata, env,
-                        ev.time_ns, ev.thread, ev.kind, ev.name)
+                        ev.time_ns, ev.thread, ev.kind, ev.name, progress_ns)

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rlscope.analysis import inferred
+from rlscope.analysis.actors import Iterations
+from rlscope.analysis.actors import analyze as analyze_iterations
 from rlscope.analysis.engine.overlap import analyze_process
 from rlscope.analysis.engine.paths import NameTable, PathTable
 from rlscope.analysis.engine.process import ProcessResult
@@ -79,6 +81,9 @@ class Run:
     run: dict[str, Any]  # run.json, with the correction's entry when one was asked for
     analysis: Analysis | None = None
     lockstep: Lockstep | None = None  # None: not asked for
+    # Actor/learner training iterations (rlscope.analysis.actors), read with LOCKSTEP's
+    # input; None: not asked for, or no driver reported progress
+    iterations: Iterations | None = None
     trace: Trace | None = None  # the events, corrected and inferred (EVENTS)
     warnings: list[str] = field(default_factory=list)
 
@@ -124,7 +129,7 @@ def _whole(d: Path, run: dict[str, Any], files: list[Path], cal: Calibration | N
             on_total(total_events(trace))
         out.analysis = analyze(trace, progress, options.batch_events)
     if LOCKSTEP in want:
-        out.lockstep = _lockstep(lockstep_input(trace, "off"), out.corrected)
+        out.lockstep, out.iterations = _lockstep(lockstep_input(trace, "off"), out.corrected)
     return out
 
 
@@ -141,8 +146,8 @@ def _streamed(d: Path, run: dict[str, Any], files: list[Path], options: RunOptio
         run = dict(run, correction={"applied": False})
     out = Run(d, run, warnings=[w for s in scanned for w in s.trace.warnings])
     if LOCKSTEP in want:
-        out.lockstep = _lockstep([s.lockstep for s in scanned if s.lockstep is not None],
-                                 False)
+        out.lockstep, out.iterations = _lockstep(
+            [s.lockstep for s in scanned if s.lockstep is not None], False)
     if not sweeping:
         return out
     if on_total:
@@ -200,17 +205,19 @@ def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int]
     warnings = [w for o in m.outs for w in o.warnings]
     out = Run(d, run, warnings=warnings)
     if lockstep:
-        out.lockstep = _lockstep([o.lockstep for o in m.outs if o.lockstep is not None],
-                                 cal is not None)
+        out.lockstep, out.iterations = _lockstep(
+            [o.lockstep for o in m.outs if o.lockstep is not None], cal is not None)
     if ANALYSIS in want:
         out.analysis = _analysis(d, run, m.results, metas, m.paths, m.phases, warnings)
     return out
 
 
-def _lockstep(procs: list[ProcessEvents], corrected: bool) -> Lockstep:
+def _lockstep(procs: list[ProcessEvents], corrected: bool
+              ) -> tuple[Lockstep, Iterations | None]:
+    """The lock-step analysis and the training iterations, from the same input."""
     result = analyze_lockstep(procs)
     result.corrected = corrected
-    return result
+    return result, analyze_iterations(procs)
 
 
 def _analysis(d: Path, run: dict[str, Any], results: list[ProcessResult],

@@ -144,7 +144,8 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
     pt = ProcessTrace(path, header, Events.empty(), string_list, threads,
                       Progress.concat(progress), metadata, dropped, expected, warnings,
                       env=EnvEvents.concat(env), torn_bytes=sum(torn))
-    steps = (lockstep_in.finish(header, string_list, metadata, pt.env, plan)
+    steps = (lockstep_in.finish(header, string_list, metadata, pt.env, plan,
+                                pt.progress.time_ns)
              if lockstep_in is not None else None)
     return ScannedProcess(pt, info, n_events, end is not None, plan, steps,
                           Events.concat(kept) if kept is not None else None)
