@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlscope.analysis.engine import categories as C
-from rlscope.analysis.engine.aggregate import aggregate, aggregate_keys
+from rlscope.analysis.engine.aggregate import aggregate, aggregate_keys, encode
 from rlscope.analysis.engine.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
 from rlscope.analysis.engine.paths import STARTUP_IMPORTS_ID, NameTable, PathTable
 from rlscope.analysis.engine.process import (
+    NamedCall,
     ProcessInfo,
     ProcessResult,
     ThreadInfoOut,
@@ -83,6 +84,7 @@ class _Carry:
     ops: list[int]  # open operations, path ids outermost first (innermost last)
     phases: list[int]  # open phases (phase ids)
     calls: list[int]  # open backend/simulator/wait call kinds, in begin order
+    call_names: list[int]  # string id each of ``calls`` re-opens with (0: unnamed)
     api: int
     wait: int
 
@@ -139,6 +141,7 @@ class ProcessAnalyzer:
         self._sid: dict[str, int] = {}
         self._rows: list[list[np.ndarray]] = []
         self._counts: list[np.ndarray] = []
+        self._calls: dict[tuple[int, int, int, int], list] = {}
         self._activity: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     def _setup_startup(self) -> None:
@@ -193,7 +196,7 @@ class ProcessAnalyzer:
                  + c.calls + [API_BEGIN] * c.api + [WAIT_BEGIN] * c.wait)
         names = ([0] + [self._string_id(self.paths.name[x]) for x in c.ops]
                  + [self._string_id(self.phases.names[x]) for x in c.phases]
-                 + [0] * (len(c.calls) + c.api + c.wait))
+                 + c.call_names + [0] * (c.api + c.wait))
         n = len(kinds)
         return (np.full(n, c.last_time, np.int64), np.array(kinds, np.uint8),
                 np.array(names, np.uint32))
@@ -280,8 +283,31 @@ class ProcessAnalyzer:
                                              sizes[:2], np.ones(len(pth)))
                 self._counts.append(np.stack([np.full(len(n), t), ph_k, pa_k,
                                               np.full(len(n), w), n.astype(np.int64)], 1))
+        self._named_calls(t, s, np.diff(s.time))
         self.carry[t] = _Carry(int(s.time[-1]), self.paths.ancestors(s.end_path)[::-1],
-                               s.end_phases, s.end_calls, s.end_api, s.end_wait)
+                               s.end_phases, s.end_calls, s.end_call_names, s.end_api,
+                               s.end_wait)
+
+    def _named_calls(self, t: int, s: ThreadState, seg: np.ndarray) -> None:
+        """Time and outermost calls per named backend/simulator call: (category, phase,
+        path, string id) -> [calls, ns]. A segment counts for the call whose category
+        the thread is in (a simulator call inside a backend call is the simulator's)."""
+        sizes = [len(self.phases.names), len(self.paths), len(self.p.strings)]
+        for cat, (after, outer) in s.call_name.items():
+            on = np.flatnonzero((s.category[:-1] == cat) & s.active[:-1] & (after[:-1] > 0))
+            if not len(on) and not len(outer):
+                continue
+            key = encode([np.r_[s.phase[on], s.phase[outer]], np.r_[s.path[on], s.path[outer]],
+                          np.r_[after[on], after[outer]]], sizes)
+            uniq, inv = np.unique(key, return_inverse=True)
+            ns = np.bincount(inv, np.r_[seg[on], np.zeros(len(outer))], len(uniq))
+            n = np.bincount(inv[len(on):], minlength=len(uniq))
+            for k, c, d in zip(uniq.tolist(), n.tolist(), ns.tolist(), strict=True):
+                entry = self._calls.setdefault((cat, k // (sizes[1] * sizes[2]),
+                                                k // sizes[2] % sizes[1], k % sizes[2]),
+                                               [0, 0.0])
+                entry[0] += c
+                entry[1] += d
 
     def _firsts(self, s: ThreadState) -> None:
         """Keep the first begin of each operation path and phase (row order by time)."""
@@ -350,7 +376,9 @@ class ProcessAnalyzer:
             imports_ns=int((su.import_end - su.import_begin).sum()) if su is not None else 0,
             imports=[(n, int(e - b)) for n, b, e in zip(imp.names, imp.begin.tolist(),
                                                          imp.end.tolist(), strict=True)],
-            first_ns=self.first_ns, phase_first_ns=self.phase_first_ns)
+            first_ns=self.first_ns, phase_first_ns=self.phase_first_ns,
+            calls=[NamedCall(cat, ph, pa, p.strings[nm], int(n), ns)
+                   for (cat, ph, pa, nm), (n, ns) in self._calls.items()])
 
 
 def _by_thread(ev: Events) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:

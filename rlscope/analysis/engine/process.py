@@ -62,6 +62,20 @@ class ProcessResult:
     # First begin of each operation path, and first time each phase was innermost.
     first_ns: dict[int, int] = field(default_factory=dict)
     phase_first_ns: dict[int, int] = field(default_factory=dict)
+    calls: list[NamedCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NamedCall:
+    """One named backend/simulator call (its wrapper's name) within a phase and an
+    operation path: outermost calls and the CPU time in that category inside them."""
+
+    category: int
+    phase: int
+    path: int
+    name: str
+    calls: int
+    ns: float
 
 
 @dataclass

@@ -46,8 +46,12 @@ class ThreadState:
     call_phase: dict[int, np.ndarray]
     phase_times: np.ndarray  # times where the thread's phase changes (for inheritance)
     phase_ids: np.ndarray
+    # Named calls (backend, simulator): category -> (string id of the outermost open call
+    # after each event, 0 none; positions of the outermost call begins, real ones only).
+    call_name: dict[int, tuple[np.ndarray, np.ndarray]]
     # State after the last event, to carry into the next batch of events:
     end_calls: list[int]  # kinds of the open backend/simulator/wait calls, in begin order
+    end_call_names: list[int]  # the string id to re-open each of end_calls with
     end_api: int  # open CUDA API calls (not waiting)
     end_wait: int  # open synchronising CUDA API calls
     end_phases: list[int]  # open phases (phase ids), outermost first
@@ -83,6 +87,22 @@ def _active_flags(kind: np.ndarray, begin: int, end: int
     is_b = kind[idx] == begin
     depth = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
     return _ffill(idx, depth > 0, n, False), idx[is_b], int(depth[-1])
+
+
+def _outer_names(kind: np.ndarray, names: np.ndarray, begin: int, end: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(string id of the outermost open call after each event, 0 outside every call;
+    positions of the begins that open an outermost call)."""
+    n = len(kind)
+    idx = np.flatnonzero((kind == begin) | (kind == end))
+    if not len(idx):
+        return np.zeros(n, np.uint32), idx
+    is_b = kind[idx] == begin
+    depth = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
+    outer = is_b & (depth == 1)
+    last = np.maximum.accumulate(np.where(outer, np.arange(len(idx)), -1))
+    val = np.where((depth > 0) & (last >= 0), names[idx][np.maximum(last, 0)], 0)
+    return _ffill(idx, val.astype(np.uint32), n, np.uint32(0)), idx[outer]
 
 
 def innermost_ops(kind: np.ndarray, name: np.ndarray, strings: list[str],
@@ -236,12 +256,25 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
     call_pos = {c: p[p >= n_synthetic] for c, p in call_pos.items()}
     open_calls = sorted((int(b[-1]), k, e) for _, _, b, e, k in calls if e)
     end_calls = [k for _, k, e in open_calls for _ in range(e)]
+    call_name: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    outer_end: dict[int, int] = {}
+    for cat, begin, end in ((C.BACKEND, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END),
+                            (C.SIMULATOR, fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END)):
+        if cat in (c for c, _, b, _, _ in calls if len(b)):
+            after, outer = _outer_names(kind, names, begin, end)
+            call_name[cat] = (after, outer[outer >= n_synthetic])
+            outer_end[begin] = int(after[-1])
+    # Re-opened calls keep their name: the outermost of each kind carries it.
+    end_call_names, seen = [], set()
+    for k in end_calls:
+        end_call_names.append(outer_end.get(k, 0) if k not in seen else 0)
+        seen.add(k)
     return ThreadState(
         index, tid, name, main, time, path, phase, category, active, wait_on | wc_on,
         op_begin_path[real], phase[op_b[real]],
         {c: path[p] for c, p in call_pos.items()}, {c: phase[p] for c, p in call_pos.items()},
-        ph_times, ph_ids, end_calls, api_end - wait_end, wait_end, ph_stack, end_path,
-        _first_times(firsts, time))
+        ph_times, ph_ids, call_name, end_calls, end_call_names, api_end - wait_end,
+        wait_end, ph_stack, end_path, _first_times(firsts, time))
 
 
 def _first_times(firsts: list[tuple[np.ndarray, np.ndarray]], time: np.ndarray
