@@ -11,7 +11,15 @@ from typing import Any
 
 import click
 
-from rlscope.analysis.diagnosis import diagnose, diagnose_run, gpu_findings, refine, run_cores
+from rlscope.analysis.diagnosis import (
+    actor_verdicts,
+    diagnose,
+    diagnose_run,
+    gpu_findings,
+    refine,
+    run_cores,
+    run_wall,
+)
 from rlscope.analysis.frames import Analysis
 from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, LOCKSTEP, Run, RunOptions, open_run
 from rlscope.analysis.timeline import select as sel
@@ -22,6 +30,7 @@ from rlscope.reporters import calls as calls_report
 from rlscope.reporters import chrome_trace as tl
 from rlscope.reporters import compare as cmp
 from rlscope.reporters import diagnosis, perfetto, plots, processes, table, utilisation
+from rlscope.reporters import iterations as iterations_report
 from rlscope.reporters import lockstep as lockstep_report
 from rlscope.reporters import tasks as tasks_report
 from rlscope.reporters.dump import dump_lines
@@ -164,6 +173,8 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     sections = [table.section(a)]
     if run.lockstep is not None and run.lockstep.vector_envs:
         sections.append(lockstep_report.section(run.lockstep))
+    if run.iterations is not None:  # an actor/learner job's training iterations
+        sections.append(iterations_report.section(run.iterations))
     pool_tasks = a.tasks()
     if len(pool_tasks):  # Pool / executor tasks: their table and straggler verdict
         sections.append(tasks_report.section(pool_tasks))
@@ -179,8 +190,11 @@ def _diagnosis_section(a: Analysis, run: Run) -> Section:
     ops, procs = a.operations(), a.processes()
     util = a.utilisation() if a.samples is not None else None
     cores, cores_from = run_cores(a.run, a.samples)
-    run_verdicts = diagnose_run(a.process_tree(), procs, ops, util, run.lockstep, cores,
-                                cores_from, a.tasks())
+    tree = a.process_tree()
+    actors = (actor_verdicts(run.iterations, cores, ops, util, run_wall(tree))
+              if run.iterations is not None else [])
+    run_verdicts = diagnose_run(tree, procs, ops, util, run.lockstep, cores,
+                                cores_from, a.tasks(), actors)
     verdicts = refine(diagnose(ops, procs), run_verdicts, run.lockstep)
     findings = gpu_findings(util) if util is not None else []
     return diagnosis.section(verdicts, findings, run_verdicts)
