@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "aggregator.h"
+#include "detail_windows.h"
 #include "host.h"
 #include "trace_writer.h"
 
@@ -63,7 +65,43 @@ struct Recorder {
 
   // drain_mu: reused scratch
   std::vector<ChunkEncoder> chunks;
+  // drain_mu: the bounded trace (aggregator.h, detail_windows.h)
+  Aggregator agg;
+  DetailWindows windows;
+  uint64_t budget_bytes = 0;
+  int64_t last_rows_ns = 0;
+  uint32_t windows_ended = 0;
+  bool budget_announced = false;  // the rlscope.trace_budget metadata is written
 };
+
+// Rows of an open gap are written at least this often (a kill loses at most this).
+constexpr int64_t kRowsInterval = 5'000'000'000;
+
+const char* reason_name(DetailWindows::Reason r) {
+  switch (r) {
+    case DetailWindows::START: return "start";
+    case DetailWindows::PERIODIC: return "periodic";
+    case DetailWindows::DEMAND: return "demand";
+    default: return "none";
+  }
+}
+
+void window_metadata(Recorder& r, ChunkEncoder& enc, DetailWindows::Reason why,
+                     int64_t begin, int64_t end) {
+  std::string json = std::string("{\"reason\": \"") + reason_name(why) +
+                     "\", \"begin_ns\": " + std::to_string(begin) +
+                     ", \"end_ns\": " + std::to_string(end) + "}";
+  enc.add_metadata("rlscope.window:" + std::to_string(r.windows_ended++), json, end);
+}
+
+// "123", else 0 (no budget).
+uint64_t env_u64(const char* name, uint64_t fallback) {
+  const char* v = getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long long x = strtoull(v, &end, 10);
+  return (end && *end == 0) ? uint64_t(x) : fallback;
+}
 
 void fork_prepare();
 void fork_parent();
@@ -79,20 +117,40 @@ Recorder& R() {
 
 // ---- flushing (drain_mu held) ----
 
-void flush_locked(Recorder& r) {
+void flush_locked(Recorder& r, bool final = false) {
   if (!r.file.is_open()) return;
   if (r.chunks.empty()) r.chunks.emplace_back();
   size_t nchunks = 1;
   r.chunks[0].reset();
   uint64_t events = 0;
 
+  // 0. Under a budget: detail or aggregates for this flush's events.
+  const bool bounded = r.windows.bounded();
+  const int64_t now = monotonic_ns();
+  const bool detail = !bounded || r.windows.detail(now, r.file.bytes_written());
+  bool rows_due = final;
+  if (bounded) {
+    if (!r.budget_announced) {
+      r.chunks[0].add_metadata("rlscope.trace_budget", std::to_string(r.budget_bytes), now);
+      r.budget_announced = true;
+    }
+    int64_t b, e;
+    DetailWindows::Reason why = r.windows.ended(&b, &e);
+    if (why != DetailWindows::NONE) window_metadata(r, r.chunks[0], why, b, e);
+    if (detail && r.agg.any_gap()) {
+      r.agg.close_gaps(r.chunks[0]);  // before this flush's events, which come later
+      rows_due = true;
+    }
+  }
+
   // 1. Drain events first, encoding them straight into chunk columns.
+  bool keep_args = true;  // the args of an aggregated event go with it
   uint64_t dropped =
       r.threads.drain([&](const BufferedThread& t, const std::vector<Record>& recs) {
         for (const Record& rec : recs) {
           ChunkEncoder* enc = &r.chunks[nchunks - 1];
           if (rec.kind == kArgKind) {
-            enc->add_arg(rec.ts);
+            if (keep_args) enc->add_arg(rec.ts);
             continue;
           }
           if (enc->events() >= kMaxEventsPerChunk) {
@@ -100,10 +158,23 @@ void flush_locked(Recorder& r) {
             enc = &r.chunks[nchunks++];
             enc->reset();
           }
+          if (!detail) {
+            keep_args = r.agg.aggregate(*enc, t.index, rec.ts, rec.kind, rec.name);
+            if (!keep_args) continue;
+          } else if (bounded) {
+            r.agg.detail(t.index, rec.ts, rec.kind, rec.name);
+          }
           enc->add_event(rec.ts, t.index, rec.kind, rec.name);
           ++events;
         }
       });
+  if (final && bounded) {
+    if (r.windows.current() != DetailWindows::NONE) {
+      window_metadata(r, r.chunks[nchunks - 1], r.windows.current(), r.windows.window_begin(),
+                      now);
+    }
+    r.agg.close_gaps(r.chunks[nchunks - 1]);
+  }
 
   // 2. Then definitions: every id used above is registered by now.
   ChunkEncoder& first = r.chunks[0];
@@ -124,6 +195,10 @@ void flush_locked(Recorder& r) {
     r.pending_meta.clear();
   }
   first.set_dropped(dropped);
+  if (bounded && (rows_due || now - r.last_rows_ns >= kRowsInterval) && r.agg.has_rows()) {
+    r.agg.emit(first);  // after the strings its states name
+    r.last_rows_ns = now;
+  }
 
   // 3. Write, one write() per chunk.
   for (size_t c = 0; c < nchunks; ++c) {
@@ -213,6 +288,18 @@ int open_file_locked(Recorder& r, const std::string& path) {
   r.st = Stats{};
   r.st.bytes_written = r.file.bytes_written();
   r.last_flush_ns = monotonic_ns();
+  // A bounded trace: $RLSCOPE_TRACE_BUDGET bytes for the file's directory.
+  r.agg.reset();
+  r.windows_ended = 0;
+  r.last_rows_ns = r.last_flush_ns;
+  r.budget_bytes = env_u64("RLSCOPE_TRACE_BUDGET", 0);
+  r.windows.first_period_ns =
+      int64_t(env_u64("RLSCOPE_TRACE_PERIOD_MS", 30'000)) * 1'000'000;
+  r.windows.window_ns = int64_t(env_u64("RLSCOPE_TRACE_WINDOW_MS", 2'000)) * 1'000'000;
+  size_t slash = path.rfind('/');
+  r.windows.configure(r.budget_bytes, slash == std::string::npos ? "." : path.substr(0, slash),
+                      r.last_flush_ns);
+  r.budget_announced = false;
   return 0;
 }
 
@@ -347,7 +434,7 @@ void stop(ThreadState* t) {
   stop_writer(r);
   {
     std::lock_guard<std::mutex> lk(r.drain_mu);
-    flush_locked(r);
+    flush_locked(r, /*final=*/true);
     r.file.close();
   }
   r.threads.pool().trim();

@@ -40,6 +40,9 @@ enum EventKind : uint32_t {
   WAIT_CALL_END = 21,
   MARK_CALL_BEGIN = 22,
   MARK_CALL_END = 23,
+  // Edges of a stretch of a thread kept as aggregates only (aggregator.h).
+  AGGREGATED_BEGIN = 24,
+  AGGREGATED_END = 25,
 };
 
 enum Status : int {

@@ -70,6 +70,7 @@ void ChunkEncoder::reset() {
   args_.clear();
   defs_.clear();
   meta_.clear();
+  raw_.clear();
 }
 
 void ChunkEncoder::add_event(int64_t ts, uint32_t thread, uint32_t kind, uint32_t name) {
@@ -113,6 +114,7 @@ const std::string& ChunkEncoder::finish(uint64_t sequence) {
   pb::put_packed(body_, C::kArgs, args_);
   pb::put_uint(body_, C::kDroppedEvents, dropped_);
   body_ += meta_;
+  body_ += raw_;
   out_.clear();
   frame_record(out_, fields::record::kChunk, body_);
   return out_;

@@ -55,9 +55,12 @@ class ChunkEncoder {
   void add_thread(uint32_t index, int64_t tid, std::string_view name);
   void add_metadata(std::string_view key, std::string_view json_value, int64_t time_ns);
   void set_dropped(uint64_t n) { dropped_ = n; }
+  // Pre-encoded Chunk fields appended verbatim (the aggregator's rows).
+  void add_raw(std::string_view fields) { raw_ += fields; }
   uint32_t events() const { return n_; }
   bool empty() const {
-    return n_ == 0 && args_.empty() && defs_.empty() && meta_.empty() && dropped_ == 0;
+    return n_ == 0 && args_.empty() && defs_.empty() && meta_.empty() && raw_.empty() &&
+           dropped_ == 0;
   }
   const std::string& finish(uint64_t sequence);
 
@@ -69,6 +72,7 @@ class ChunkEncoder {
   std::string deltas_, threads_, kinds_, names_, args_;
   std::string defs_;  // encoded StringDef (2) and ThreadDef (3) fields
   std::string meta_;  // encoded Metadata (11) fields
+  std::string raw_;   // add_raw
   std::string body_, out_;
 };
 

@@ -117,6 +117,53 @@ class EnvEvents:
 
 
 @dataclass
+class Aggregates:
+    """A bounded trace's aggregate rows (docs/trace-format.md, "Bounded traces"): per
+    (thread, gap, state) the time in the state, the calls entering it and the events
+    after which the thread was in it; per (thread, gap, kind) the events aggregated."""
+
+    states: dict[int, tuple[int, int, int]]  # id -> (parent, BEGIN kind, name); 0: empty
+    thread: np.ndarray  # uint32
+    gap: np.ndarray  # uint32: the thread's k-th AGGREGATED_BEGIN
+    state: np.ndarray  # uint32
+    ns: np.ndarray  # int64
+    calls: np.ndarray  # int64
+    events: np.ndarray  # int64
+    count_thread: np.ndarray
+    count_gap: np.ndarray
+    count_kind: np.ndarray
+    count_n: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.thread) + len(self.count_thread)
+
+    @staticmethod
+    def empty() -> Aggregates:
+        z = np.zeros(0, np.int64)
+        return Aggregates({}, z, z, z, z, z, z, z, z, z, z)
+
+    @staticmethod
+    def concat(parts: list[Aggregates]) -> Aggregates:
+        if not parts:
+            return Aggregates.empty()
+        states: dict[int, tuple[int, int, int]] = {}
+        for a in parts:
+            states.update(a.states)
+        cols = [np.concatenate([getattr(a, f) for a in parts]) for f in _AGG_COLUMNS]
+        return Aggregates(states, *cols)
+
+    def kind_counts(self) -> np.ndarray:
+        """Events per kind over every gap (int64[256])."""
+        out = np.zeros(256, np.int64)
+        np.add.at(out, self.count_kind.astype(np.int64), self.count_n)
+        return out
+
+
+_AGG_COLUMNS = ("thread", "gap", "state", "ns", "calls", "events", "count_thread",
+                "count_gap", "count_kind", "count_n")
+
+
+@dataclass
 class ExternalCorrelations:
     """CUPTI external correlation records: ``external_id`` was pushed (e.g. per operation)
     around the API call with ``correlation_id``."""
@@ -175,6 +222,9 @@ class ProcessTrace:
     # records, drop counts); None when the process has no CUDA file.
     cuda: CudaInfo | None = None
     torn_bytes: int = 0  # size of a torn last record (the process was killed): lost
+    # A bounded trace's aggregates of the stretches outside detail windows (empty when
+    # every event was kept: --trace-budget none, or a file written before budgets).
+    aggregates: Aggregates = field(default_factory=Aggregates.empty)
 
     @property
     def pid(self) -> int:

@@ -42,6 +42,9 @@ WAIT_CALL_BEGIN = 20
 WAIT_CALL_END = 21
 MARK_CALL_BEGIN = 22  # loop-phase markers (module forward, optimizer step): analysis infers
 MARK_CALL_END = 23  # operations from them (rlscope.analysis.inferred)
+# A thread's stretch outside detail windows (bounded traces): its time is in aggregates.
+AGGREGATED_BEGIN = 24
+AGGREGATED_END = 25
 
 KIND_NAMES = {
     OPERATION_BEGIN: "OPERATION_BEGIN",
@@ -63,6 +66,8 @@ KIND_NAMES = {
     WAIT_CALL_END: "WAIT_CALL_END",
     MARK_CALL_BEGIN: "MARK_CALL_BEGIN",
     MARK_CALL_END: "MARK_CALL_END",
+    AGGREGATED_BEGIN: "AGGREGATED_BEGIN",
+    AGGREGATED_END: "AGGREGATED_END",
 }
 
 # Process metadata keys rlscope itself sets (rlscope.set_metadata is the user's): what

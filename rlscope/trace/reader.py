@@ -19,6 +19,7 @@ from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
 from rlscope.trace.data import (
+    Aggregates,
     EnvEvents,
     Events,
     Header,
@@ -97,6 +98,7 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
     parts: list[Events] = []
     progress: list[Progress] = []
     env: list[EnvEvents] = []
+    aggs: list[Aggregates] = []
     dropped = chunks = 0
     torn: list[int] = []
     for c in iter_chunks(path, warnings, torn):
@@ -105,6 +107,8 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
         metadata.update(c.metadata)
         dropped += c.dropped
         chunks = c.sequence + 1
+        if c.aggregates is not None:
+            aggs.append(c.aggregates)
         if len(c.events):
             parts.append(c.events)
             progress.append(c.progress)
@@ -117,7 +121,7 @@ def _assemble(path: Path, header: Header) -> ProcessTrace:
         raise TraceError(f"{path} is corrupt: an event names an undefined string")
     return ProcessTrace(path, header, events, string_list, threads, Progress.concat(progress),
                         metadata, dropped, chunks, warnings, env=EnvEvents.concat(env),
-                        torn_bytes=sum(torn))
+                        torn_bytes=sum(torn), aggregates=Aggregates.concat(aggs))
 
 
 def read_progress(path: str | os.PathLike[str]) -> np.ndarray:

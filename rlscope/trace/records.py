@@ -20,7 +20,7 @@ import numpy as np
 
 from rlscope.errors import TraceError
 from rlscope.trace import format as fmt
-from rlscope.trace.data import EnvEvents, Events, Header, Progress, ThreadInfo
+from rlscope.trace.data import Aggregates, EnvEvents, Events, Header, Progress, ThreadInfo
 
 _MAX_RECORD = 1 << 30  # far above any chunk a writer produces
 
@@ -152,6 +152,7 @@ class Chunk:
     threads: list[ThreadInfo]
     metadata: dict[str, Any]
     dropped: int
+    aggregates: Aggregates | None = None  # a bounded trace's rows in this chunk
 
 
 _N_ARGS = np.zeros(256, np.int64)  # arguments each event kind carries in Chunk.args
@@ -203,7 +204,22 @@ def _decode(path: Path, c: Any) -> Chunk:
     progress, env = _split_args(path, c, events, np.array(c.args, dtype=np.int64))
     return Chunk(int(c.sequence), events, progress, env, {s.id: s.value for s in c.strings},
                  [ThreadInfo(t.index, t.tid, t.name) for t in c.threads], metadata,
-                 int(c.dropped_events))
+                 int(c.dropped_events), _aggregates(path, c))
+
+
+def _aggregates(path: Path, c: Any) -> Aggregates | None:
+    """The chunk's aggregate rows (None: it has none, as every chunk before budgets)."""
+    if not len(c.agg_thread) and not len(c.count_thread) and not len(c.agg_states):
+        return None
+    rows = [np.array(getattr(c, f), dtype=np.int64) for f in
+            ("agg_thread", "agg_gap", "agg_state", "agg_ns", "agg_calls", "agg_events")]
+    counts = [np.array(getattr(c, f), dtype=np.int64) for f in
+              ("count_thread", "count_gap", "count_kind", "count_n")]
+    if len({len(x) for x in rows}) > 1 or len({len(x) for x in counts}) > 1:
+        raise TraceError(f"{path} is corrupt: chunk {c.sequence} has aggregate columns of "
+                         "different lengths")
+    states = {int(s.id): (int(s.parent), int(s.kind), int(s.name)) for s in c.agg_states}
+    return Aggregates(states, *rows, *counts)
 
 
 def iter_chunks(path: Path, warnings: list[str] | None = None,

@@ -23,6 +23,11 @@ _TYPES = {"int64": FieldDescriptorProto.TYPE_INT64, "uint64": FieldDescriptorPro
           "string": FieldDescriptorProto.TYPE_STRING}
 # Fields of the schema the Python recorder never writes (the CUDA collector's).
 _NOT_WRITTEN = {"Record": {"cuda_chunk"},
+                # Bounded traces' aggregates: the native writer only (the Python
+                # recorder keeps every event).
+                "Chunk": {"agg_states", "agg_thread", "agg_gap", "agg_state", "agg_ns",
+                          "agg_calls", "agg_events", "count_thread", "count_gap",
+                          "count_kind", "count_n"},
                 "Header": {"cupti_offset_ns", "cupti_offset_error_ns", "cupti_version"}}
 
 

@@ -55,6 +55,9 @@ from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 
 DENSE_LIMIT = 1 << 22  # bincount over a dense key space up to this size, else np.unique
+# An aggregate state's innermost call kind -> its CPU category.
+_CALL_CATEGORY = {fmt.BACKEND_CALL_BEGIN: C.BACKEND, fmt.SIMULATOR_CALL_BEGIN: C.SIMULATOR,
+                  fmt.WAIT_CALL_BEGIN: C.WAITING}
 
 
 class _ThreadEvents:
@@ -143,6 +146,7 @@ class ProcessAnalyzer:
         self._counts: list[np.ndarray] = []
         self._calls: dict[tuple[int, int, int, int], list] = {}
         self._activity: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._gaps: list[tuple[np.ndarray, np.ndarray]] = []  # the main thread's gaps
 
     def _setup_startup(self) -> None:
         """The main thread's start-up: recording start to the first user event."""
@@ -170,6 +174,7 @@ class ProcessAnalyzer:
                 self.progress(len(tt))
 
     def finish(self) -> ProcessResult:
+        self._aggregated()
         if len(self.startup_imports):  # calls of the imports row: the timed imports
             self._counts.append(np.array([[self.main, 0, STARTUP_IMPORTS_ID, -1,
                                            len(self.startup_imports)]], np.int64))
@@ -256,6 +261,8 @@ class ProcessAnalyzer:
                          self.p.strings, self.paths, self.phases,
                          (self.span.start_ns, end), inherited, n_synthetic=len(syn_t),
                          startup=startup)
+        if t == self.main:
+            self._main_gaps(te)
         del te
         self._firsts(s)
         self.events_seen[t] = self.events_seen.get(t, 0) + len(time) + len(api_t)
@@ -309,6 +316,64 @@ class ProcessAnalyzer:
                 entry[0] += c
                 entry[1] += d
 
+    def _main_gaps(self, te: _ThreadEvents) -> None:
+        """The main thread's aggregated stretches in this batch (it is busy through them:
+        the process-wide partition counts them as CPU time)."""
+        b = te.time[te.kind == fmt.AGGREGATED_BEGIN]
+        e = te.time[te.kind == fmt.AGGREGATED_END]
+        if len(b) > len(e):  # open at the batch's end: up to its last event
+            e = np.r_[e, te.time[-1]]
+        if len(b):
+            self._gaps.append((b, e[:len(b)]))
+
+    def _aggregated(self) -> None:
+        """Rows and counts of a bounded trace's aggregates (docs/trace-format.md): each
+        state's time and calls, charged as the sweep charges the same state."""
+        agg = self.p.aggregates
+        if not len(agg.thread):
+            return
+        strings = self.p.strings
+        resolved: dict[int, tuple[int, int, int, int]] = {0: (0, 0, C.PYTHON, 0)}
+
+        def state(s: int) -> tuple[int, int, int, int]:
+            """(phase id, path id, category, innermost kind) of a state."""
+            got = resolved.get(s)
+            if got is not None:
+                return got
+            parent, kind, name = agg.states.get(s, (0, 0, 0))
+            phase, path, cat, _ = state(parent) if parent != s else resolved[0]
+            label = strings[name] if 0 <= name < len(strings) else f"<string {name}>"
+            if kind == fmt.OPERATION_BEGIN:
+                path = self.paths.intern(path, label)
+            elif kind == fmt.PHASE_BEGIN:
+                phase = self.phases.intern(label)
+            elif kind in _CALL_CATEGORY:
+                cat = _CALL_CATEGORY[kind]
+            resolved[s] = (phase, path, cat, kind)
+            return resolved[s]
+
+        inherited = int(self.info.main_phase_ids[-1]) if len(self.info.main_phase_ids) else 0
+        rows, counts = [], []
+        for t, s, ns, calls, n in zip(agg.thread.tolist(), agg.state.tolist(),
+                                      agg.ns.tolist(), agg.calls.tolist(),
+                                      agg.events.tolist(), strict=True):
+            phase, path, cat, kind = state(s)
+            main = t == self.main
+            if not phase and not main and t not in self.info.phase_threads:
+                phase = inherited  # as the sweep: the main thread's phase (its last)
+            if ns and (main or path > 0 or cat in (C.BACKEND, C.SIMULATOR)):
+                rows.append((t, phase, path, cat, C.CPU_ONLY, ns))
+            if calls and kind == fmt.OPERATION_BEGIN:
+                counts.append((t, phase, path, -1, calls))
+            elif calls and kind in _CALL_CATEGORY:
+                counts.append((t, phase, path, cat, calls))
+            self.events_seen[t] = self.events_seen.get(t, 0) + n
+        if rows:
+            r = np.array(rows, np.float64)
+            self._rows.append([r[:, i].astype(np.int64) for i in range(5)] + [r[:, 5]])
+        if counts:
+            self._counts.append(np.array(counts, np.int64))
+
     def _firsts(self, s: ThreadState) -> None:
         """Keep the first begin of each operation path and phase (row order by time)."""
         for out, ids, times in ((self.first_ns, *s.first_begin),
@@ -358,6 +423,10 @@ class ProcessAnalyzer:
         z = np.zeros(0, np.int64)
         cols_runs = list(zip(*self._activity, strict=True)) if self._activity else [[z]] * 4
         act_s, act_e, busy_s, busy_e = (np.concatenate(r) for r in cols_runs)
+        if self._gaps:  # the main thread's aggregated stretches: busy on the CPU
+            gb, ge = (np.concatenate(x) for x in zip(*self._gaps, strict=True))
+            act_s, act_e = np.r_[act_s, gb], np.r_[act_e, ge]
+            busy_s, busy_e = np.r_[busy_s, gb], np.r_[busy_e, ge]
         regions, covered = process_regions(act_s, act_e, busy_s, busy_e, g)
         gpu_rows = gpu_table(g, self.g_thread, self.g_phase, self.g_path, self.g_cat)
         threads = []

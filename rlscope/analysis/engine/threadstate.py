@@ -248,13 +248,20 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
         active = (time >= span[0]) & (time < span[1])
     else:  # a wait alone does not make a thread active: an idle worker adds nothing
         active = ((path > 0) | bk_on | sim_on | api_on) & (time < span[1])
+    # Inside an aggregated stretch (a bounded trace's gap) the aggregates hold the time.
+    gap_on, gap_begins, gap_end = _active_flags(kind, fmt.AGGREGATED_BEGIN,
+                                                fmt.AGGREGATED_END)
+    if len(gap_begins) or gap_end:
+        active &= ~gap_on
     api_begins = np.flatnonzero((kind == API_BEGIN) | (kind == WAIT_BEGIN))
     op_b = np.flatnonzero(kind == fmt.OPERATION_BEGIN)
     real = op_b >= n_synthetic
     call_pos = {C.BACKEND: bk_begins, C.SIMULATOR: sim_begins, C.WAITING: wc_begins,
                 C.CUDA_API: api_begins}
     call_pos = {c: p[p >= n_synthetic] for c, p in call_pos.items()}
-    open_calls = sorted((int(b[-1]), k, e) for _, _, b, e, k in calls if e)
+    open_calls = sorted((int(b[-1]), k, e) for _, _, b, e, k in
+                        (*calls, (0, gap_on, gap_begins, gap_end, fmt.AGGREGATED_BEGIN))
+                        if e)
     end_calls = [k for _, k, e in open_calls for _ in range(e)]
     call_name: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     outer_end: dict[int, int] = {}

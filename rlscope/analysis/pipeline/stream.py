@@ -35,7 +35,15 @@ from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
-from rlscope.trace.data import EnvEvents, Events, Header, ProcessTrace, Progress, ThreadInfo
+from rlscope.trace.data import (
+    Aggregates,
+    EnvEvents,
+    Events,
+    Header,
+    ProcessTrace,
+    Progress,
+    ThreadInfo,
+)
 from rlscope.trace.records import dropped_warning, iter_chunks, read_header, string_table
 
 DEFAULT_BATCH = 1 << 20  # events per batch fed to the sweep
@@ -76,9 +84,12 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
     collector = inferred.Collector(path)
     lockstep_in = LockstepCollector() if lockstep else None
     kept: list[Events] | None = [] if keep_events > 0 else None
+    aggs: list[Aggregates] = []
     for c in iter_chunks(path, warnings, torn):
         expected = c.sequence + 1
         strings.update(c.strings)
+        if c.aggregates is not None:
+            aggs.append(c.aggregates)
         if infer != "off":
             collector.add(c.events, c.strings)
         if lockstep_in is not None:
@@ -141,9 +152,11 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
     plan = inferred.infer_ops(collector, string_list, infer)
     if plan is not None:
         string_list = plan.strings
+        warnings += plan.note(inferred.process_label(header.pid, path))
     pt = ProcessTrace(path, header, Events.empty(), string_list, threads,
                       Progress.concat(progress), metadata, dropped, expected, warnings,
-                      env=EnvEvents.concat(env), torn_bytes=sum(torn))
+                      env=EnvEvents.concat(env), torn_bytes=sum(torn),
+                      aggregates=Aggregates.concat(aggs))
     steps = (lockstep_in.finish(header, string_list, metadata, pt.env, plan,
                                 pt.progress.time_ns)
              if lockstep_in is not None else None)

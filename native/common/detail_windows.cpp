@@ -1,0 +1,126 @@
+#include "detail_windows.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace rlscope {
+
+namespace {
+
+// Sum of the sizes of the regular files directly in `dir` (the run's trace files,
+// run.json, the samples file; host directories count per host).
+uint64_t directory_bytes(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return 0;
+  uint64_t total = 0;
+  int fd = dirfd(d);
+  while (dirent* e = readdir(d)) {
+    struct stat st;
+    if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+      total += uint64_t(st.st_size);
+    }
+  }
+  closedir(d);
+  return total;
+}
+
+int64_t mtime_ns(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return 0;
+  return int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// Shares of the budget: detail stops at 80% of it (the rest is for aggregates and
+// the other files), the start window at 25%, a later window takes at most 5%.
+constexpr double kDetailShare = 0.80, kStartShare = 0.25, kWindowShare = 0.05;
+
+}  // namespace
+
+void DetailWindows::configure(uint64_t budget_bytes, const std::string& dir,
+                              int64_t now_ns) {
+  budget_ = budget_bytes;
+  dir_ = dir.empty() ? "." : dir;
+  demand_path_ = dir_ + "/rlscope.window";
+  reason_ = NONE;
+  ended_ = NONE;
+  last_scan_ns_ = -1;
+  scanned_bytes_ = own_at_scan_ = 0;
+  period_ns_ = first_period_ns;
+  next_periodic_ns_ = now_ns + period_ns_;
+  demand_mtime_ns_ = budget_ ? mtime_ns(demand_path_) : 0;  // an old request is not new
+  if (budget_) open(START, now_ns, 0);
+  end_ns_ = INT64_MAX;  // the start window ends on size only
+}
+
+uint64_t DetailWindows::estimate(int64_t now_ns, uint64_t own_bytes) {
+  if (last_scan_ns_ < 0 || now_ns - last_scan_ns_ >= scan_interval_ns) {
+    scanned_bytes_ = directory_bytes(dir_);
+    own_at_scan_ = own_bytes;
+    last_scan_ns_ = now_ns;
+  }
+  return scanned_bytes_ + (own_bytes > own_at_scan_ ? own_bytes - own_at_scan_ : 0);
+}
+
+bool DetailWindows::demanded() {
+  int64_t m = mtime_ns(demand_path_);
+  if (m == 0 || m == demand_mtime_ns_) return false;
+  demand_mtime_ns_ = m;
+  return true;
+}
+
+void DetailWindows::open(Reason why, int64_t now_ns, uint64_t bytes) {
+  reason_ = why;
+  begin_ns_ = now_ns;
+  end_ns_ = now_ns + window_ns;
+  begin_bytes_ = bytes;
+}
+
+void DetailWindows::close(int64_t now_ns) {
+  ended_ = reason_;
+  ended_begin_ = begin_ns_;
+  ended_end_ = now_ns;
+  reason_ = NONE;
+}
+
+bool DetailWindows::detail(int64_t now_ns, uint64_t own_bytes) {
+  if (!budget_) return true;
+  bool scan_due = last_scan_ns_ < 0 || now_ns - last_scan_ns_ >= scan_interval_ns;
+  uint64_t bytes = estimate(now_ns, own_bytes);
+  auto share = [&](double s) { return uint64_t(double(budget_) * s); };
+  if (reason_ != NONE) {
+    bool over = bytes >= share(kDetailShare) ||
+                (reason_ == START ? bytes >= share(kStartShare)
+                                  : bytes - begin_bytes_ >= share(kWindowShare)) ||
+                now_ns >= end_ns_;
+    if (!over) return true;
+    close(now_ns);
+    if (reason_ == NONE && now_ns >= next_periodic_ns_) {
+      // A periodic window due while another one was open starts a period later.
+      next_periodic_ns_ = now_ns + period_ns_;
+    }
+    return false;
+  }
+  if (bytes >= share(kDetailShare) - share(kWindowShare)) return false;
+  if (scan_due && demanded()) {
+    open(DEMAND, now_ns, bytes);
+    return true;
+  }
+  if (now_ns >= next_periodic_ns_) {
+    period_ns_ *= 2;
+    next_periodic_ns_ = now_ns + period_ns_;
+    open(PERIODIC, now_ns, bytes);
+    return true;
+  }
+  return false;
+}
+
+DetailWindows::Reason DetailWindows::ended(int64_t* begin_ns, int64_t* end_ns) {
+  Reason r = ended_;
+  *begin_ns = ended_begin_;
+  *end_ns = ended_end_;
+  ended_ = NONE;
+  return r;
+}
+
+}  // namespace rlscope

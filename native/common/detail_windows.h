@@ -1,0 +1,51 @@
+// When a process's events are written in full (detail windows) and when only as
+// aggregates, under a size budget for the run directory (docs/trace-format.md,
+// "Bounded traces"). Writer thread only; no locks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rlscope {
+
+class DetailWindows {
+ public:
+  enum Reason { NONE = 0, START = 1, PERIODIC = 2, DEMAND = 3 };
+
+  // budget_bytes 0: no budget, every flush is detail. `dir`: the directory whose
+  // files count against the budget (and where the on-demand file is looked for).
+  void configure(uint64_t budget_bytes, const std::string& dir, int64_t now_ns);
+  bool bounded() const { return budget_ > 0; }
+  // Whether the events of the flush made at `now_ns` are detail. `own_bytes`: bytes
+  // this process wrote to its file so far (adds to the last directory scan).
+  bool detail(int64_t now_ns, uint64_t own_bytes);
+  // The window that just ended (reason NONE when none did), for its metadata.
+  Reason ended(int64_t* begin_ns, int64_t* end_ns);
+  Reason current() const { return reason_; }
+  int64_t window_begin() const { return begin_ns_; }
+
+  // Tunables (tests may shorten them through the environment: recorder.cpp).
+  int64_t window_ns = 2'000'000'000;
+  int64_t first_period_ns = 30'000'000'000;
+  int64_t scan_interval_ns = 1'000'000'000;
+
+ private:
+  uint64_t estimate(int64_t now_ns, uint64_t own_bytes);
+  bool demanded();
+  void open(Reason why, int64_t now_ns, uint64_t bytes);
+  void close(int64_t now_ns);
+
+  uint64_t budget_ = 0;
+  std::string dir_, demand_path_;
+  Reason reason_ = NONE;
+  int64_t begin_ns_ = 0, end_ns_ = 0;  // the open window's start and planned end
+  uint64_t begin_bytes_ = 0;
+  int64_t next_periodic_ns_ = 0, period_ns_ = 0;
+  int64_t last_scan_ns_ = -1;
+  uint64_t scanned_bytes_ = 0, own_at_scan_ = 0;
+  int64_t demand_mtime_ns_ = 0;
+  Reason ended_ = NONE;
+  int64_t ended_begin_ = 0, ended_end_ = 0;
+};
+
+}  // namespace rlscope
