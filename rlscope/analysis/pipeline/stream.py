@@ -153,7 +153,6 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
     if plan is not None:
         string_list = plan.strings
         warnings += plan.note(inferred.process_label(header.pid, path))
-        warnings += plan.note(inferred.process_label(header.pid, path))
     pt = ProcessTrace(path, header, Events.empty(), string_list, threads,
                       Progress.concat(progress), metadata, dropped, expected, warnings,
                       env=EnvEvents.concat(env), torn_bytes=sum(torn),
