@@ -17,9 +17,6 @@ from rlscope import envvars
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent.parent / "_bootstrap")
 CUDA_LIBRARY = "librlscope_cuda.so"
-# Python stack samples a second in each profiled process (rls-prof --sample-python; the
-# cost: docs/performance.md#python-stack-sampling).
-DEFAULT_SAMPLE_PYTHON_HZ = 100.0
 
 
 @dataclass(frozen=True)
@@ -34,9 +31,6 @@ class Recording:
     cuda_activity: bool = True  # False: API callbacks only (calibration's full-cuda-api)
     annotations: bool = True  # False: calibration's base configuration
     max_progress: int | None = None  # envvars.MAX_PROGRESS
-    # Size budget of the run directory (envvars.TRACE_BUDGET); None: every event kept.
-    trace_budget_bytes: int | None = None
-    sample_python_hz: float = DEFAULT_SAMPLE_PYTHON_HZ  # 0: no Python stack samples
 
     def into(self, output_dir: str | os.PathLike[str]) -> Recording:
         return dataclasses.replace(self, output_dir=os.fspath(output_dir))
@@ -91,17 +85,12 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
     e[envvars.OUTPUT_DIR] = rec.output_dir
     e[envvars.RECORDER] = rec.recorder
     e[envvars.FLUSH_INTERVAL] = repr(rec.flush_interval_s)
-    e[envvars.SAMPLE_PYTHON] = repr(rec.sample_python_hz) if rec.sample_python_hz > 0 else "off"
     if rec.annotations:
         e.pop(envvars.ANNOTATIONS, None)
     else:
         e[envvars.ANNOTATIONS] = "0"
     if rec.max_progress is not None:
         e[envvars.MAX_PROGRESS] = str(rec.max_progress)
-    if rec.trace_budget_bytes:
-        e[envvars.TRACE_BUDGET] = str(rec.trace_budget_bytes)
-    else:
-        e.pop(envvars.TRACE_BUDGET, None)
     if rec.cuda_activity:
         e.pop(envvars.CUDA_ACTIVITY, None)
     else:

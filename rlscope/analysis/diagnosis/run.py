@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from rlscope.analysis.diagnosis.operations import Verdict
@@ -140,7 +139,6 @@ def _loss(v: Any, wall: float) -> RunVerdict | None:
                            "loss (lock-step env table)")
         fix = (f"make env {v.straggler} as fast as the others (its configuration, its "
                "episode resets, the core it runs on)")
-        fixed = _without_straggler(v)
     else:
         fix = "even out the envs' step times (resets, episode lengths)"
     asyn = ("gymnasium AsyncVectorEnv with step_async/step_wait on the envs that are ready, "
@@ -148,27 +146,10 @@ def _loss(v: Any, wall: float) -> RunVerdict | None:
             if _library(v.cls) == "gymnasium" else
             "an asynchronous sampler (EnvPool, Sample Factory) or batched rollouts")
     rv.remedy = f"{fix}; or stop stepping in lock-step: {asyn}"
-    if v.straggler is not None and fixed > 0:
-        rv.bound_s = fixed
-        rv.bound_of = (f"each vector step's slowest env minus its slowest env other than "
-                       f"env {v.straggler}, summed (env {v.straggler} as fast as the next "
-                       f"slowest); stepping without a barrier would save at most the loss, "
-                       f"{v.lockstep_loss_s:.3g} s")
-    else:
-        rv.bound_s = v.lockstep_loss_s
-        rv.bound_of = "the lock-step loss (the projection 'asynchronous: no barrier')"
+    rv.bound_s = v.lockstep_loss_s
     rv.bound_share = rv.bound_s / wall if wall > 0 else 0.0
+    rv.bound_of = "the lock-step loss (the projection 'asynchronous: no barrier')"
     return rv
-
-
-def _without_straggler(v: Any) -> float:
-    """Seconds saved if the straggler stepped as fast as the slowest of the other envs,
-    from each complete vector step's env busy times."""
-    busy = np.asarray(v.busy, float)
-    if busy.ndim != 2 or busy.shape[1] < 2 or v.straggler is None:
-        return 0.0
-    others = np.delete(busy, int(v.straggler), axis=1)
-    return float(np.sum(busy.max(axis=1) - others.max(axis=1)))
 
 
 def _peak(intervals: list[tuple[float, float]]) -> int:
@@ -334,25 +315,19 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
 
 def _task_stragglers(tasks: pd.DataFrame, wall: float) -> list[RunVerdict]:
     """A pool function whose slowest task stands out (rlscope.analysis.processes.tasks's
-    rule): the pool waits for it. The bound: the call's makespan in the recorded order
-    minus the makespan with the slow task handed out first, both simulated from the
-    recorded task times (tasks.first_gain)."""
+    rule): the pool waits for it, so at most its excess over the median is saved."""
     out = []
     for s in pool_tasks.stragglers(pool_tasks.task_table(tasks)):
-        now, first, workers = pool_tasks.first_gain(tasks, s["function"], s["call"])
-        bound = max(now - first, 0.0)
+        bound = s["seconds"] - s["median_s"]
         out.append(RunVerdict(
             "straggler-task", f"pool straggler: {s['text']}",
             [f"tasks table: {s['function']}: {s['tasks']} tasks, median "
-             f"{s['median_s']:.3f} s, slowest {s['seconds']:.3f} s (item {s['index']})",
-             f"schedule of that call on its {workers} worker(s), from the recorded task "
-             f"times: {now:.3f} s in the order given, {first:.3f} s with item "
-             f"{s['index']} handed out first"],
-            "hand the slow item out first (submit it first, or order the iterable by "
-            "expected cost; imap_unordered with chunksize=1) so the other workers are not "
-            "left idle behind it, or split its work", bound, bound / wall if wall > 0 else 0.0,
-            "the call's simulated makespan in the given order minus with the slow task "
-            "first (chunksize 1, dispatch cost ignored)", subject=str(s["function"])))
+             f"{s['median_s']:.3f} s, slowest {s['seconds']:.3f} s (item {s['index']})"],
+            "split the slow item's work, or hand it out first (imap_unordered with "
+            "chunksize=1, or submit it first) so the other workers are not left idle "
+            "behind it", bound, bound / wall if wall > 0 else 0.0,
+            "the slow task's time above its function's median (the pool waits for it)",
+            subject=str(s["function"])))
     return out
 
 
