@@ -23,7 +23,7 @@ from rlscope.trace import format as fmt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any, Literal, NoReturn, TypeVar
 
     from rlscope.recorder.protocol import Recorder
@@ -43,6 +43,7 @@ _sessions = 0  # recordings started in this process (a forked child counts its o
 _pop_warned = False  # a misplaced pop_operation was reported in this process
 # The progress unit the current trace file's metadata says (report_progress's unit=).
 _progress_unit = fmt.PROGRESS_UNIT
+_metric_reports = 0  # reports with metrics in this trace file (their metadata keys)
 
 
 class _NoopScope:
@@ -146,10 +147,12 @@ def _misplaced_pop(e: RLScopeError) -> None:
 
 
 def report_progress(timesteps: int, total_timesteps: int | None = None,
-                    unit: str = fmt.PROGRESS_UNIT) -> None:
+                    unit: str = fmt.PROGRESS_UNIT,
+                    metrics: Mapping[str, float] | None = None) -> None:
     """Record training progress: ``timesteps`` done of ``total_timesteps`` (if known),
     counted in ``unit`` ("timesteps", "episodes", "iterations", ...: what the reports call
-    them). Lets reports give a rate and extrapolate to the full run."""
+    them). Lets reports give a rate and extrapolate to the full run. ``metrics``: the
+    training metrics at this point ({"reward": 12.5}), shown next to the trends."""
     if _progress_hook is not None:  # calibration's chunk boundaries (inprocess.chunk_copies)
         _progress_hook()
     rec = _recorder
@@ -157,6 +160,24 @@ def report_progress(timesteps: int, total_timesteps: int | None = None,
         if unit != _progress_unit:
             _record_progress_unit(rec, unit)
         rec.progress(int(timesteps), -1 if total_timesteps is None else int(total_timesteps))
+        if metrics:
+            _record_metrics(rec, int(timesteps), metrics)
+
+
+def _record_metrics(rec: Recorder, timesteps: int, metrics: Mapping[str, float]) -> None:
+    """One metadata record per report with metrics (reports are far apart: a rollout)."""
+    global _metric_reports
+    import json
+    import time
+
+    try:
+        values = {str(k): float(v) for k, v in metrics.items()}
+    except (TypeError, ValueError):
+        raise RLScopeError(f"report_progress(metrics={metrics!r}): metrics must map names "
+                           "to numbers, such as {'reward': 12.5}") from None
+    rec.metadata(f"{fmt.META_METRIC_PREFIX}{_metric_reports}",
+                 json.dumps([time.monotonic_ns(), timesteps, values]))
+    _metric_reports += 1
 
 
 def _record_progress_unit(rec: Recorder, unit: str) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis import operation_rows as oprows
+from rlscope.analysis import trends
 from rlscope.analysis.engine import categories as C
 from rlscope.analysis.engine.paths import (
     UNANNOTATED,
@@ -96,7 +97,8 @@ class Analysis:
                 "pid": r.pid, "ppid": m.ppid, "process": name, "recorder": m.recorder,
                 "complete": m.complete, "events": m.events, "file": m.file,
                 "torn_bytes": m.torn_bytes, "threads": len(r.threads),
-                "metadata": pool_tasks.without_tasks(without_imports(m.metadata)),
+                "metadata": {k: v for k, v in pool_tasks.without_tasks(
+                    without_imports(m.metadata)).items() if not trends.is_metric_key(k)},
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
@@ -373,6 +375,31 @@ class Analysis:
         cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s",
                 "session", "unit"]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+    # -- trends (docs/analysis.md#trends) ---------------------------------------------
+    def trend_intervals(self) -> pd.DataFrame:
+        """Per process, its trend intervals over the whole run (progress reports, at most
+        engine.trendbins.MAX_BUCKETS): time, timesteps, steps/s, position in the run."""
+        return trends.interval_table(self.results, self._trend_keys(), self._t0())
+
+    def trend_operations(self, intervals: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Per process, trend interval and operation: calls, wall/self seconds, share of
+        the interval, ms per step, self time by category."""
+        iv = self.trend_intervals() if intervals is None else intervals
+        return trends.operation_table(self.results, self._trend_keys(), self.paths, iv)
+
+    def metrics(self) -> pd.DataFrame:
+        """The training metrics reported with progress (report_progress(metrics=...))."""
+        return trends.metric_table(((m.pid, m.session, m.metadata) for m in self._metas),
+                                   self._t0())
+
+    def _trend_keys(self) -> list[trends.ProcessKey]:
+        return [trends.ProcessKey(m.pid, m.session, name, progress_unit(m),
+                                  m.header.host if m.header is not None else "")
+                for m, name in zip(self._metas, self.process_names(), strict=True)]
+
+    def _t0(self) -> int:
+        return min((r.span[0] for r in self.results), default=0)
 
     def extrapolation(self) -> pd.DataFrame:
         """Estimated time of the full training run per process, from progress records:

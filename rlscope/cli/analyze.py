@@ -33,6 +33,7 @@ from rlscope.reporters import diagnosis, perfetto, plots, processes, table, util
 from rlscope.reporters import iterations as iterations_report
 from rlscope.reporters import lockstep as lockstep_report
 from rlscope.reporters import tasks as tasks_report
+from rlscope.reporters import trends as trends_report
 from rlscope.reporters.dump import dump_lines
 from rlscope.reporters.section import Report, Section
 from rlscope.trace.format import TIMELINE_FILES
@@ -179,6 +180,9 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     if len(pool_tasks):  # Pool / executor tasks: their table and straggler verdict
         sections.append(tasks_report.section(pool_tasks))
     sections.append(calls_report.section(calls_report.tops(a)))
+    trend = trends_report.data_of(a)
+    if not trend.empty:
+        sections.append(trends_report.section(trend))
     sections.append(_diagnosis_section(a, run))
     out = Report(sections)
     click.echo(out.to_json() if fmt == "json" else out.to_text())
@@ -225,6 +229,7 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...],
     util = utilisation.figure(a)
     if util is not None:
         figs.append(("utilisation", util))
+    figs += trends_report.figures(trends_report.data_of(a))
     for stem, fig in figs:
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
@@ -236,6 +241,42 @@ def plot(directory: Path, output: Path | None, formats: tuple[str, ...],
         click.echo(f"rls-analyze: no figures for {len(skipped)} process(es) with nothing to "
                    f"show (idle helpers: no operation, call or GPU work): "
                    f"{' '.join(map(str, skipped))}", err=True)
+
+
+@analyze.command()
+@_run_options()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Directory for the figures [default: DIRECTORY/plots].")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="Write trends.<pid>.png/.svg per process that reported progress.")
+def trends(directory: Path, fmt: str, output: Path | None, plot: bool,
+           opts: RunOptions) -> None:
+    """Each operation's time per progress interval over the whole run, steps/s and the
+    metrics reported with progress, and the drifts (an operation's time per step, or
+    steps/s, changing between the start and the end of the run)."""
+    a = _analysis(directory, opts)
+    d = trends_report.data_of(a)
+    if d.empty:
+        raise RLScopeError(f"{directory} has no trends: its processes are too short (under "
+                           "0.2 s) and report no progress; call rlscope.report_progress("
+                           "timesteps) in the training loop (docs/rls-analyze.md#trends)")
+    section = trends_report.section(d)
+    click.echo(Report([section]).to_json() if fmt == "json" else section.text())
+    if not plot or not trends_report.main_processes(d):
+        return
+    plt = _pyplot_or_skip("trends.<pid>.png/.svg")
+    if plt is None:
+        return
+    out = output or directory / "plots"
+    _make_dir(out)
+    for stem, fig in trends_report.figures(d):
+        for suffix in ("png", "svg"):
+            _save(fig, out / f"{stem}.{suffix}")
+            click.echo(str(out / f"{stem}.{suffix}"), err=True)
+        plt.close(fig)
 
 
 @analyze.command()

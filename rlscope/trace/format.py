@@ -104,6 +104,10 @@ META_RAY = "rlscope.ray"
 # a JSON string; recorded when it changes, absent while it is the default.
 META_PROGRESS_UNIT = "rlscope.progress_unit"
 PROGRESS_UNIT = "timesteps"  # the default unit
+# The user's training metrics at a progress report (report_progress(metrics=...)): the key
+# is this prefix and the report's number in the process, the value [time_ns (CLOCK_MONOTONIC),
+# timesteps, {name: value}].
+META_METRIC_PREFIX = "rlscope.metric:"
 VECTOR_ENV_INDEX = -1  # env index of a vector-level ENV event (all envs of a vector env)
 ROLE_MAIN = "main"
 ROLE_VECENV_WORKER = "vector-env worker"

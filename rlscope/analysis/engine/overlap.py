@@ -51,6 +51,7 @@ from rlscope.analysis.engine.threadstate import (
     thread_state,
 )
 from rlscope.analysis.engine.timebins import TimeBins
+from rlscope.analysis.engine.trendbins import trend_grid
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, ProcessTrace
 
@@ -113,6 +114,9 @@ class ProcessAnalyzer:
                 span = info.span = ProcessSpan(int(t.min()), int(t.max()), -1)
         self.span, self.main = span, span.main_thread
         self.cpu_bins = TimeBins(span.start_ns, span.end_ns)
+        self.trend = trend_grid(p.progress, span.start_ns, span.end_ns)
+        self._trend: list[np.ndarray] = []  # (bucket, phase, path, category, ns) per batch
+        self._trend_calls: list[np.ndarray] = []  # (bucket, phase, path, n)
         self.api_thread, wait, self.extra = api_threads(p)
         api = p.api_calls
         self.api_events: dict[int, list] = {}
@@ -255,6 +259,8 @@ class ProcessAnalyzer:
             _insert_times(te, self._startup_cuts)
         else:
             startup = None
+        if self.trend.n:
+            _insert_times(te, self.trend.edges)  # a CPU interval lies in one bucket
         info = self.p.threads.get(t)
         tid, tname = (info.tid, info.name) if info else self.extra.get(t, (0, f"thread {t}"))
         s = thread_state(t, tid, tname, t == self.main, te.time, te.kind, te.name,
@@ -277,6 +283,8 @@ class ProcessAnalyzer:
                                                  self.g_phase, self.g_cat, sizes,
                                                  self.g_index.get(t), bottom, top)
         cols, sums = aggregate_keys(key, sizes, dur)
+        if self.trend.n:
+            self._trend_add(key, dur, b, s, sizes)
         del key
         self.cpu_bins.add(b, dur, busy)
         self._rows.append([np.full(len(sums), t, np.int64), *cols, sums])
@@ -374,6 +382,44 @@ class ProcessAnalyzer:
         if counts:
             self._counts.append(np.array(counts, np.int64))
 
+    def _trend_add(self, key: np.ndarray, dur: np.ndarray, b: np.ndarray, s: ThreadState,
+                   sizes: list[int]) -> None:
+        """This batch's pieces and operation begins per trend bucket (regions summed)."""
+        nb = self.trend.n
+        bk = self.trend.bucket(b)
+        ok = bk >= 0
+        if ok.any():
+            inner = sizes[0] * sizes[1] * sizes[2]
+            k = bk[ok].astype(np.int64) * inner + key[ok] // sizes[3]
+            (tb, tph, tpa, tc), ns = aggregate_keys(k, [nb, *sizes[:3]], dur[ok])
+            self._trend.append(np.stack([tb, tph, tpa, tc, ns.astype(np.int64)], 1))
+        if len(s.op_begin_time):
+            cb = self.trend.bucket(s.op_begin_time)
+            ok = cb >= 0
+            if ok.any():
+                (tb, tph, tpa), n = aggregate([cb[ok], s.op_begin_phase[ok].astype(np.int64),
+                                               s.op_begin_path[ok].astype(np.int64)],
+                                              [nb, *sizes[:2]], np.ones(int(ok.sum())))
+                self._trend_calls.append(np.stack([tb, tph, tpa, n.astype(np.int64)], 1))
+
+    def _trend_result(self) -> dict[str, np.ndarray]:
+        """The trend fields of the result: rows summed over threads and batches."""
+        nb, sizes = max(self.trend.n, 1), [len(self.phases.names), len(self.paths)]
+        out: dict[str, np.ndarray] = {"trend_edges": self.trend.edges,
+                                      "trend_steps": self.trend.steps}
+        if self._trend:
+            r = np.concatenate(self._trend)
+            cols, ns = aggregate([r[:, 0], r[:, 1], r[:, 2], r[:, 3]],
+                                 [nb, *sizes, C.N_CATEGORIES], r[:, 4].astype(np.float64))
+            out["trend_rows"], out["trend_ns"] = np.stack(cols, 1), ns
+        if self._trend_calls:
+            r = np.concatenate(self._trend_calls)
+            cols, n = aggregate([r[:, 0], r[:, 1], r[:, 2]], [nb, *sizes],
+                                r[:, 3].astype(np.float64))
+            out["trend_call_rows"] = np.stack(cols, 1)
+            out["trend_call_n"] = np.rint(n).astype(np.int64)
+        return out
+
     def _firsts(self, s: ThreadState) -> None:
         """Keep the first begin of each operation path and phase (row order by time)."""
         for out, ids, times in ((self.first_ns, *s.first_begin),
@@ -446,6 +492,7 @@ class ProcessAnalyzer:
             imports=[(n, int(e - b)) for n, b, e in zip(imp.names, imp.begin.tolist(),
                                                          imp.end.tolist(), strict=True)],
             first_ns=self.first_ns, phase_first_ns=self.phase_first_ns,
+            **self._trend_result(),
             calls=[NamedCall(cat, ph, pa, p.strings[nm], int(n), ns)
                    for (cat, ph, pa, nm), (n, ns) in self._calls.items()])
 

@@ -63,6 +63,15 @@ class ProcessResult:
     first_ns: dict[int, int] = field(default_factory=dict)
     phase_first_ns: dict[int, int] = field(default_factory=dict)
     calls: list[NamedCall] = field(default_factory=list)
+    # Trends (engine.trendbins): the buckets' edges (ns) and timesteps at the edges (empty:
+    # time-based buckets); self ns per (bucket, phase, path, category), summed over
+    # threads; operation calls per (bucket, phase, path) by begin time.
+    trend_edges: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    trend_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    trend_rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
+    trend_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    trend_call_rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    trend_call_n: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ ignored), and the innermost open scope is the latest begin at the current depth.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,6 +58,7 @@ class ThreadState:
     end_path: int  # innermost open operation after the last event (0: none)
     # (path ids, time of each one's first begin in these events)
     first_begin: tuple[np.ndarray, np.ndarray]
+    op_begin_time: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def state_at(self, t: np.ndarray) -> np.ndarray:
         """Index of the last event at or before each time (-1 before the first)."""
@@ -281,7 +282,8 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
         op_begin_path[real], phase[op_b[real]],
         {c: path[p] for c, p in call_pos.items()}, {c: phase[p] for c, p in call_pos.items()},
         ph_times, ph_ids, call_name, end_calls, end_call_names, api_end - wait_end,
-        wait_end, ph_stack, end_path, _first_times(firsts, time))
+        wait_end, ph_stack, end_path,
+        _first_times(firsts, time), op_begin_time=time[op_b[real]])
 
 
 def _first_times(firsts: list[tuple[np.ndarray, np.ndarray]], time: np.ndarray

@@ -307,8 +307,15 @@ def _renumbered(r: ProcessResult, ph: np.ndarray, pa: np.ndarray) -> ProcessResu
         g[:, 1], g[:, 2] = ph[g[:, 1]], pa[g[:, 2]]
     go = (np.lexsort((g[:, 4], g[:, 3], g[:, 2], g[:, 1], g[:, 0])) if len(g)
           else np.zeros(0, np.int64))
+    tr, tc = r.trend_rows.copy(), r.trend_call_rows.copy()
+    for rows in (tr, tc):
+        if len(rows):
+            rows[:, 1], rows[:, 2] = ph[rows[:, 1]], pa[rows[:, 2]]
+    to = np.lexsort((tr[:, 3], tr[:, 2], tr[:, 1], tr[:, 0])) if len(tr) else np.zeros(0, int)
+    tco = np.lexsort((tc[:, 2], tc[:, 1], tc[:, 0])) if len(tc) else np.zeros(0, int)
     return replace(
-        r, thread=r.thread[o], phase=phase[o].astype(r.phase.dtype),
+        r, trend_rows=tr[to], trend_ns=r.trend_ns[to], trend_call_rows=tc[tco],
+        trend_call_n=r.trend_call_n[tco], thread=r.thread[o], phase=phase[o].astype(r.phase.dtype),
         path=path[o].astype(r.path.dtype), category=r.category[o], region=r.region[o],
         ns=r.ns[o], count_rows=c[co], count_n=r.count_n[co], gpu_rows=g[go],
         phase_ids=ph[r.phase_ids].astype(r.phase_ids.dtype),
