@@ -210,3 +210,75 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
                     "outlier_rounds": v.dropped,
                     **({"estimates_failed": failed} if failed else {})},
         microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric, mode=mode)
+
+
+def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_ns: float,
+                counts: dict[str, int]) -> dict[str, KindCost]:
+    """The per-event cost model: each kind the run recorded, at its hook's
+    microbenchmark (inside part: the microbenchmark's), and the per-process start-up."""
+    costs: dict[str, KindCost] = {}
+    for kind, n in counts.items():
+        if kind == PROCESS:
+            if n and math.isfinite(startup_ns):
+                costs[kind] = KindCost(startup_ns, 0.0, startup_err_ns, "microbenchmark", n,
+                                       "an empty Python process with and without rlscope",
+                                       microbenchmark_ns=startup_ns)
+            continue
+        m = mb.get(kind, {})
+        cost = float(m.get("per_event_ns", math.nan))
+        if not n or not cost > 0:
+            continue
+        inside = float(m.get("inside_ns", math.nan))
+        inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else \
+            cost * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
+        costs[kind] = KindCost(cost, inside, math.nan, "microbenchmark", n,
+                               "the hook's tight-loop microbenchmark (a lower bound)",
+                               microbenchmark_ns=cost)
+    return costs
+
+
+def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
+                      startup_ns: float, startup_err_ns: float, counts: dict[str, int],
+                      cpu_s: float, wall_s: float, unrecorded: list[RunSample],
+                      run_dirs: list[str]) -> Calibration:
+    """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
+    tree's CPU time, ``wall_s``) against runs without rlscope (``unrecorded``)."""
+    costs = model_costs(mb, startup_ns, startup_err_ns, counts)
+    removed = sum(c.per_event_ns * counts.get(k, 0) for k, c in costs.items()) / 1e9
+    u = np.array([s.seconds for s in unrecorded])
+    uw = np.array([s.wall_s for s in unrecorded])
+    mean = float(u.mean()) if len(u) else math.nan
+    corrected = cpu_s - removed
+    errs = [100.0 * (corrected / x - 1.0) for x in u if x > 0]
+    raw_errs = [100.0 * (cpu_s / x - 1.0) for x in u if x > 0]
+    unin = {"mean_s": mean, "std_s": float(u.std(ddof=1)) if len(u) > 1 else 0.0,
+            "median_s": float(np.median(u)) if len(u) else math.nan,
+            "min_s": float(u.min()) if len(u) else math.nan,
+            "max_s": float(u.max()) if len(u) else math.nan, "n": len(u),
+            "wall_mean_s": float(uw.mean()) if len(uw) else math.nan}
+    total = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan
+    raw_total = 100.0 * (cpu_s / mean - 1.0) if mean > 0 else math.nan
+    runs: list[dict[str, Any]] = [{"config": "full", "round": -1, "seconds": cpu_s,
+                                   "wall_s": wall_s, "counts": counts,
+                                   "directory": "."}]
+    runs += [{"config": s.config, "round": s.round, "seconds": s.seconds,
+              "wall_s": s.wall_s, "counts": {}, "directory": d}
+             for s, d in zip(unrecorded, run_dirs, strict=True)]
+    warnings = []
+    noise = 100 * unin["std_s"] / mean if mean > 0 else 0.0
+    if noise > WARN_NOISE_PCT:
+        warnings.append(f"uninstrumented runs vary by {noise:.1f}% (std/mean): the machine "
+                        "is noisy or the work per run is not fixed")
+    return Calibration(
+        command=list(command), costs=costs, machine=machine_info(), repetitions=len(u),
+        configurations={"uninstrumented": {"record": "False"}, "full": {"record": "True"}},
+        runs=runs, uninstrumented=unin,
+        validation={"config": "full", "calibration_rounds": [],
+                    "validation_rounds": [s.round for s in unrecorded],
+                    "independent": True, "errors_pct": errs,
+                    "median_error_pct": float(np.median(errs)) if errs else math.nan,
+                    "max_abs_error_pct": float(np.max(np.abs(errs))) if errs else math.nan,
+                    "raw_errors_pct": raw_errs, "total_error_pct": total,
+                    "raw_total_error_pct": raw_total, "uninstrumented_total_s": mean,
+                    "removed_s": removed, "outlier_rounds": []},
+        microbenchmark=mb, warnings=warnings, metric="cpu", mode="model")

@@ -23,9 +23,11 @@ from rlscope.analysis.overhead.model import (
 from rlscope.calibration.build import build_calibration
 from rlscope.calibration.chunked import MIN_CHUNKS, run_chunks
 from rlscope.calibration.configs import Config, configurations
+from rlscope.calibration.model_check import calibrate_by_model
 from rlscope.calibration.runner import SUBDIR, TICK_S, RunRecord, Status, run_configurations
+from rlscope.calibration.suitability import why_not_chunks
 from rlscope.errors import UserError
-from rlscope.inprocess.chunk_copies import DEFAULT_CHUNK_S, DEFAULT_MAX_CHUNKS
+from rlscope.inprocess.chunk_copies import CANNOT_FORK, DEFAULT_CHUNK_S, DEFAULT_MAX_CHUNKS
 from rlscope.inprocess.limits import parse_limit
 from rlscope.intercept import parse as parse_intercept
 from rlscope.launch.child_env import Recording
@@ -67,16 +69,30 @@ def microbenchmark(recorder: str, status: Status | None = None
             return None
 
 
+def chunks_unsuitable(out: Path, rec: Recording, cuda: bool) -> str | None:
+    """Why paired chunks cannot calibrate the profiled run in ``out`` (a clause), or None."""
+    if cuda:
+        return "the CUDA collector is recording (CUDA does not survive fork)"
+    if rec.recorder != "native":
+        return "the Python recorder has no call mask"
+    return why_not_chunks(out)
+
+
 def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
               repetitions: int = 3, echo: Echo | None = None, mode: str = "chunks",
               chunk_s: float = DEFAULT_CHUNK_S, max_chunks: int = DEFAULT_MAX_CHUNKS,
-              detail: Echo | None = None, status: Status | None = None) -> Calibration:
+              detail: Echo | None = None, status: Status | None = None,
+              why_not: str | None = None) -> Calibration:
     """Calibrate ``command`` as profiled with ``rec`` (``cuda``: the CUDA collector
     recorded) and write ``out/calibration.json``. ``mode`` "chunks" (paired chunks in
-    one process; falls back to whole runs when the workload reports too little progress)
-    or "runs". ``echo``: lines for everyone (the chunks' outcome, a fall-back to whole
-    runs); ``detail``: technical ones (each whole run's times); ``status``: what it is
-    doing now, called often (rls-prof's status line)."""
+    one process) or "runs" (whole runs in every configuration). Where chunks cannot be
+    used (``why_not``, from :func:`chunks_unsuitable`; or found in the process at its
+    first progress report, or too few chunks), it is said once on ``echo`` and the
+    costs come from the microbenchmarks, checked by whole runs without rlscope within a
+    budget of about the run's length (model_check; whole runs in every configuration
+    with CUDA, whose costs only they measure). ``detail``: technical lines (each whole
+    run's times); ``status``: what it is doing now, called often (rls-prof's status
+    line)."""
     try:
         max_progress = parse_limit(os.environ.get(envvars.MAX_PROGRESS))
     except ValueError as e:
@@ -86,22 +102,44 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
     configs = configurations(parse_intercept(rec.intercept), cuda)
     say = echo or (lambda _s: None)
     if mode == "chunks":
-        why_not = ("the CUDA collector is recording (CUDA does not survive fork)" if cuda
-                   else "the Python recorder has no call mask" if recorder != "native"
-                   else None)
+        told = why_not is not None  # rls-prof said it already (not with CUDA)
         if why_not is None:
             records, why = run_chunks(command, configs, out, rec, chunk_s, max_chunks,
-                                      echo=say, status=status)
+                                      echo=None, status=status)
             n = len({r.sample.round for r in records})
             if n >= MIN_CHUNKS:
+                if echo:
+                    echo(f"{n} chunks of {len({r.sample.config for r in records})} "
+                         f"configurations ({why})")
                 return _finish(command, out, records, configs, n, recorder, "chunks",
                                status)
-            why_not = (f"only {n} chunk(s) could be measured ({why}); report progress "
+            why_not = (why[len(CANNOT_FORK):] if why.startswith(CANNOT_FORK) else
+                       f"only {n} chunk(s) could be measured ({why}); report progress "
                        "more often (rlscope.report_progress) for chunks")
+        if not cuda:
+            if not told:
+                say(f"not by chunks: {why_not}; instead, rlscope's hooks are timed in a "
+                    "tight loop and the command runs again without rlscope to check")
+            return _by_model(command, out, rec, max_progress, status, detail)
         say(f"calibrating with whole runs: {why_not}")
     records = run_configurations(command, configs, repetitions, out, rec, max_progress,
                                  echo=detail, status=status)
     return _finish(command, out, records, configs, repetitions, recorder, "runs", status)
+
+
+def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int | None,
+              status: Status | None, detail: Echo | None) -> Calibration:
+    import json
+
+    try:
+        run = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        run = {}
+    cal = calibrate_by_model(command, out, rec, run,
+                             lambda: microbenchmark(rec.recorder, status), max_progress,
+                             status, detail)
+    write_calibration(cal, out / FILE_NAME)
+    return cal
 
 
 def _finish(command: list[str], out: Path, records: list[RunRecord], configs: list[Config],

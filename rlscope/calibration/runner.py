@@ -8,6 +8,7 @@ each round so that no configuration always runs first, each into its own directo
 from __future__ import annotations
 
 import dataclasses
+import os
 import resource
 import subprocess
 import time
@@ -19,12 +20,13 @@ from rlscope.analysis.overhead.kinds import count_events
 from rlscope.calibration.configs import Config, prune
 from rlscope.calibration.estimate import RunSample
 from rlscope.errors import RLScopeError
-from rlscope.launch import child_env
+from rlscope.launch import child_env, descendants
 from rlscope.launch.child_env import Recording
 from rlscope.trace.reader import read_trace
 
 SUBDIR = "calibration"
 INTERRUPT_GRACE_S = 30.0  # Popen.wait alone gives an interrupted run 0.25 s
+ORPHANS_WAIT_S = 10.0  # at most this long for the command's orphans after it exited
 TICK_S = 0.5  # how often a running calibration run's ``tick`` is called
 Status = Callable[[str], None]  # says what calibration is doing now (rls-prof's status line)
 
@@ -48,16 +50,29 @@ def run_once(command: list[str], env: dict[str, str], directory: Path,
               timeout_s: float | None, tick: Callable[[], None] | None = None
               ) -> tuple[float, float, int]:
     """(wall s, CPU s of the process tree, exit status). CPU time (user + system of every
-    waited-for descendant) is what calibration uses: on a shared machine other processes
-    stretch wall time far more than they change the work a run does. ``tick`` is called
-    every TICK_S while the run goes on (progress)."""
+    descendant) is what calibration uses: on a shared machine other processes stretch
+    wall time far more than they change the work a run does. As for the profiled run
+    (launch.profile), rls-prof is a child subreaper meanwhile and reaps the command's
+    orphans (a forkserver and the vector-env workers it started), so the CPU time is the
+    whole tree's, like run.json's ``cpu_s``; the wall time is the command's own.
+    ``tick`` is called every TICK_S while the run goes on (progress)."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "output.log", "wb") as log:
+        before = set(descendants.children(os.getpid()))
         c0 = children_cpu_s()
+        reaper = descendants.set_subreaper(True)
         t0 = time.monotonic_ns()
-        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        except BaseException:
+            if reaper:
+                descendants.set_subreaper(False)
+            raise
         try:
             rc = _wait(proc, timeout_s, tick)
+            t1 = time.monotonic_ns()
+            if reaper:
+                descendants.reap(ORPHANS_WAIT_S, before)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -67,7 +82,9 @@ def run_once(command: list[str], env: dict[str, str], directory: Path,
         except KeyboardInterrupt:
             _end_interrupted(proc)
             raise
-        t1 = time.monotonic_ns()
+        finally:
+            if reaper:
+                descendants.set_subreaper(False)
     return (t1 - t0) / 1e9, children_cpu_s() - c0, rc
 
 

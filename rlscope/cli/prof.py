@@ -144,7 +144,11 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
     kept. While it runs, a status line on stderr says where it is (redrawn on a
     terminal, a plain line now and then otherwise)."""
     from rlscope.analysis.overhead.model import FILE_NAME
-    from rlscope.calibration.calibrate import calibrate, install_calibration
+    from rlscope.calibration.calibrate import (
+        calibrate,
+        chunks_unsuitable,
+        install_calibration,
+    )
     from rlscope.calibration.runner import SUBDIR
     from rlscope.reporters.calibration import summary_lines
 
@@ -162,17 +166,23 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
         echo(f"calibration {calibration_file} stored in {out / FILE_NAME}; rls-analyze "
              "corrects with it")
         return True
+    cuda = bool(result.cuda_files)
+    why_not = chunks_unsuitable(out, rec, cuda) if mode == "chunks" else None
     how = (f"the command runs again, and each chunk of its work between progress reports "
            f"(up to {max_chunks}, of ~{chunk_s:g} s) is run once without rlscope and once "
-           "per kind of book-keeping" if mode == "chunks" else
+           "per kind of book-keeping" if mode == "chunks" and why_not is None else
            f"the command runs {repetitions} times without rlscope and with each kind of "
-           "book-keeping")
+           "book-keeping" if mode == "runs" or cuda else
+           "rlscope's hooks are timed in a tight loop, and the command runs again without "
+           "rlscope (about as long as it ran) to check the correction")
     echo("calibrating: measuring what rlscope's own book-keeping costs on this workload, "
          f"to remove it from the report: {how} (docs/overhead-correction.md)")
+    if why_not is not None and not cuda:
+        echo(f"  not by chunks: {why_not}")
     if verbose:
         echo(f"  calibration runs in {out / SUBDIR}")
     try:
-        cal = calibrate(command, out, rec, cuda=bool(result.cuda_files),
+        cal = calibrate(command, out, rec, cuda=cuda, why_not=why_not,
                         repetitions=repetitions, echo=indented, mode=mode, chunk_s=chunk_s,
                         max_chunks=max_chunks, detail=indented if verbose else None,
                         status=None if quiet else status.update)

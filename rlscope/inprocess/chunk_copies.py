@@ -178,6 +178,9 @@ class Driver:
         if self.chunk >= self.max_chunks:
             self._finish(f"{self.chunk} chunks measured")
         if self.active is None:
+            why = unforkable()
+            if why:  # a copy would share them with this process: end, rls-prof says why
+                self._finish(CANNOT_FORK + why)
             self.active = distinct(self.configs, installed_mask())
         self._run_chunk(self.active)
 
@@ -314,6 +317,59 @@ class Driver:
         self._stop(why)
         print(f"rlscope: calibration: {why}; ending the calibration run", file=sys.stderr)
         raise WorkLimitReached(0)
+
+
+CANNOT_FORK = "cannot fork copies: "  # stopped.txt's start when no copy was tried
+_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def unforkable() -> str:
+    """Why a forked copy of this process would break the run ("" if it would not): live
+    child processes (vector-env workers, a pool, a simulator it started; the copy would
+    share their pipes) or Ray (a copy cannot share the driver's connections)."""
+    ray = sys.modules.get("ray")
+    try:
+        if ray is not None and ray.is_initialized():
+            return "the workload uses Ray, whose connections a forked copy cannot share"
+    except Exception:  # another module named ray
+        pass
+    kids = _live_children()
+    if kids:
+        return (f"the workload's process has {kids} live child process"
+                f"{'es' if kids != 1 else ''} (vector-env workers, a pool, ...) whose pipes "
+                "a forked copy would share")
+    return ""
+
+
+def _children_of(pid: str) -> set[str]:
+    out: set[str] = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            out.update(f.read().split())
+    return out
+
+
+def _live_children() -> int:
+    """Live descendants of this process other than multiprocessing's own helpers (whose
+    children count: a forkserver's are the workers)."""
+    try:
+        todo = sorted(_children_of("self"))
+    except OSError:  # no /proc: what multiprocessing knows of
+        mp = sys.modules.get("multiprocessing")
+        return len(mp.active_children()) if mp is not None else 0
+    n = 0
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+            if any(h in cmd for h in _HELPERS):
+                todo += sorted(_children_of(pid))
+                continue
+        except OSError:
+            continue  # gone meanwhile
+        n += 1
+    return n
 
 
 def write_result(path: Path, msg: dict) -> None:

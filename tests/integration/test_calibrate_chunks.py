@@ -67,14 +67,18 @@ def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
     assert "held-out chunks" in rep.stdout, rep.stdout
 
 
-def test_too_few_progress_reports_fall_back_to_whole_runs(tmp_path: Path):
+def test_too_few_progress_reports_fall_back_to_the_cost_model(tmp_path: Path):
     out = tmp_path / "run"
     r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--repetitions", "1",
                  "--no-intercept", "--", sys.executable,
                  str(WORKLOADS / "calib_loop.py"), "--iterations", "40", timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "calibrating with whole runs: only 0 chunk(s)" in r.stderr, r.stderr
-    assert read_calibration(out / FILE_NAME).mode == "runs"
+    assert "not by chunks: only 0 chunk(s)" in r.stderr, r.stderr
+    cal = read_calibration(out / FILE_NAME)
+    assert cal.mode == "model"
+    # Checked against runs without rlscope, like for like: the process tree's CPU.
+    assert cal.uninstrumented["n"] >= 1 and cal.metric == "cpu"
+    assert (out / "calibration" / "0-uninstrumented" / "output.log").exists()
 
 
 def _alive_with(marker: str) -> list[int]:

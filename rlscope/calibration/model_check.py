@@ -1,0 +1,111 @@
+"""Calibration where forked chunk copies cannot work (multi-process runs): the per-event
+cost model from the hooks' microbenchmark and a per-process start-up measurement, and
+the profiled run checked against whole runs of the command without rlscope, as many as
+fit a budget of about the profiled run's own length (at least one).
+
+The check is like for like: the whole process tree's CPU time (rls-prof reaps the
+command's orphans in both, see runner.run_once) against the profiled run's (run.json
+``cpu_s``) less what the model removes from every process."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rlscope.analysis.overhead.kinds import count_events
+from rlscope.analysis.overhead.model import Calibration
+from rlscope.calibration.build import model_calibration
+from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
+from rlscope.calibration.runner import SUBDIR, RunRecord, Status, run_once
+from rlscope.launch import child_env
+from rlscope.launch.child_env import Recording
+from rlscope.trace.reader import read_trace
+
+BUDGET_FACTOR = 1.0  # runs without rlscope: about this many times the profiled run's wall
+MIN_BUDGET_S = 20.0  # ... but a short run is worth a few of them
+MAX_RUNS = 5
+STARTUP_PAIRS = 5  # interpreter start-ups timed with and without rlscope, in turns
+
+
+def startup_cost_ns(rec: Recording, status: Status | None = None) -> tuple[float, float]:
+    """(median, spread) of the CPU time an empty Python process spends on rlscope (import,
+    start, interception set-up, final flush): pairs of ``python -c pass`` with and
+    without recording, in turns; the spread is half the interquartile range."""
+    diffs = []
+    cmd = [sys.executable, "-c", "pass"]
+    with tempfile.TemporaryDirectory(prefix="rlscope-startup-") as tmp:
+        for i in range(STARTUP_PAIRS):
+            if status is not None:
+                status("calibrating: timing rlscope's start-up in an empty process")
+            d = Path(tmp) / str(i)
+            prof = child_env.profiled(Recording(str(d / "trace"), rec.recorder,
+                                                intercept=rec.intercept, cuda=False))
+            _w, with_s, rc1 = run_once(cmd, prof, d / "with", 60.0)
+            _w, without_s, rc2 = run_once(cmd, child_env.uninstrumented(), d / "without",
+                                          60.0)
+            if rc1 == 0 and rc2 == 0:
+                diffs.append((with_s - without_s) * 1e9)
+    if not diffs:
+        return math.nan, math.nan
+    q = statistics.quantiles(diffs, n=4) if len(diffs) > 1 else [diffs[0]] * 3
+    return max(statistics.median(diffs), 0.0), (q[2] - q[0]) / 2
+
+
+def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
+                   max_progress: int | None, status: Status | None = None,
+                   detail: Callable[[str], None] | None = None) -> list[RunRecord]:
+    """Runs of the command without rlscope until the budget is spent (at least one)."""
+    budget = max(BUDGET_FACTOR * profiled_wall_s, MIN_BUDGET_S)
+    timeout = max(4 * profiled_wall_s, 120.0)
+    records: list[RunRecord] = []
+    t0 = time.monotonic()
+    while len(records) < MAX_RUNS:
+        spent = time.monotonic() - t0
+        if records and spent + spent / len(records) > budget:
+            break
+        d = out / SUBDIR / f"{len(records)}-{UNINSTRUMENTED}"
+        text = (f"calibrating: run {len(records) + 1} of the command without rlscope "
+                f"(checks the correction; about {profiled_wall_s:.0f} s each)")
+
+        def tick(text: str = text) -> None:
+            if status is not None:
+                status(text)
+        tick()
+        wall, cpu, rc = run_once(command, child_env.uninstrumented(max_progress), d,
+                                 timeout, tick)
+        if rc != 0:
+            from rlscope.errors import RLScopeError
+
+            raise RLScopeError(f"the run without rlscope exited with status {rc}; see "
+                               f"{d / 'output.log'}")
+        records.append(RunRecord(RunSample(UNINSTRUMENTED, len(records), cpu, {}, wall),
+                                 str(d), rc))
+        if detail is not None:
+            detail(f"run without rlscope {len(records)}: {cpu:.2f} s CPU (process tree), "
+                   f"{wall:.2f} s wall")
+    return records
+
+
+def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
+                       microbench: Callable[[], dict[str, dict[str, float]] | None],
+                       max_progress: int | None, status: Status | None = None,
+                       detail: Callable[[str], None] | None = None) -> Calibration:
+    """The cost model (microbenchmarks) and its check on whole runs; ``run``: the
+    profiled run's run.json (its ``cpu_s`` and ``duration_s``)."""
+    mb = microbench()
+    startup, startup_err = startup_cost_ns(rec, status)
+    if status is not None:
+        status("calibrating: counting the profiled run's events")
+    counts = count_events(read_trace(out))
+    records = run_unrecorded(command, out, float(run.get("duration_s") or 0.0),
+                             max_progress, status, detail)
+    return model_calibration(command, mb or {}, startup, startup_err, counts,
+                             float(run.get("cpu_s", math.nan)),
+                             float(run.get("duration_s", math.nan)),
+                             [r.sample for r in records],
+                             [str(Path(r.directory).relative_to(out)) for r in records])
