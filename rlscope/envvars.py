@@ -19,6 +19,8 @@ MAX_BUFFER = "RLSCOPE_MAX_BUFFER_BYTES"  # optional memory bound of the recorder
 BOOTSTRAP_DIR = "RLSCOPE_BOOTSTRAP_DIR"  # directory of rlscope's sitecustomize.py
 INTERCEPT = "RLSCOPE_INTERCEPT"  # "auto" (default), "none", or "torch,gym,..."
 CUDA = "RLSCOPE_CUDA"  # "1" when the CUDA collector is injected
+# Python stack samples a second in each process, or "off" (rlscope.inprocess.pysampler)
+SAMPLE_PYTHON = "RLSCOPE_SAMPLE_PYTHON"
 
 # Several hosts (docs/multiprocess.md#several-hosts); set by the user or rlscope's Ray
 # worker environment (launch.child_env.worker_env), never by rls-prof itself.

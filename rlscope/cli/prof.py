@@ -13,7 +13,7 @@ from rlscope.cli.common import StatusLine, run
 from rlscope.errors import RLScopeError, UserError
 from rlscope.intercept import LIBRARIES as INTERCEPT_LIBRARIES
 from rlscope.intercept import parse as parse_intercept
-from rlscope.launch.child_env import Recording
+from rlscope.launch.child_env import DEFAULT_SAMPLE_PYTHON_HZ, Recording
 from rlscope.launch.profile import (
     ProfiledRun,
     check_command,
@@ -70,6 +70,11 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
                    "run, each core's CPU, each GPU's NVML utilisation, memory and SM clock "
                    "(taken in rls-prof, outside the profiled processes).")
 @click.option("--no-sample", is_flag=True, help="Do not sample utilisation.")
+@click.option("--sample-python", "sample_python", default=None, metavar="off|HZ",
+              help="Python stack samples a second in each profiled process, joined to "
+                   "the operation open at each (rls-analyze report's hotspots, rls-analyze "
+                   "flame), or off [default: "
+                   f"{DEFAULT_SAMPLE_PYTHON_HZ:g}].")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("-v", "--verbose", is_flag=True,
               help="With --calibrate, also print the technical detail: each calibration "
@@ -78,8 +83,9 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
          intercept: str, no_intercept: bool, calibrate: bool, calibrate_by: str,
          max_chunks: int, chunk_s: float, repetitions: int,
-         calibration_file: Path | None, sample_hz: float, no_sample: bool, quiet: bool,
-         verbose: bool, command: tuple[str, ...]) -> int:
+         calibration_file: Path | None, sample_hz: float, no_sample: bool,
+         sample_python: str | None, quiet: bool, verbose: bool,
+         command: tuple[str, ...]) -> int:
     """Run COMMAND with every Python process it starts profiled into OUTPUT.
 
     \b
@@ -96,7 +102,8 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         from rlscope.calibration.calibrate import load_calibration_file
 
         reuse = load_calibration_file(calibration_file)
-    rec = Recording(str(out), recorder, flush_interval, intercept, cuda=not no_cuda)
+    rec = Recording(str(out), recorder, flush_interval, intercept, cuda=not no_cuda,
+                    sample_python_hz=_python_rate(sample_python))
     check_command(list(command))
     # Held until calibration is over too: it writes into the directory.
     with claim_output(out, list(command), force,
@@ -111,6 +118,22 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
                                      quiet, verbose):
             return CALIBRATION_FAILED
     return result.status
+
+
+def _python_rate(value: str | None) -> float:
+    if value is None:
+        return DEFAULT_SAMPLE_PYTHON_HZ
+    v = value.strip().lower()
+    if v in ("off", "0"):
+        return 0.0
+    try:
+        hz = float(v)
+    except ValueError:
+        hz = float("nan")
+    if not 1 <= hz <= 1000:
+        raise click.BadParameter(f"{value!r}: a rate in Hz from 1 to 1000, or off",
+                                 param_hint="--sample-python")
+    return hz
 
 
 def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:

@@ -101,6 +101,24 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
     from rlscope.inprocess import import_timer
 
     import_timer.install()  # the user's imports, for the start-up row (docs/analysis.md)
+    _start_python_sampler(out)
+
+
+def _start_python_sampler(out: str) -> None:
+    """Python stack samples (docs/attribution.md#python-hotspots); off without the variable
+    (a process rls-prof did not set up)."""
+    value = os.environ.get(envvars.SAMPLE_PYTHON)
+    if not value:
+        return
+    from rlscope.inprocess import pysampler
+
+    try:
+        hz = pysampler.parse_rate(value, 0.0)
+    except ValueError as e:
+        print(f"rlscope: {envvars.SAMPLE_PYTHON}: {e}; no Python stack samples",
+              file=sys.stderr)
+        return
+    pysampler.start(out, hz)
 
 
 def _install_sigterm_handler() -> bool:

@@ -17,6 +17,9 @@ from rlscope import envvars
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent.parent / "_bootstrap")
 CUDA_LIBRARY = "librlscope_cuda.so"
+# Python stack samples a second in each profiled process (rls-prof --sample-python; the
+# cost: docs/performance.md#python-stack-sampling).
+DEFAULT_SAMPLE_PYTHON_HZ = 100.0
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Recording:
     cuda_activity: bool = True  # False: API callbacks only (calibration's full-cuda-api)
     annotations: bool = True  # False: calibration's base configuration
     max_progress: int | None = None  # envvars.MAX_PROGRESS
+    sample_python_hz: float = DEFAULT_SAMPLE_PYTHON_HZ  # 0: no Python stack samples
 
     def into(self, output_dir: str | os.PathLike[str]) -> Recording:
         return dataclasses.replace(self, output_dir=os.fspath(output_dir))
@@ -85,6 +89,7 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
     e[envvars.OUTPUT_DIR] = rec.output_dir
     e[envvars.RECORDER] = rec.recorder
     e[envvars.FLUSH_INTERVAL] = repr(rec.flush_interval_s)
+    e[envvars.SAMPLE_PYTHON] = repr(rec.sample_python_hz) if rec.sample_python_hz > 0 else "off"
     if rec.annotations:
         e.pop(envvars.ANNOTATIONS, None)
     else:

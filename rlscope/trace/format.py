@@ -22,6 +22,10 @@ LOCK_FILE = "rlscope.lock"  # held by a live rls-prof (rlscope.trace.rundir)
 # meaning "one file per recorded process".
 SAMPLES_SUFFIX = ".rlsamples"
 SOURCE_SAMPLES = "samples"
+# Python stack samples of one process (pystacks.<pid>.rlstacks, rlscope.inprocess.pysampler:
+# the format is described there).
+STACKS_SUFFIX = ".rlstacks"
+SOURCE_STACKS = "pystacks"
 
 OPERATION_BEGIN = 1
 OPERATION_END = 2

@@ -295,7 +295,7 @@ def previous_run(directory: str | os.PathLike[str]) -> list[str]:
     except OSError:
         return []
     hosts = set(host_directories(d))
-    return [n for n in names if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX))
+    return [n for n in names if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX, fmt.STACKS_SUFFIX))
             or n in RUN_FILES or n in hosts
             or (n in RUN_DIRS and os.path.isdir(os.path.join(d, n)))]
 
