@@ -30,6 +30,13 @@ HOST_DIRS = "RLSCOPE_HOST_DIRS"  # "1": write into $RLSCOPE_OUTPUT_DIR/<host>/
 # Calibration runs.
 ANNOTATIONS = "RLSCOPE_ANNOTATIONS"  # "0": recording, but annotations are not recorded
 MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"  # end each process at its N-th progress report
+# Size budget of the run directory in bytes (rls-prof --trace-budget; unset: every event
+# kept): full events in detail windows only, aggregates always (docs/trace-format.md).
+TRACE_BUDGET = "RLSCOPE_TRACE_BUDGET"
+# The first period between detail windows and a window's length, in ms (30000 and 2000;
+# read by the native writer, for tests and benchmarks).
+TRACE_PERIOD_MS = "RLSCOPE_TRACE_PERIOD_MS"
+TRACE_WINDOW_MS = "RLSCOPE_TRACE_WINDOW_MS"
 CHUNK_DIR = "RLSCOPE_CALIBRATE_CHUNKS"  # chunk calibration: where the copies write
 CHUNK_CONFIGS = "RLSCOPE_CHUNK_CONFIGS"  # JSON list of [name, record, call mask]
 CHUNK_S = "RLSCOPE_CHUNK_S"

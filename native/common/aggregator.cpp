@@ -19,9 +19,10 @@ bool closes(uint32_t kind) {
   return kind == OPERATION_END || kind == PHASE_END || kind == BACKEND_CALL_END ||
          kind == SIMULATOR_CALL_END || kind == WAIT_CALL_END;
 }
-// Kept as events inside a gap: rare, and what trends and spans are read from.
+// Kept as events inside a gap: rare, and what phases, trends and spans are read from.
 bool kept(uint32_t kind) {
-  return kind == PROGRESS || kind == PROCESS_START || kind == PROCESS_END;
+  return kind == PROGRESS || kind == PROCESS_START || kind == PROCESS_END ||
+         kind == PHASE_BEGIN || kind == PHASE_END;
 }
 
 }  // namespace
@@ -84,8 +85,10 @@ bool Aggregator::aggregate(ChunkEncoder& enc, uint32_t thread, int64_t ts, uint3
                            uint32_t name) {
   ThreadAgg& t = threads_[thread];
   if (!t.in_gap) {
-    // Close what is open (innermost first) so readers pair scopes as ever.
+    // Close what is open (innermost first) so readers pair scopes as ever; phases stay
+    // open (their events are kept).
     for (size_t i = t.stack.size(); i-- > 0;) {
+      if (t.stack[i].kind == PHASE_BEGIN) continue;
       enc.add_event(ts, thread, t.stack[i].kind + 1, t.stack[i].name);
       t.counts[(t.stack[i].kind + 1) & 31] -= 1;
     }
@@ -99,8 +102,8 @@ bool Aggregator::aggregate(ChunkEncoder& enc, uint32_t thread, int64_t ts, uint3
     t.rows[t.state].ns += ts - t.last_ts;
     t.last_ts = ts;
   }
-  if (kept(kind)) return true;
   apply(t, kind, name);
+  if (kept(kind)) return true;
   Row& r = t.rows[t.state];
   ++r.events;
   if (opens(kind)) ++r.calls;
@@ -113,6 +116,7 @@ void Aggregator::close_gaps(ChunkEncoder& enc) {
     if (!t.in_gap) continue;
     enc.add_event(t.last_ts, index, AGGREGATED_END, 0);
     for (size_t i = 0; i < t.stack.size(); ++i) {
+      if (t.stack[i].kind == PHASE_BEGIN) continue;
       enc.add_event(t.last_ts, index, t.stack[i].kind, t.stack[i].name);
       t.rows[t.prefix[i]].calls -= 1;  // the analysis counts this BEGIN as a call
       t.counts[t.stack[i].kind & 31] -= 1;

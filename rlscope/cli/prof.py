@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -70,6 +71,12 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
                    "run, each core's CPU, each GPU's NVML utilisation, memory and SM clock "
                    "(taken in rls-prof, outside the profiled processes).")
 @click.option("--no-sample", is_flag=True, help="Do not sample utilisation.")
+@click.option("--trace-budget", "trace_budget", default="1GB", show_default=True,
+              metavar="SIZE|none",
+              help="Size budget of the run directory (e.g. 500MB, 2GB): every event in "
+                   "detail windows (the start of the run, periodic ones, and on demand: "
+                   "touch OUTPUT/rlscope.window), aggregates for the rest, so call counts "
+                   "and times stay whole; none keeps every event.")
 @click.option("--sample-python", "sample_python", default=None, metavar="off|HZ",
               help="Python stack samples a second in each profiled process, joined to "
                    "the operation open at each (rls-analyze report's hotspots, rls-analyze "
@@ -82,7 +89,7 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
          intercept: str, no_intercept: bool, calibrate: bool, calibrate_by: str,
-         max_chunks: int, chunk_s: float, repetitions: int,
+         max_chunks: int, chunk_s: float, repetitions: int, trace_budget: str,
          calibration_file: Path | None, sample_hz: float, no_sample: bool,
          sample_python: str | None, quiet: bool, verbose: bool,
          command: tuple[str, ...]) -> int:
@@ -104,6 +111,7 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         reuse = load_calibration_file(calibration_file)
     rec = Recording(str(out), recorder, flush_interval, intercept, cuda=not no_cuda,
                     sample_python_hz=_python_rate(sample_python))
+    rec = dataclasses.replace(rec, trace_budget_bytes=parse_size(trace_budget))
     check_command(list(command))
     # Held until calibration is over too: it writes into the directory.
     with claim_output(out, list(command), force,
@@ -134,6 +142,28 @@ def _python_rate(value: str | None) -> float:
         raise click.BadParameter(f"{value!r}: a rate in Hz from 1 to 1000, or off",
                                  param_hint="--sample-python")
     return hz
+
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40}
+
+
+def parse_size(value: str) -> int | None:
+    """--trace-budget: bytes (``20MB``, ``1.5GB``, ``512MiB``), or None for ``none``."""
+    v = value.strip().lower().replace(" ", "")
+    if v in ("none", "off", "0"):
+        return None
+    num = v.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = v[len(num):]
+    try:
+        n = float(num) * _UNITS[unit]
+    except (KeyError, ValueError):
+        n = float("nan")
+    if not n >= 1e6:  # nan too
+        raise click.BadParameter(f"{value!r}: a size of at least 1MB (e.g. 500MB, 2GB), "
+                                 "or none", param_hint="--trace-budget")
+    return int(n)
 
 
 def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:

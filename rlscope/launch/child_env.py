@@ -34,6 +34,8 @@ class Recording:
     cuda_activity: bool = True  # False: API callbacks only (calibration's full-cuda-api)
     annotations: bool = True  # False: calibration's base configuration
     max_progress: int | None = None  # envvars.MAX_PROGRESS
+    # Size budget of the run directory (envvars.TRACE_BUDGET); None: every event kept.
+    trace_budget_bytes: int | None = None
     sample_python_hz: float = DEFAULT_SAMPLE_PYTHON_HZ  # 0: no Python stack samples
 
     def into(self, output_dir: str | os.PathLike[str]) -> Recording:
@@ -96,6 +98,10 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
         e[envvars.ANNOTATIONS] = "0"
     if rec.max_progress is not None:
         e[envvars.MAX_PROGRESS] = str(rec.max_progress)
+    if rec.trace_budget_bytes:
+        e[envvars.TRACE_BUDGET] = str(rec.trace_budget_bytes)
+    else:
+        e.pop(envvars.TRACE_BUDGET, None)
     if rec.cuda_activity:
         e.pop(envvars.CUDA_ACTIVITY, None)
     else:

@@ -20,6 +20,7 @@ from rlscope.reporters.markdown import to_markdown
 from rlscope.reporters.section import Section
 from rlscope.reporters.units import s as secs
 from rlscope.reporters.units import seconds
+from rlscope.reporters.windows import windows_line
 from rlscope.trace.argv import shell_line
 
 FORMATS = ("text", "csv", "json", "markdown")
@@ -46,6 +47,9 @@ def _process_title(proc: pd.Series, label: str | None = None) -> str:
                   f"{100 * proc['cpu_gpu_s'] / cov:.1f}%")
     if proc["threads"] > 1:
         title += f"\n  {proc['threads']} threads: times are summed over threads"
+    bounded = windows_line(proc["metadata"], proc["seconds"])
+    if bounded:
+        title += "\n" + bounded
     return title
 
 

@@ -32,7 +32,7 @@ from rlscope.analysis.overhead.kinds import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, 
 from rlscope.analysis.overhead.model import Calibration, KindCost
 from rlscope.trace import format as fmt
 from rlscope.trace.argv import shell_line
-from rlscope.trace.data import Events, ProcessTrace, Progress, Trace
+from rlscope.trace.data import Aggregates, Events, ProcessTrace, Progress, Trace
 
 
 @dataclass
@@ -149,6 +149,53 @@ def _shift_at(times: np.ndarray, shifts: np.ndarray, at: np.ndarray) -> np.ndarr
     return np.where(k >= 0, shifts[np.maximum(k, 0)], 0)
 
 
+def _gap_cost_table(agg: Aggregates, lut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(thread, gap) keys and the cost (ns) of the events aggregated in each gap."""
+    key = agg.count_thread.astype(np.int64) << 32 | agg.count_gap.astype(np.int64)
+    cost = agg.count_n * lut[agg.count_kind.astype(np.int64)]
+    keys, inv = np.unique(key, return_inverse=True)
+    return keys, np.bincount(inv.ravel(), weights=cost, minlength=len(keys))
+
+
+def _gap_costs(agg: Aggregates, t: int, kind: np.ndarray, lut: np.ndarray
+               ) -> np.ndarray | None:
+    """Extra pre-stamp cost of each event of thread ``t``: the costs of the events its
+    k-th gap aggregated, at its k-th AGGREGATED_END (None: the thread has no gap)."""
+    if not len(agg.count_thread) or not np.any(agg.count_thread == t):
+        return None
+    keys, cost = _gap_cost_table(agg, lut)
+    ends = np.flatnonzero(kind == fmt.AGGREGATED_END)
+    out = np.zeros(len(kind))
+    want = np.int64(t) << 32 | np.arange(len(ends), dtype=np.int64)
+    j = np.minimum(np.searchsorted(keys, want), max(len(keys) - 1, 0))
+    hit = keys[j] == want
+    out[ends[hit]] = cost[j[hit]]
+    return out
+
+
+def _aggregated_spread(agg: Aggregates, t: int, spread_lut: np.ndarray) -> float:
+    sel = agg.count_thread == t
+    return float((agg.count_n[sel] * spread_lut[agg.count_kind[sel].astype(np.int64)]).sum())
+
+
+def _corrected_aggregates(agg: Aggregates, lut: np.ndarray) -> Aggregates:
+    """Each gap's event costs taken out of its rows, in proportion to their events (the
+    events after which the thread was in the row's state)."""
+    if not len(agg.thread) or not len(agg.count_thread):
+        return agg
+    keys, cost = _gap_cost_table(agg, lut)
+    row_key = agg.thread.astype(np.int64) << 32 | agg.gap.astype(np.int64)
+    j = np.minimum(np.searchsorted(keys, row_key), len(keys) - 1)
+    gap_cost = np.where(keys[j] == row_key, cost[j], 0.0)
+    rk, rinv = np.unique(row_key, return_inverse=True)
+    rinv = rinv.ravel()
+    events = agg.events.astype(np.float64)
+    per_gap = np.bincount(rinv, weights=events, minlength=len(rk))[rinv]
+    share = np.divide(events, per_gap, out=np.zeros(len(events)), where=per_gap > 0)
+    ns = np.maximum(agg.ns - np.rint(gap_cost * share).astype(np.int64), 0)
+    return dataclasses.replace(agg, ns=ns)
+
+
 def _launch_rows(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray]:
     """Row of the API call that launched each GPU activity, and whether one did."""
     api, gpu = p.api_calls, p.gpu
@@ -197,6 +244,9 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
         ai = np.flatnonzero(api_thread == t)
         na = len(ai)
         spread = float(spread_lut[kind].sum())
+        gap_pre = _gap_costs(p.aggregates, t, kind, pre_lut + post_lut)
+        if gap_pre is not None:  # a bounded trace: each gap's events, at its end
+            spread += _aggregated_spread(p.aggregates, t, spread_lut)
         if new_ev_time is None:
             new_ev_time = ev.time_ns.copy()
         times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai]] if na \
@@ -208,7 +258,7 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
         if t != main and len(times):
             base = float(_shift_at(main_times, main_shifts, times[o][:1] if o is not None
                                    else times[:1])[0])
-        if na == 0 and o is None:
+        if na == 0 and o is None and gap_pre is None:
             # The thread's own events, in order: costs looked up a block at a time, and
             # the corrected times written straight into place when the rows are a slice.
             direct = isinstance(ei, slice)
@@ -217,7 +267,8 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
             if not direct:
                 new_ev_time[ei] = new_sorted
         else:
-            tpre = np.r_[pre_lut[kind], np.full(na, a_out), a_in + g_in[ai]]
+            own_pre = pre_lut[kind] if gap_pre is None else pre_lut[kind] + gap_pre
+            tpre = np.r_[own_pre, np.full(na, a_out), a_in + g_in[ai]]
             tpost = np.r_[post_lut[kind], np.full(na, a_in), a_out + g_out[ai]]
             if o is not None:
                 times, tpre, tpost = times[o], tpre[o], tpost[o]
@@ -260,7 +311,8 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
         env = dataclasses.replace(env, time_ns=new_ev_time[env_idx])
     new_api = dataclasses.replace(api, start_ns=new_api_start, end_ns=new_api_end)
     out = dataclasses.replace(p, events=new_events, progress=progress, api_calls=new_api,
-                              gpu=new_gpu, env=env)
+                              gpu=new_gpu, env=env,
+                              aggregates=_corrected_aggregates(p.aggregates, pre_lut + post_lut))
     fixed = costs.get(PROCESS)
     fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0),

@@ -42,6 +42,8 @@ MICROBENCHMARK_ONLY = (ENV_CALL,)
 
 def count_process(p: ProcessTrace) -> dict[str, int]:
     kinds = np.bincount(p.events.kind, minlength=256) if len(p.events) else np.zeros(256)
+    if len(p.aggregates):  # a bounded trace: the events its gaps aggregated
+        kinds = kinds + p.aggregates.kind_counts()[:len(kinds)]
     out = {PROCESS: int(len(p.events) > 0)}
     for k, (begins, _ends) in PAIR_KINDS.items():
         out[k] = int(sum(kinds[b] for b in begins))
