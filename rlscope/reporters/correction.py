@@ -23,13 +23,20 @@ def correction_lines(run: dict[str, Any]) -> list[str]:
         lines.append("  costs per event: " + ", ".join(costs)
                      + " (rls-prof --calibrate printed why; calibration.json has them)")
     if "corrected_total_s" in c:
-        what = "CPU time" if c.get("metric") == "cpu" else "wall time"
+        what = ("CPU time of all processes" if c.get("metric") == "cpu"
+                else "wall time of the main process")
         lines.append(
             f"  total {what}: raw {c['raw_total_s']:.3f} s, corrected "
             f"{c['corrected_total_s']:.3f} s, "
             f"uninstrumented {c['uninstrumented_mean_s']:.3f} ± "
             f"{c['uninstrumented_std_s']:.3f} s (n={c['uninstrumented_n']}): "
             f"residual error {c['error_pct']:+.1f}% (raw {c['raw_error_pct']:+.1f}%)")
+    if "corrected_wall_s" in c:
+        lines.append(
+            f"  wall time of the main process: raw {c['raw_wall_s']:.3f} s, corrected "
+            f"{c['corrected_wall_s']:.3f} s, uninstrumented {c['uninstrumented_wall_s']:.3f} "
+            f"s: residual error {c['wall_error_pct']:+.1f}% (raw "
+            f"{c['raw_wall_error_pct']:+.1f}%; wall time moves with the machine's load)")
     if "speed_scale" in c:
         lines.append(f"  chunk costs scaled by {c['speed_scale']:.2f}: this run's speed vs the "
                      "calibration copies' over the same work (the machine's speed changes)")

@@ -233,3 +233,23 @@ def test_blocks_change_nothing(rows, block, with_api):
     assert a.events.time_ns.tolist() == b.events.time_ns.tolist()
     assert a.api_calls.start_ns.tolist() == b.api_calls.start_ns.tolist()
     assert a.gpu.start_ns.tolist() == b.gpu.start_ns.tolist()
+
+
+def test_check_against_runs_is_like_for_like():
+    """Issue 22 item 4: the whole tree's CPU time less what was removed from every
+    process, against runs' whole-tree CPU; the main process's wall less its own."""
+    from rlscope.analysis.overhead.correction import apply_correction
+    from rlscope.analysis.overhead.model import Calibration
+
+    main = process_trace(inject(TRUE))
+    worker = process_trace(inject(TRUE), pid=2)
+    costs = {k: c for k, c in COSTS.items() if k != "cuda_api"}
+    cal = Calibration([], costs, uninstrumented={"mean_s": 1.0, "std_s": 0.0, "n": 1,
+                                                 "wall_mean_s": 2.0},
+                      metric="cpu", mode="model")
+    run = {"cpu_s": 1.0 + 2 * (2000 + 1e6) / 1e9, "duration_s": 2.0 + (2000 + 1e6) / 1e9}
+    trace = Trace(None, run, [main, worker])  # type: ignore[arg-type]
+    c = apply_correction(trace, cal).run["correction"]
+    assert abs(c["removed_cpu_s"] - 2 * (2000 + 1e6) / 1e9) < 1e-12
+    assert abs(c["corrected_total_s"] - 1.0) < 1e-12 and abs(c["error_pct"]) < 1e-9
+    assert abs(c["corrected_wall_s"] - 2.0) < 1e-12 and abs(c["wall_error_pct"]) < 1e-9

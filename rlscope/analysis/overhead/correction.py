@@ -57,6 +57,11 @@ class CorrectionSummary:
         r = self.root()
         return 0.0 if r is None else (r.main_removed_ns + r.fixed_ns) / 1e9
 
+    def tree_overhead_s(self) -> float:
+        """CPU time book-keeping took in the whole process tree: every thread of every
+        process, and each process's fixed cost (what a process tree's CPU time holds)."""
+        return sum(sum(p.removed_ns.values()) + p.fixed_ns for p in self.processes) / 1e9
+
 
 def _pre_post(costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
     """Pre-stamp and post-stamp cost (ns) of a Python event, by kind (lookup tables)."""
@@ -413,21 +418,33 @@ def speed_scale_of(pt: np.ndarray | None, cal: Calibration) -> float | None:
 
 def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
     """Corrected total of the run beside the uninstrumented runs of the calibration."""
-    info: dict = {"applied": True, "metric": cal.metric,
+    info: dict = {"applied": True, "metric": cal.metric, "mode": cal.mode,
                   "costs_ns": {k: round(c.per_event_ns, 1) for k, c in cal.costs.items()},
                   "cost_sources": {k: _source(c) for k, c in cal.costs.items()},
-                  "removed_s": summary.run_overhead_s(), "warnings": []}
-    # Compare like with like: rls-prof records the run's CPU time (cpu_s) and wall time.
-    raw = run.get("cpu_s") if cal.metric == "cpu" else run.get("duration_s")
+                  "removed_s": summary.run_overhead_s(),
+                  "removed_cpu_s": summary.tree_overhead_s(), "warnings": []}
+    # Like for like: the whole tree's CPU time (run.json's cpu_s, and the calibration
+    # runs', both with the command's orphans reaped) less what was removed from every
+    # process; the wall time less what was removed from the root's main thread.
+    cpu = cal.metric == "cpu"
+    raw = run.get("cpu_s") if cpu else run.get("duration_s")
     u = cal.uninstrumented
     if raw is not None and u.get("n"):
-        corrected = float(raw) - summary.run_overhead_s()
+        corrected = float(raw) - (summary.tree_overhead_s() if cpu
+                                  else summary.run_overhead_s())
         mean = float(u["mean_s"])
         err = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan
         info.update(raw_total_s=float(raw), corrected_total_s=corrected,
                     uninstrumented_mean_s=mean, uninstrumented_std_s=float(u.get("std_s", 0)),
                     uninstrumented_n=int(u["n"]), error_pct=err,
                     raw_error_pct=100.0 * (float(raw) / mean - 1.0) if mean > 0 else math.nan)
+        wall, u_wall = run.get("duration_s"), _num(u.get("wall_mean_s"))
+        if cpu and wall is not None and u_wall > 0:
+            w = float(wall) - summary.run_overhead_s()
+            info.update(raw_wall_s=float(wall), corrected_wall_s=w,
+                        uninstrumented_wall_s=u_wall,
+                        wall_error_pct=100.0 * (w / u_wall - 1.0),
+                        raw_wall_error_pct=100.0 * (float(wall) / u_wall - 1.0))
         if abs(err) > WARN_PCT:
             info["warnings"].append(
                 f"corrected total is {err:+.1f}% off the uninstrumented runs; make every run "
