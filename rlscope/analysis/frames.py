@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlscope.analysis import compile_rows as comprows
 from rlscope.analysis import operation_rows as oprows
 from rlscope.analysis import trends
 from rlscope.analysis.engine import categories as C
@@ -290,7 +291,32 @@ class Analysis:
                          for k, i in zip(keys, wide["path_id"], strict=True)]
         wide["_ph"] = oprows.group_key(self.phases, wide, [meta[k] for k in keys])
         wide = wide.sort_values(["_p", "_ph", "phase", "_tree"], kind="stable")
+        wide = self._with_compiles(wide)
         return wide[OPERATION_COLUMNS].reset_index(drop=True)
+
+    def compiles(self) -> pd.DataFrame:
+        """JIT compilations (torch.compile, jax.jit, tf.function), one row per record in
+        begin order: pid, session, process, thread, phase, operation (open on the
+        compiling thread when it began), framework, function, kind (compile, trace,
+        lower, cache hit, backward), counts (1: one compilation; 0: a stage of one),
+        begin_ns, end_ns, seconds, the framework's reason for a recompile, graph breaks
+        (docs/attribution.md#compile-time)."""
+        return comprows.compile_rows(self.results, self._session, self.process_names(),
+                                         self._path_names, self._phase_names)
+
+    def compile_verdicts(self) -> list[dict[str, Any]]:
+        """A verdict per function an operation compiled again and again
+        (comprows.RECOMPILES times or more): what varies and what to do."""
+        return comprows.verdicts(self.compiles())
+
+    def _with_compiles(self, wide: pd.DataFrame) -> pd.DataFrame:
+        """compile_s (seconds compiling, part of self_s) and compiles per row."""
+        per = comprows.per_operation(self.compiles())
+        keys = ["pid", "session", "phase", "path_id"]
+        wide = wide.merge(per.drop(columns="recompiles"), on=keys, how="left")
+        wide["compile_s"] = wide["compile_s"].fillna(0.0).astype(np.float64)
+        wide["compiles"] = wide["compiles"].fillna(0).astype(np.int64)
+        return wide
 
     def gpu(self) -> pd.DataFrame:
         """GPU activity per launching operation: count and busy seconds per kind/stream
@@ -403,9 +429,12 @@ class Analysis:
 
     def extrapolation(self) -> pd.DataFrame:
         """Estimated time of the full training run per process, from progress records:
-        the rate between the first and last record, applied to the remaining timesteps."""
+        the rate between the first and last record, applied to the remaining timesteps.
+        The rate leaves out the JIT compile time between those records (``compile_s``):
+        compiling once is not the steady state the rest of the run goes at."""
         rows = []
         it = self.iterations()
+        comp = self.compiles()
         results = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
         for (pid, session), g in it.groupby(["pid", "session"], sort=False):
             r = results[(pid, session)]
@@ -413,6 +442,11 @@ class Analysis:
             total = int(g["total_timesteps"].max())
             elapsed = (r.span[1] - r.span[0]) / 1e9
             span = g["time_s"].iloc[-1] - g["time_s"].iloc[0]
+            # Compiling is not the steady state: the rate leaves it out.
+            compiling = comprows.compile_in(
+                comp, pid, session, r.span[0] + int(g["time_s"].iloc[0] * 1e9),
+                r.span[0] + int(g["time_s"].iloc[-1] * 1e9)) if len(comp) else 0.0
+            span -= compiling
             steps = done - int(g["timesteps"].iloc[0])
             rate = steps / span if span > 0 and steps > 0 else np.nan
             remaining = max(total - done, 0) if total > 0 else np.nan
@@ -423,9 +457,9 @@ class Analysis:
                          # at most 1: loops finish their last rollout past the target
                          "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
                          "estimated_total_s": est, "session": session,
-                         "unit": g["unit"].iloc[-1]})
+                         "unit": g["unit"].iloc[-1], "compile_s": compiling})
         cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
-                "fraction_done", "estimated_total_s", "session", "unit"]
+                "fraction_done", "estimated_total_s", "compile_s", "session", "unit"]
         return pd.DataFrame(rows, columns=cols)
 
 
@@ -457,7 +491,7 @@ _REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_
 _COUNT_COLS = oprows.COUNT_COLS
 OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
                      "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
-                     *_COUNT_COLS[1:], "session"]
+                     *_COUNT_COLS[1:], "compile_s", "compiles", "session"]
 UNANNOTATED_NAME = UNANNOTATED
 HOST_COLUMNS = ["host", "processes", "reference", "shift_s", "error_bound_s",
                 "pair_uncertainty_s", "offset_spread_s"]

@@ -13,7 +13,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
-from rlscope.reporters import gpuwork, hosts, processes
+from rlscope.reporters import compiles, gpuwork, hosts, processes
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.reporters.markdown import to_markdown
@@ -74,6 +74,8 @@ def _extrapolation_line(row: pd.Series) -> str:
     if not math.isnan(row["estimated_total_s"]) and row["fraction_done"] < 1:
         line += (f"; estimated full training run: {_duration(row['estimated_total_s'])} "
                  f"(recorded {_duration(row['recorded_s'])})")
+    if row.get("compile_s", 0) > 0:
+        line += f"; the rate leaves out {row['compile_s']:.2f} s of JIT compiling"
     return line
 
 
@@ -145,8 +147,10 @@ def render_text(a: Analysis) -> str:
                                                       or rows["cpu_gpu_s"].sum()))]
         # Totals, in seconds however long the run (rlscope.reporters.units).
         transitions = [(c, h) for c, h in _TRANSITIONS if c in rows and rows[c].sum() > 0]
+        compiled = "compile_s" in rows and rows["compiles"].sum() + rows["compile_s"].sum() > 0
         head = ["Phase", "Operation", "Calls", "Wall s", "Wall %", "Self s",
-                "Self %", *[f"{h} s" for _, h in splits], *[h for _, h in transitions]]
+                "Self %", *[f"{h} s" for _, h in splits],
+                *(["Compile s", "Compiles"] if compiled else []), *[h for _, h in transitions]]
         body = []
         for r in rows.itertuples():
             op = "  " * int(r.depth) + r.operation.split(PATH_SEP)[-1]
@@ -154,6 +158,7 @@ def render_text(a: Analysis) -> str:
             body.append([r.phase or "-", op, calls, seconds(r.wall_s),
                          f"{r.wall_pct:.1f}", seconds(r.self_s), f"{r.self_pct:.1f}",
                          *[seconds(getattr(r, c)) for c, _ in splits],
+                         *([seconds(r.compile_s), f"{r.compiles:,}"] if compiled else []),
                          *[_transition_cell(getattr(r, c), r.calls) for c, _ in transitions]])
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
                   for i, h in enumerate(head)]
@@ -167,6 +172,7 @@ def render_text(a: Analysis) -> str:
             lines.append(f"  Transitions from Python "
                          f"{per_progress_unit(ex.iloc[0]['unit'])}: {per}")
     lines.extend(processes.folded_lines(a))
+    lines.extend(compiles.lines(a))
     lines.extend(gpuwork.lines(a))
     lines.extend(util_report.lines(a))
     lines.append("")
@@ -183,6 +189,10 @@ def render_text(a: Analysis) -> str:
     elif len(ops) and (ops["backend_s"].sum() or ops["simulator_s"].sum()
                        or ops["waiting_s"].sum()):
         lines.append("Python/Backend/Simulator/Waiting split the self time.")
+    if "compile_s" in ops and ops["compile_s"].sum() > 0:
+        lines.append("Compile: time JIT-compiling (torch.compile, jax.jit, tf.function) in the "
+                     "operation, within its self time and categories; Compiles: compilations. "
+                     "The estimated full run's rate leaves compile time out.")
     if len(ops) and ops["waiting_s"].sum():
         lines.append("Waiting: blocked in an intercepted call (sleep, pipe/socket receive, "
                      "select, lock/queue waits, waiting for a child): off the CPU.")
@@ -199,6 +209,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
             "extrapolation": _records(a.extrapolation()),
             **processes.json_sections(a), **_utilisation_json(a),
             **({"gpu_work": gpuwork.to_dict(a)} if len(a.gpu()) else {}),
+            **compiles.json_section(a),
             **hosts.json_section(a), "warnings": a.warnings}
 
 

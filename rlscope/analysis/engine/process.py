@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlscope.analysis.engine.compiles import Compile
 from rlscope.analysis.engine.paths import NameTable
 from rlscope.analysis.engine.startup import first_user_time
 from rlscope.analysis.engine.summary import ProcessSpan
@@ -62,6 +63,8 @@ class ProcessResult:
     # First begin of each operation path, and first time each phase was innermost.
     first_ns: dict[int, int] = field(default_factory=dict)
     phase_first_ns: dict[int, int] = field(default_factory=dict)
+    # JIT compilations with the thread, phase and operation they happened in.
+    compiles: list[Compile] = field(default_factory=list)
     calls: list[NamedCall] = field(default_factory=list)
     # Trends (engine.trendbins): the buckets' edges (ns) and timesteps at the edges (empty:
     # time-based buckets); self ns per (bucket, phase, path, category), summed over

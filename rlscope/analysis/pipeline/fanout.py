@@ -320,4 +320,6 @@ def _renumbered(r: ProcessResult, ph: np.ndarray, pa: np.ndarray) -> ProcessResu
         ns=r.ns[o], count_rows=c[co], count_n=r.count_n[co], gpu_rows=g[go],
         phase_ids=ph[r.phase_ids].astype(r.phase_ids.dtype),
         first_ns={int(pa[k]): v for k, v in r.first_ns.items()},
-        phase_first_ns={int(ph[k]): v for k, v in r.phase_first_ns.items()})
+        phase_first_ns={int(ph[k]): v for k, v in r.phase_first_ns.items()},
+        compiles=[replace(c, phase=int(ph[c.phase]), path=int(pa[c.path]))
+                  for c in r.compiles])
