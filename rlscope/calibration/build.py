@@ -240,11 +240,13 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
 def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                       startup_ns: float, startup_err_ns: float, counts: dict[str, int],
                       cpu_s: float, wall_s: float, unrecorded: list[RunSample],
-                      run_dirs: list[str]) -> Calibration:
+                      installs_s: float, run_dirs: list[str]) -> Calibration:
     """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
-    tree's CPU time, ``wall_s``) against runs without rlscope (``unrecorded``)."""
+    tree's CPU time, ``wall_s``; ``installs_s``: the CPU its processes recorded setting
+    up interception) against runs without rlscope (``unrecorded``)."""
     costs = model_costs(mb, startup_ns, startup_err_ns, counts)
-    removed = sum(c.per_event_ns * counts.get(k, 0) for k, c in costs.items()) / 1e9
+    removed = installs_s + sum(c.per_event_ns * counts.get(k, 0)
+                               for k, c in costs.items()) / 1e9
     u = np.array([s.seconds for s in unrecorded])
     uw = np.array([s.wall_s for s in unrecorded])
     mean = float(u.mean()) if len(u) else math.nan
@@ -280,5 +282,6 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                     "max_abs_error_pct": float(np.max(np.abs(errs))) if errs else math.nan,
                     "raw_errors_pct": raw_errs, "total_error_pct": total,
                     "raw_total_error_pct": raw_total, "uninstrumented_total_s": mean,
-                    "removed_s": removed, "outlier_rounds": []},
+                    "removed_s": removed, "installs_s": installs_s,
+                    "outlier_rounds": []},
         microbenchmark=mb, warnings=warnings, metric="cpu", mode="model")

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rlscope.analysis.overhead.correction import install_ns
 from rlscope.analysis.overhead.kinds import count_events
 from rlscope.analysis.overhead.model import Calibration
 from rlscope.calibration.build import model_calibration
@@ -101,11 +102,14 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
     startup, startup_err = startup_cost_ns(rec, status)
     if status is not None:
         status("calibrating: counting the profiled run's events")
-    counts = count_events(read_trace(out))
+    trace = read_trace(out)
+    counts = count_events(trace)
+    installs = sum(install_ns(p) for p in trace.processes) / 1e9
+    del trace
     records = run_unrecorded(command, out, float(run.get("duration_s") or 0.0),
                              max_progress, status, detail)
     return model_calibration(command, mb or {}, startup, startup_err, counts,
                              float(run.get("cpu_s", math.nan)),
                              float(run.get("duration_s", math.nan)),
-                             [r.sample for r in records],
+                             [r.sample for r in records], installs,
                              [str(Path(r.directory).relative_to(out)) for r in records])

@@ -15,6 +15,7 @@ every profiled process (``--intercept``/``--no-intercept``).
 from __future__ import annotations
 
 import threading
+import time
 
 from rlscope import libraries
 from rlscope.intercept import importhook
@@ -29,6 +30,7 @@ from rlscope.libraries import (
     counts,
     parse,
 )
+from rlscope.trace.format import META_INSTALL_PREFIX
 
 TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
 if TYPE_CHECKING:
@@ -64,10 +66,22 @@ def enable(spec: str | Iterable[str] | None = "auto") -> list[str]:
 
 def _hook_library(name: str, p: Patcher) -> None:
     def callback(module: ModuleType) -> None:
+        t0 = time.thread_time_ns()
         n = libraries.installer(name)(module, p)
         libraries.count(name, int(n))  # after: an installer may count hooks it ran itself
+        _note_install(name, time.thread_time_ns() - t0)
 
     importhook.when_imported(LIBRARIES[name][0], callback)
+
+
+def _note_install(name: str, cpu_ns: int) -> None:
+    """What setting up ``name``'s wrappers cost this process (wrapping torch: ~0.1-0.2 s
+    of CPU), as metadata: the correction counts it in the process's fixed cost."""
+    from rlscope import annotate
+
+    rec = annotate.active_recorder()
+    if rec is not None:
+        rec.metadata(META_INSTALL_PREFIX + name, str(cpu_ns))
 
 
 def disable() -> None:

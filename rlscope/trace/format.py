@@ -92,6 +92,10 @@ META_VECENV = "rlscope.vecenv"  # vector-env worker: {"pid", "name"} of the env 
 # One outermost import on the recording thread (rlscope.inprocess.import_timer): the key is this
 # prefix and the module's name, the value [begin_ns, end_ns] (CLOCK_MONOTONIC).
 META_IMPORT_PREFIX = "rlscope.import:"
+# rlscope's own set-up of one library's interception in this process (rlscope.intercept):
+# the key is this prefix and the library's name, the value the CPU ns it took (overhead
+# correction adds it to the process's fixed cost).
+META_INSTALL_PREFIX = "rlscope.install:"
 # One pool or executor task run in this process (rlscope.integrations.pooltasks): the key
 # is this prefix and the task's number in the process, the value [function's qualname,
 # call, item index, begin_ns, end_ns] (CLOCK_MONOTONIC).

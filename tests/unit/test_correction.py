@@ -253,3 +253,14 @@ def test_check_against_runs_is_like_for_like():
     assert abs(c["removed_cpu_s"] - 2 * (2000 + 1e6) / 1e9) < 1e-12
     assert abs(c["corrected_total_s"] - 1.0) < 1e-12 and abs(c["error_pct"]) < 1e-9
     assert abs(c["corrected_wall_s"] - 2.0) < 1e-12 and abs(c["wall_error_pct"]) < 1e-9
+
+
+def test_interception_set_up_is_a_fixed_cost_of_its_process():
+    """rlscope.intercept records what wrapping a library cost each process (metadata);
+    the correction counts it with the process's fixed cost, timeline untouched."""
+    key = fmt.META_INSTALL_PREFIX
+    p = process_trace(TRUE, metadata={key + "torch": 150_000_000, key + "gym": 2_000_000})
+    corrected, summary = correct_trace(Trace(None, {}, [p]), {})  # type: ignore[arg-type]
+    r = summary.root()
+    assert r is not None and r.fixed_ns == 152_000_000 and r.main_removed_ns == 0
+    assert breakdown(*corrected.processes) == breakdown(p)

@@ -320,8 +320,21 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
                               aggregates=_corrected_aggregates(p.aggregates, pre_lut + post_lut))
     fixed = costs.get(PROCESS)
     fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
-    return out, ProcessCorrection(p.pid, removed, removed.get(main, 0),
-                                  0.0 if math.isnan(fixed_ns) else fixed_ns)
+    fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
+    return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns)
+
+
+def install_ns(p: ProcessTrace) -> float:
+    """CPU ns this process spent setting up interception (recorded by rlscope.intercept
+    as metadata, one entry per library): a fixed cost of the process, like start-up."""
+    total = 0.0
+    for key, value in p.metadata.items():
+        if key.startswith(fmt.META_INSTALL_PREFIX):
+            try:
+                total += float(value)
+            except (TypeError, ValueError):
+                continue
+    return total
 
 
 def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
