@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 
 import click
 
+from rlscope.analysis import hotspots
 from rlscope.analysis.diagnosis import (
     actor_verdicts,
     diagnose,
@@ -30,6 +32,8 @@ from rlscope.reporters import calls as calls_report
 from rlscope.reporters import chrome_trace as tl
 from rlscope.reporters import compare as cmp
 from rlscope.reporters import diagnosis, perfetto, plots, processes, table, utilisation
+from rlscope.reporters import flame as flame_report
+from rlscope.reporters import hotspots as hotspots_report
 from rlscope.reporters import iterations as iterations_report
 from rlscope.reporters import lockstep as lockstep_report
 from rlscope.reporters import tasks as tasks_report
@@ -37,6 +41,7 @@ from rlscope.reporters import trends as trends_report
 from rlscope.reporters.dump import dump_lines
 from rlscope.reporters.section import Report, Section
 from rlscope.trace.format import TIMELINE_FILES
+from rlscope.trace.pystacks_reader import read_stacks, stack_files
 
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
@@ -151,6 +156,67 @@ def dump(directory: Path, limit: int | None) -> None:
 
 
 @analyze.command()
+@_run_options(parallel=False)
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--operation", default=None, metavar="NAME",
+              help="Only this operation: its path (\"train > inference\") or its name "
+                   "(every path ending in it) [default: every sampled operation].")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Output directory [default: DIRECTORY/flame].")
+@click.option("--format", "formats", type=click.Choice(["speedscope", "svg"]), multiple=True,
+              default=("speedscope", "svg"), show_default=True,
+              help="speedscope: a JSON file for https://www.speedscope.app; svg: a flame "
+                   "graph to open in a browser (repeatable).")
+def flame(directory: Path, operation: str | None, output: Path | None,
+          formats: tuple[str, ...], opts: RunOptions) -> None:
+    """Flame graphs of the Python stack samples taken inside each operation (rls-prof
+    samples every process's Python stacks unless --sample-python off): one file per
+    operation and format."""
+    samples = _python_samples(directory, opts)
+    if samples is None or not len(samples):
+        raise RLScopeError(f"{directory} has no Python stack samples: record it with rls-prof "
+                           "(sampling is on unless --sample-python off)")
+    ops = [i for i, name in enumerate(samples.operations)
+           if operation is None or name == operation
+           or name.rsplit(" > ", 1)[-1] == operation]
+    ops = [i for i in ops if (samples.operation == i).any()]
+    if not ops:
+        sampled = sorted({samples.operations[i] for i in samples.operation.tolist() if i >= 0})
+        what = f"no operation {operation!r} was" if operation else "no operation was"
+        raise RLScopeError(f"{what} sampled in {directory}; sampled operations: "
+                           f"{', '.join(sampled) or 'none'}")
+    out = output or directory / "flame"
+    _make_dir(out)
+    for i in ops:
+        name = samples.operations[i]
+        stacks = hotspots.flame_stacks(samples, i)
+        stem = out / flame_report.file_stem(name)
+        if "speedscope" in formats:
+            path = stem.with_name(stem.name + ".speedscope.json")
+            path.write_text(json.dumps(flame_report.speedscope(samples, name, stacks)))
+            click.echo(str(path))
+        if "svg" in formats:
+            path = stem.with_name(stem.name + ".svg")
+            path.write_text(flame_report.svg(samples, name, stacks))
+            click.echo(str(path))
+
+
+def _python_samples(directory: Path, opts: RunOptions) -> hotspots.Samples | None:
+    """The run's Python stack samples joined to its operations (None: none taken). The
+    events are read once more, as recorded: samples carry the recorded clock."""
+    files = stack_files(directory)
+    if not files:
+        return None
+    stacks = [read_stacks(f) for f in files]
+    for s in stacks:
+        for w in s.warnings:
+            click.echo(f"rls-analyze: warning: {w}", err=True)
+    run = open_run(directory, RunOptions(correct=False, infer=opts.infer), (EVENTS,))
+    assert run.trace is not None
+    return hotspots.join(run.trace, stacks)
+
+
+@analyze.command()
 @_run_options()
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(table.FORMATS), default="text",
@@ -183,6 +249,9 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     trend = trends_report.data_of(a)
     if not trend.empty:
         sections.append(trends_report.section(trend))
+    samples = _python_samples(directory, opts)
+    if samples is not None and len(samples):  # rls-prof --sample-python (on by default)
+        sections.append(hotspots_report.section(samples))
     sections.append(_diagnosis_section(a, run))
     out = Report(sections)
     click.echo(out.to_json() if fmt == "json" else out.to_text())
@@ -484,6 +553,32 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
         _save(fig, plot_to)
         plt.close(fig)
         click.echo(str(plot_to), err=True)
+
+
+@analyze.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--refresh", "refresh_s", type=click.FloatRange(min=0.1), default=1.0,
+              show_default=True, metavar="SECONDS", help="Seconds between refreshes.")
+@click.option("--tensorboard", "tensorboard", type=click.Path(path_type=Path), default=None,
+              metavar="LOGDIR",
+              help="Also write per-operation scalars over training steps to this TensorBoard "
+                   "log directory (needs tensorboardX: pip install 'rlscope[tensorboard]').")
+@click.option("--once", is_flag=True,
+              help="Print one refresh as text and exit (also what happens without a "
+                   "terminal).")
+@click.option("--until-done", is_flag=True,
+              help="No screen: follow until every process has ended (with --tensorboard).")
+def live(directory: Path, refresh_s: float, tensorboard: Path | None, once: bool,
+         until_done: bool) -> None:
+    """Follow a run while it records: per operation the last interval and the run so far
+    (time by Python/Backend/Simulator/Waiting), steps/s, the process tree with CPU use, the
+    last interval's verdict. Keys: tab/n next process, N previous, p next phase, q quit.
+    Reads only what the processes append to their files."""
+    from rlscope.cli.live import follow
+
+    if until_done and tensorboard is None:
+        raise click.UsageError("--until-done writes TensorBoard only: give --tensorboard")
+    follow(directory, refresh_s, tensorboard, once, until_done)
 
 
 def _save(fig: Any, path: Path) -> None:

@@ -47,7 +47,7 @@ class PySampler:
         self._keep: list[object] = []  # the code objects, so their ids stay theirs
         self._stacks: dict[tuple[int, ...], int] = {}
         self._tids: dict[int, int] = {}  # threading ident -> OS thread id
-        self._tids_at = 0.0
+        self._missing: dict[int, float] = {}  # ident -> last lookup that failed
         self.samples = 0
         self.cost_ns = 0  # CPU time spent taking samples (not writing them)
         self._thread = threading.Thread(target=self._run, name="rlscope-pysampler",
@@ -120,15 +120,18 @@ class PySampler:
         return i
 
     def _thread_id(self, ident: int) -> int:
-        """The OS id of a thread (threading knows it for threads it started or adopted);
-        looked up again at most once a second for threads it does not know (yet)."""
+        """The OS id of a thread (threading knows it for threads it started or adopted):
+        looked up at the first sample of a new thread, then again at most once a second
+        while threading does not know it."""
         now = time.monotonic()
-        if now - self._tids_at >= 1.0 or not self._tids:
-            self._tids_at = now
+        if now - self._missing.get(ident, -1e9) >= 1.0:
             self._tids = {th.ident: th.native_id for th in threading.enumerate()
                           if th.ident is not None and th.native_id is not None}
+            if len(self._missing) > 10_000:  # threads come and go: forget old ones
+                self._missing.clear()
         tid = self._tids.get(ident)
         if tid is None:
+            self._missing[ident] = now
             return -ident  # not a thread threading knows: kept apart, joined to none
         return tid
 
