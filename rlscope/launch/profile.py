@@ -5,6 +5,7 @@ forward signals to it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -172,6 +173,15 @@ def profile(command: list[str], rec: Recording, force: bool = False,
     return _run(command, rec, out, sample_hz)
 
 
+def request_window(out: Path) -> None:
+    """Ask the run's recording processes for a detail window (bounded traces): touch the
+    request file, whose modification time each writer thread watches."""
+    p = out / fmt.WINDOW_REQUEST_FILE
+    with contextlib.suppress(OSError):
+        p.touch()
+        os.utime(p)  # a new mtime even when the file exists
+
+
 def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
          ) -> ProfiledRun:
     meta = start_run_metadata(list(command), rec.recorder)
@@ -180,6 +190,9 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
     interrupted: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGUSR1:  # a detail window now, in every process of the run
+            request_window(out)
+            return
         interrupted.append(signum)
         if signum != signal.SIGINT:  # the terminal already sent SIGINT to the child
             proc.send_signal(signum)
@@ -193,7 +206,8 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
         if reaper:
             descendants.set_subreaper(False)
         raise UserError(f"cannot run {command[0]}: {e.strerror}") from None
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, forward)
+           for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)}
     found = descendants.Descendants()
     sampler = _start_sampler(rec.output_dir, sample_hz, before)
     try:

@@ -14,6 +14,9 @@ MAGIC = b"RLSCOPE\n"
 FORMAT_VERSION = 1
 FILE_SUFFIX = ".rlscope"
 RUN_FILE = "run.json"  # run metadata rls-prof writes beside the trace files
+# Touched (by the user, or rls-prof on SIGUSR1) to ask every recording process of the run
+# for a detail window now (bounded traces; the native writer watches its mtime).
+WINDOW_REQUEST_FILE = "rlscope.window"
 # rls-analyze timeline's default outputs in a run directory (--format perfetto, json)
 TIMELINE_FILES = {"perfetto": "timeline.pftrace", "json": "trace.json"}
 LOCK_FILE = "rlscope.lock"  # held by a live rls-prof (rlscope.trace.rundir)
