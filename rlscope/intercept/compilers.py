@@ -52,10 +52,10 @@ def _frame_name(limit: int = 16) -> str:
             if name == "wrap_inline.<locals>.inner":  # a compiled nn.Module: its wrapper
                 fn = getattr(local.get("frame"), "f_locals", {}).get("fn")
                 owner = getattr(fn, "__self__", None)
-                inner = getattr(fn, "__name__", "")
-                if owner is not None:
-                    return f"{type(owner).__qualname__}.{inner}"
-                name = getattr(fn, "__qualname__", name)
+                if owner is not None:  # a bound method: Policy.forward
+                    return f"{type(owner).__qualname__}.{getattr(fn, '__name__', '')}"
+                if fn is not None:  # the module itself: its class
+                    return str(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
             if isinstance(name, str):
                 return name
         f = f.f_back

@@ -1,0 +1,61 @@
+"""Compile time with real JIT compilers under rls-prof (docs/attribution.md#compile-time):
+a policy compiled for two batch sizes inside ``inference`` shows compiles = 2 and a
+compile time within 25% of the workload's own estimate (first call minus a steady call,
+timed by the workload with time.perf_counter). One test per framework; torch.compile
+costs ~10 s per shape on a quiet machine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import rlscope.analysis
+from tests.conftest import run_tool
+
+WORKLOAD = str(Path(__file__).parent / "workloads" / "jit_compiles.py")
+
+
+def _profile(tmp_path: Path, framework: str, intercept: str):
+    out, est = tmp_path / "run", tmp_path / "estimate.json"
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--intercept", intercept, "--",
+                 sys.executable, WORKLOAD, framework, str(est), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    a = rlscope.analysis.load(out)
+    return a, json.loads(est.read_text())
+
+
+def _check(a, estimates, framework: str) -> None:
+    inf = a.operations().set_index("operation").loc["inference"]
+    assert inf["compiles"] == 2, a.compiles().to_string()
+    own = sum(e["compile_s"] for e in estimates)
+    assert 0.75 * own <= inf["compile_s"] <= 1.25 * own, (inf["compile_s"], estimates)
+    assert inf["compile_s"] <= inf["self_s"]
+    rows = a.compiles()
+    rows = rows[(rows["operation"] == "inference") & (rows["counts"] == 1)]
+    assert set(rows["framework"]) == {framework}
+    # Each compile is where the workload saw it: in the first call of its batch size.
+    for (_, r), e in zip(rows.iterrows(), estimates, strict=True):
+        assert r["seconds"] <= e["first_s"] * 1.05 + 0.01
+
+
+def test_torch_compile_two_batch_sizes(tmp_path: Path):
+    pytest.importorskip("torch._dynamo")
+    a, estimates = _profile(tmp_path, "torch", "torch-compile")
+    _check(a, estimates, "torch")
+    rows = a.compiles()
+    recompile = rows[rows["reason"] != ""]
+    assert len(recompile) == 1 and "size mismatch at index 0" in recompile.iloc[0]["reason"]
+    assert set(rows["function"]) == {"Sequential"}
+
+
+def test_jax_jit_two_batch_sizes(tmp_path: Path):
+    pytest.importorskip("jax")
+    a, estimates = _profile(tmp_path, "jax", "jax-compile")
+    _check(a, estimates, "jax")
+    rows = a.compiles()
+    inf = rows[rows["operation"] == "inference"]
+    assert set(inf["function"]) == {"policy"}
+    assert set(inf["kind"]) == {"trace", "lower", "compile"}
