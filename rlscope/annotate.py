@@ -275,8 +275,33 @@ def _stop_locked() -> None:
         return
     _recorder = None
     _use_recorder_factories()
+    _note_own_threads(rec)
     rec.stop()
     _output_dir = None
+
+
+def _note_own_threads(rec: Any) -> None:
+    """The CPU time of rlscope's own threads in this process (named ``rlscope-*``), as
+    metadata before the final flush (Linux /proc; nothing elsewhere)."""
+    try:
+        tids = os.listdir("/proc/self/task")
+        tick_ns = 10**9 // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return
+    cpu: dict[str, int] = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        lp, rp = stat.find(b"("), stat.rfind(b")")
+        name = stat[lp + 1:rp].decode(errors="replace")
+        fields = stat[rp + 2:].split()
+        if name.startswith("rlscope-") and len(fields) > 12:  # utime, stime: 14, 15
+            cpu[name] = cpu.get(name, 0) + (int(fields[11]) + int(fields[12])) * tick_ns
+    for name, ns in cpu.items():
+        rec.metadata(fmt.META_THREAD_CPU_PREFIX + name, str(ns))
 
 
 _os_exit = os._exit

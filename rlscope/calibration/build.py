@@ -243,7 +243,8 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                       installs_s: float, run_dirs: list[str]) -> Calibration:
     """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
     tree's CPU time, ``wall_s``; ``installs_s``: the CPU its processes recorded setting
-    up interception) against runs without rlscope (``unrecorded``)."""
+    up interception and in rlscope's own threads) against runs without rlscope
+    (``unrecorded``)."""
     costs = model_costs(mb, startup_ns, startup_err_ns, counts)
     removed = installs_s + sum(c.per_event_ns * counts.get(k, 0)
                                for k, c in costs.items()) / 1e9

@@ -17,15 +17,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rlscope.analysis.overhead.correction import install_ns
-from rlscope.analysis.overhead.kinds import count_events
+from rlscope.analysis.overhead.correction import install_ns, own_threads_ns
+from rlscope.analysis.overhead.kinds import KINDS, count_process
 from rlscope.analysis.overhead.model import Calibration
 from rlscope.calibration.build import model_calibration
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, Status, run_once
 from rlscope.launch import child_env
 from rlscope.launch.child_env import Recording
-from rlscope.trace.reader import read_trace
+from rlscope.trace.reader import read_process, trace_files
 
 BUDGET_FACTOR = 1.0  # runs without rlscope: about this many times the profiled run's wall
 MIN_BUDGET_S = 20.0  # ... but a short run is worth a few of them
@@ -92,6 +92,22 @@ def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
     return records
 
 
+def profiled_counts(out: Path) -> tuple[dict[str, int], float]:
+    """The profiled run's events by cost kind (every process), and the CPU seconds its
+    processes recorded for interception set-up and rlscope's own threads."""
+    counts = dict.fromkeys(KINDS, 0)
+    extra = 0.0
+    _d, _run, files = trace_files(out)
+    for f in files:
+        if f.name.startswith("cuda."):
+            continue
+        p = read_process(f)
+        for k, n in count_process(p).items():
+            counts[k] += n
+        extra += (install_ns(p) + own_threads_ns(p)) / 1e9
+    return counts, extra
+
+
 def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                        microbench: Callable[[], dict[str, dict[str, float]] | None],
                        max_progress: int | None, status: Status | None = None,
@@ -102,10 +118,7 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
     startup, startup_err = startup_cost_ns(rec, status)
     if status is not None:
         status("calibrating: counting the profiled run's events")
-    trace = read_trace(out)
-    counts = count_events(trace)
-    installs = sum(install_ns(p) for p in trace.processes) / 1e9
-    del trace
+    counts, installs = profiled_counts(out)
     records = run_unrecorded(command, out, float(run.get("duration_s") or 0.0),
                              max_progress, status, detail)
     return model_calibration(command, mb or {}, startup, startup_err, counts,

@@ -99,6 +99,10 @@ META_IMPORT_PREFIX = "rlscope.import:"
 # the key is this prefix and the library's name, the value the CPU ns it took (overhead
 # correction adds it to the process's fixed cost).
 META_INSTALL_PREFIX = "rlscope.install:"
+# CPU ns one of rlscope's own threads of this process (the writer, a sampler: named
+# "rlscope-...") had used when recording stopped; the key is this prefix and the thread's
+# name. Off the program's timeline, in the process tree's CPU time (correction counts it).
+META_THREAD_CPU_PREFIX = "rlscope.cpu:"
 # One pool or executor task run in this process (rlscope.integrations.pooltasks): the key
 # is this prefix and the task's number in the process, the value [function's qualname,
 # call, item index, begin_ns, end_ns] (CLOCK_MONOTONIC).

@@ -264,3 +264,11 @@ def test_interception_set_up_is_a_fixed_cost_of_its_process():
     r = summary.root()
     assert r is not None and r.fixed_ns == 152_000_000 and r.main_removed_ns == 0
     assert breakdown(*corrected.processes) == breakdown(p)
+
+
+def test_own_threads_cpu_counts_in_the_tree_not_the_timeline():
+    key = fmt.META_THREAD_CPU_PREFIX
+    p = process_trace(TRUE, metadata={key + "rlscope-writer": 30_000_000})
+    corrected, summary = correct_trace(Trace(None, {}, [p]), {})  # type: ignore[arg-type]
+    assert summary.tree_overhead_s() == 0.03 and summary.run_overhead_s() == 0.0
+    assert breakdown(*corrected.processes) == breakdown(p)

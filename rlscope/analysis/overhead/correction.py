@@ -41,6 +41,7 @@ class ProcessCorrection:
     removed_ns: dict[int, int]  # thread index -> overhead removed from its timeline
     main_removed_ns: int  # removed from the main thread (its span shrinks by this)
     fixed_ns: float  # per-process cost (outside the recorded span)
+    threads_ns: float = 0.0  # CPU of rlscope's own threads (writer, sampler): off-timeline
 
 
 @dataclass
@@ -60,7 +61,8 @@ class CorrectionSummary:
     def tree_overhead_s(self) -> float:
         """CPU time book-keeping took in the whole process tree: every thread of every
         process, and each process's fixed cost (what a process tree's CPU time holds)."""
-        return sum(sum(p.removed_ns.values()) + p.fixed_ns for p in self.processes) / 1e9
+        return sum(sum(p.removed_ns.values()) + p.fixed_ns + p.threads_ns
+                   for p in self.processes) / 1e9
 
 
 def _pre_post(costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
@@ -321,20 +323,31 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     fixed = costs.get(PROCESS)
     fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
     fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
-    return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns)
+    return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
+                                  own_threads_ns(p))
 
 
-def install_ns(p: ProcessTrace) -> float:
-    """CPU ns this process spent setting up interception (recorded by rlscope.intercept
-    as metadata, one entry per library): a fixed cost of the process, like start-up."""
+def _metadata_ns(p: ProcessTrace, prefix: str) -> float:
     total = 0.0
     for key, value in p.metadata.items():
-        if key.startswith(fmt.META_INSTALL_PREFIX):
+        if key.startswith(prefix):
             try:
                 total += float(value)
             except (TypeError, ValueError):
                 continue
     return total
+
+
+def install_ns(p: ProcessTrace) -> float:
+    """CPU ns this process spent setting up interception (recorded by rlscope.intercept
+    as metadata, one entry per library): a fixed cost of the process, like start-up."""
+    return _metadata_ns(p, fmt.META_INSTALL_PREFIX)
+
+
+def own_threads_ns(p: ProcessTrace) -> float:
+    """CPU ns of rlscope's own threads in this process (recorded at stop by
+    rlscope.annotate): in the process tree's CPU time, not on any operation's timeline."""
+    return _metadata_ns(p, fmt.META_THREAD_CPU_PREFIX)
 
 
 def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
