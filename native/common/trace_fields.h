@@ -85,7 +85,8 @@ constexpr uint32_t kSequence = 1, kIntervalNs = 2, kGpus = 3, kProcBaseNs = 4,
                    kGpuMemoryUtilPct = 17, kGpuMemoryUsedBytes = 18, kGpuSmClockMhz = 19,
                    kGpuStatus = 20, kSamplerCpuNs = 21, kTicks = 22, kGpmBaseNs = 23,
                    kGpmTimeDeltaNs = 24, kGpmIndex = 25, kGpmSmActiveCpct = 26,
-                   kGpmSmOccupancyCpct = 27, kGpmGraphicsCpct = 28, kGpmStatus = 29;
+                   kGpmSmOccupancyCpct = 27, kGpmGraphicsCpct = 28, kGpmStatus = 29,
+                   kProcRunqNs = 30;
 }  // namespace sample_chunk
 
 }  // namespace rlscope::fields

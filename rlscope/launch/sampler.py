@@ -36,6 +36,16 @@ _TICK_NS = 1_000_000_000 // _CLK_TCK
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+def _read_runq(pid: int) -> int:
+    """Cumulative ns the process's threads waited on a run queue (runnable, no core):
+    /proc/<pid>/schedstat's second field; -1 when unavailable (no schedstats)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
 def _read_stat(pid: int) -> tuple[int, int, int, bool] | None:
     """(ppid, cumulative CPU ns, RSS bytes, zombie) of a process; None when gone."""
     try:
@@ -63,8 +73,9 @@ class ProcessScanner:
         self.run: set[int] = set()
         self.seen: set[int] = set()  # the run's processes ever seen
 
-    def tick(self) -> list[tuple[int, int, int]]:
-        """(pid, cumulative CPU ns, RSS bytes) of each live process of the run."""
+    def tick(self) -> list[tuple[int, int, int, int]]:
+        """(pid, cumulative CPU ns, RSS bytes, cumulative run-queue wait ns or -1) of each
+        live process of the run."""
         try:
             pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
         except OSError:
@@ -98,8 +109,8 @@ class ProcessScanner:
             st = fresh.get(p) or _read_stat(p)
             if st is None or st[3]:  # gone, or a zombie (its CPU time is final)
                 continue
-            out.append((p, st[1], st[2]))
-        self.seen.update(p for p, _, _ in out)
+            out.append((p, st[1], st[2], _read_runq(p)))
+        self.seen.update(r[0] for r in out)
         return out
 
 
@@ -153,7 +164,8 @@ class Summary:
 
 @dataclass
 class _Rows:
-    proc: list[tuple[int, int, int, int]] = field(default_factory=list)  # t, pid, cpu, rss
+    # t, pid, cpu, rss, run-queue wait
+    proc: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     core: list[tuple[int, int, int]] = field(default_factory=list)  # t, core, busy
     gpu: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
     gpm: list[tuple[int, int, int, int, int]] = field(default_factory=list)  # t, gpu, cpct x3
@@ -270,7 +282,7 @@ class Sampler:
     def _tick(self) -> None:
         t = time.monotonic_ns()
         rows = self._rows
-        rows.proc.extend((t, pid, cpu, rss) for pid, cpu, rss in self._scanner.tick())
+        rows.proc.extend((t, *r) for r in self._scanner.tick())
         cores = read_cores()
         self.summary.cores = max(self.summary.cores, len(cores))
         rows.core.extend((t, i, busy) for i, busy in enumerate(cores))
@@ -300,7 +312,8 @@ class Sampler:
             chunk.update(proc_base_ns=base, proc_time_delta_ns=d,
                          proc_pid=[r[1] for r in rows.proc],
                          proc_cpu_ns=[r[2] for r in rows.proc],
-                         proc_rss_bytes=[r[3] for r in rows.proc])
+                         proc_rss_bytes=[r[3] for r in rows.proc],
+                         proc_runq_ns=[r[4] for r in rows.proc])
         if rows.core:
             base, d = _deltas([r[0] for r in rows.core])
             chunk.update(core_base_ns=base, core_time_delta_ns=d,

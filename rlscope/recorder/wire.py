@@ -104,6 +104,7 @@ SCHEMA: dict[str, dict[str, tuple[int, str, bool]]] = {
         "gpm_sm_occupancy_cpct": (27, "uint32", True),
         "gpm_graphics_cpct": (28, "uint32", True),
         "gpm_status": (29, "string", False),
+        "proc_runq_ns": (30, "int64", True),
     },
 }
 

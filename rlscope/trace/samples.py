@@ -37,6 +37,9 @@ class Samples:
     gpm_sm_occupancy_pct: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gpm_graphics_pct: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gpus: list[dict[str, object]] = field(default_factory=list)  # index, name, uuid, ...
+    # Per proc row: cumulative run-queue wait ns (runnable without a core); -1 unknown
+    # (schedstats off, or a file written before it was sampled).
+    proc_runq_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     gpu_status: str = ""  # why GPUs were not sampled ("" when they were)
     gpm_status: str = ""  # why GPM metrics were not sampled ("" when they were, or no GPU)
     sampler_cpu_ns: int = 0  # the sampler's own CPU time

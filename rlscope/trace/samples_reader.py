@@ -16,7 +16,8 @@ from rlscope.trace.samples import Samples
 
 _GROUPS: dict[str, tuple[str, str, list[tuple[str, Any]]]] = {
     "proc": ("proc_base_ns", "proc_time_delta_ns",
-             [("proc_pid", np.int64), ("proc_cpu_ns", np.int64), ("proc_rss_bytes", np.int64)]),
+             [("proc_pid", np.int64), ("proc_cpu_ns", np.int64), ("proc_rss_bytes", np.int64),
+              ("proc_runq_ns", np.int64)]),
     "core": ("core_base_ns", "core_time_delta_ns",
              [("core_index", np.uint32), ("core_busy_ns", np.int64)]),
     "gpu": ("gpu_base_ns", "gpu_time_delta_ns",
@@ -28,6 +29,8 @@ _GROUPS: dict[str, tuple[str, str, list[tuple[str, Any]]]] = {
             [("gpm_index", np.uint32), ("gpm_sm_active_cpct", np.uint32),
              ("gpm_sm_occupancy_cpct", np.uint32), ("gpm_graphics_cpct", np.uint32)]),
 }
+# Columns added later: a chunk without them (an older file) reads as this value.
+_LATER = {"proc_runq_ns": -1}
 # Stored in hundredths of a percent, read as % (Samples' names).
 _CPCT = {"gpm_sm_active_cpct": "gpm_sm_active_pct",
          "gpm_sm_occupancy_cpct": "gpm_sm_occupancy_pct", "gpm_graphics_cpct": "gpm_graphics_pct"}
@@ -92,7 +95,8 @@ def _add_group(path: Path, c: Any, group: str, base: str, delta: str,
                columns: list[tuple[str, Any]], cols: dict[str, list[np.ndarray]]) -> None:
     d = np.array(getattr(c, delta), dtype=np.int64)
     n = len(d)
-    if any(len(getattr(c, name)) != n for name, _ in columns):
+    if any(len(getattr(c, name)) != n for name, _ in columns
+           if not (name in _LATER and not len(getattr(c, name)))):
         raise TraceError(f"{path} is corrupt: sample chunk {c.sequence} has {group} columns "
                          "of different lengths")
     if not n:
@@ -100,4 +104,6 @@ def _add_group(path: Path, c: Any, group: str, base: str, delta: str,
     d[0] += getattr(c, base)
     cols.setdefault(f"{group}_time_ns", []).append(np.cumsum(d))
     for name, dtype in columns:
-        cols.setdefault(name, []).append(np.array(getattr(c, name), dtype=dtype))
+        v = getattr(c, name)
+        cols.setdefault(name, []).append(np.array(v, dtype=dtype) if len(v) or not n
+                                         else np.full(n, _LATER[name], dtype))

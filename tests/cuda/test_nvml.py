@@ -125,7 +125,7 @@ def test_scanner_finds_descendants_and_orphans():
         sc = ProcessScanner(me, before)
 
         def both() -> set[int]:
-            rows = {p for p, _, _ in sc.tick()}
+            rows = {r[0] for r in sc.tick()}
             return rows if len(rows) >= 2 else set()
 
         rows = wait_until(both, "the child and its grandchild")
@@ -134,7 +134,7 @@ def test_scanner_finds_descendants_and_orphans():
         assert child.stdin is not None
         child.stdin.close()
         child.wait()
-        now = {p: (cpu, rss) for p, cpu, rss in sc.tick()}
+        now = {p: (cpu, rss) for p, cpu, rss, _ in sc.tick()}
         assert set(now) == ({grandchild} if reaper else set(now) - {child.pid})
         if reaper:
             assert now[grandchild][1] > 1 << 20  # an interpreter's resident memory
@@ -183,4 +183,7 @@ def test_sampler_file(fake_nvml: Path, tmp_path: Path, monkeypatch: pytest.Monke
     # 0.5 s of CPU: the last sample (taken up to a tick before the child's end) has most
     # of it, at clock-tick resolution.
     assert 0.3e9 < got.proc_cpu_ns[-1] <= 0.5e9 + 2e7
+    # Its run-queue wait (/proc/<pid>/schedstat): one per row, cumulative.
+    assert len(got.proc_runq_ns) == len(got.proc_pid)
+    assert np.all(got.proc_runq_ns >= 0) and np.all(np.diff(got.proc_runq_ns) >= 0)
     assert len(got.core_time_ns) == summary.ticks * summary.cores

@@ -38,7 +38,7 @@ def _util(rows):
 
 
 def _vec(cls="SubprocVecEnv", workers=True, n=4, step=10.8, env_mean=0.63, env_sum=2.5,
-         slowest=0.9, loss=0.27, sampling=12.0, straggler=None, k_saved=()):
+         slowest=0.9, loss=0.27, sampling=12.0, straggler=None, k_saved=(), busy=None):
     proj = pd.DataFrame([{"design": "k envs per worker", "scenario": f"{k} envs per worker",
                           "saved_s": s} for k, s in k_saved],
                         columns=["design", "scenario", "saved_s"])
@@ -47,7 +47,8 @@ def _vec(cls="SubprocVecEnv", workers=True, n=4, step=10.8, env_mean=0.63, env_s
                            env_mean_s=env_mean, env_sum_s=env_sum, slowest_s=slowest,
                            lockstep_loss_s=loss, overhead_s=step - slowest,
                            sampling_s=sampling, loss_share=loss / sampling,
-                           straggler=straggler, straggler_share=0.9, projections=proj)
+                           straggler=straggler, straggler_share=0.9, projections=proj,
+                           busy=busy)
 
 
 def _lockstep(*v):
@@ -117,6 +118,25 @@ def test_oversubscription_with_recorded_busy_over_sampled():
     assert D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), util, None, None) == []
 
 
+def test_oversubscription_bound_is_the_main_process_run_queue_wait():
+    """With the run-queue column, the bound is the main process's wait for a core, in the
+    share of the competing CPU time the run's own processes used."""
+    util = _util([(1, 12.0, 5.0)] + [(10 + i, 3.0, 0.5) for i in range(4)])
+    util["runq_wait_s"] = [6.0, 1.0, 1.0, 1.0, 1.0]
+    (o,) = D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), util, None, 2, "sampler")
+    assert o.bound_s == pytest.approx(6.0) and "run-queue wait" in o.bound_of
+    assert any("waited 6 s for a core" in e for e in o.evidence)
+    # Processes outside the run used as much CPU as the workers (2 s): half of it.
+    (o,) = D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), util, None, 2, "sampler",
+                          outside_cpu_s=2.0)
+    assert o.bound_s == pytest.approx(3.0)
+    assert any("processes outside the run 2 s" in e for e in o.evidence)
+    # Unknown (a file from before the column): the recorded-busy excess, as before.
+    util["runq_wait_s"] = np.nan
+    (o,) = D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), util, None, 2, "sampler")
+    assert o.bound_s == pytest.approx(7.0)
+
+
 def test_oversubscription_with_vector_env_workers_names_fewer_workers_or_dummy():
     v = _vec(step=1.0, slowest=0.9, env_mean=0.85, env_sum=3.4, loss=0.05)  # no IPC verdict
     (o,) = D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), None, _lockstep(v), 2)
@@ -132,6 +152,12 @@ def test_lockstep_loss_with_a_straggler_above_the_threshold():
     (loss,) = [r for r in run if r.kind == "lockstep-loss"]
     assert "env 2 is the straggler" in loss.verdict and loss.bound_s == pytest.approx(4.0)
     assert "make env 2 as fast" in loss.remedy
+    # With each step's env times: fixing env 2 saves its excess over the next slowest
+    # env in each step, (3 - 2) + (4 - 2) s, not the whole loss.
+    v.busy = np.array([[1.0, 1.0, 3.0, 2.0], [1.0, 2.0, 4.0, 1.0]])
+    run = D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), None, _lockstep(v), 8)
+    (loss,) = [r for r in run if r.kind == "lockstep-loss"]
+    assert loss.bound_s == pytest.approx(3.0) and "next slowest" in loss.bound_of
     small = _vec(step=10.0, slowest=9.0, env_mean=8.5, env_sum=34.0, loss=1.0,
                  sampling=12.0)  # 8%: under LOSS_SHARE
     assert not [r for r in D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), None,

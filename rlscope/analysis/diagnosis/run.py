@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rlscope.analysis.diagnosis.operations import Verdict
@@ -139,6 +140,7 @@ def _loss(v: Any, wall: float) -> RunVerdict | None:
                            "loss (lock-step env table)")
         fix = (f"make env {v.straggler} as fast as the others (its configuration, its "
                "episode resets, the core it runs on)")
+        fixed = _without_straggler(v)
     else:
         fix = "even out the envs' step times (resets, episode lengths)"
     asyn = ("gymnasium AsyncVectorEnv with step_async/step_wait on the envs that are ready, "
@@ -146,10 +148,27 @@ def _loss(v: Any, wall: float) -> RunVerdict | None:
             if _library(v.cls) == "gymnasium" else
             "an asynchronous sampler (EnvPool, Sample Factory) or batched rollouts")
     rv.remedy = f"{fix}; or stop stepping in lock-step: {asyn}"
-    rv.bound_s = v.lockstep_loss_s
+    if v.straggler is not None and fixed > 0:
+        rv.bound_s = fixed
+        rv.bound_of = (f"each vector step's slowest env minus its slowest env other than "
+                       f"env {v.straggler}, summed (env {v.straggler} as fast as the next "
+                       f"slowest); stepping without a barrier would save at most the loss, "
+                       f"{v.lockstep_loss_s:.3g} s")
+    else:
+        rv.bound_s = v.lockstep_loss_s
+        rv.bound_of = "the lock-step loss (the projection 'asynchronous: no barrier')"
     rv.bound_share = rv.bound_s / wall if wall > 0 else 0.0
-    rv.bound_of = "the lock-step loss (the projection 'asynchronous: no barrier')"
     return rv
+
+
+def _without_straggler(v: Any) -> float:
+    """Seconds saved if the straggler stepped as fast as the slowest of the other envs,
+    from each complete vector step's env busy times."""
+    busy = np.asarray(v.busy, float)
+    if busy.ndim != 2 or busy.shape[1] < 2 or v.straggler is None:
+        return 0.0
+    others = np.delete(busy, int(v.straggler), axis=1)
+    return float(np.sum(busy.max(axis=1) - others.max(axis=1)))
 
 
 def _peak(intervals: list[tuple[float, float]]) -> int:
@@ -163,7 +182,7 @@ def _peak(intervals: list[tuple[float, float]]) -> int:
 
 def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: Any,
                       cores: int | None, cores_from: str, main_pid: int | None,
-                      wall: float) -> RunVerdict | None:
+                      wall: float, outside_cpu_s: float | None = None) -> RunVerdict | None:
     if cores is None or not len(tree):
         return None
     t = tree
@@ -180,7 +199,7 @@ def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: A
                     f"at once on {cores} cores")
     rv.evidence.append(f"process tree: {len(t)} processes with recorded busy time ({who}), "
                        f"up to {peak} alive at once; {cores} cores ({cores_from})")
-    excess_main = None
+    excess_main = runq = None
     if util is not None and len(util) and "sampled_cpu_s" in util:
         u = util[util["pid"].isin(t["pid"]) & (util["cpu_samples"] > 0)]
         u = u.groupby("pid")[["rlscope_cpu_s", "sampled_cpu_s"]].sum()
@@ -198,6 +217,10 @@ def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: A
             rv.evidence.append(f"utilisation table: the main process recorded busy "
                                f"{float(m['rlscope_cpu_s']):.3g} s, /proc sampled "
                                f"{float(m['sampled_cpu_s']):.3g} s")
+            q = util[util["pid"] == main_pid]["runq_wait_s"] if "runq_wait_s" in util \
+                else pd.Series(dtype=float)
+            if len(q) and q.notna().all():
+                runq = _runq_bound(float(q.sum()), u, main_pid, outside_cpu_s, rv)
     workers = [v for v in (lockstep.vector_envs if lockstep is not None else []) if v.workers]
     if workers:
         v = workers[0]
@@ -209,7 +232,9 @@ def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: A
         rv.remedy = (f"at most {cores} processes doing work at once: fewer worker processes "
                      "(or pool size), one thread each for their ML backend "
                      "(torch.set_num_threads(1))")
-    if excess_main is not None:
+    if runq is not None:
+        rv.bound_s, rv.bound_of = runq
+    elif excess_main is not None:
         rv.bound_s = excess_main
         rv.bound_of = ("the main process's recorded busy time /proc did not give it (it was "
                        "runnable without a core)")
@@ -217,6 +242,23 @@ def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: A
         rv.bound_of = "not measured (rls-prof's sampler was off)"
     rv.bound_share = rv.bound_s / wall if wall > 0 else 0.0
     return rv
+
+
+def _runq_bound(waited: float, u: pd.DataFrame, main_pid: int,
+                outside_cpu_s: float | None, rv: RunVerdict) -> tuple[float, str]:
+    """What fewer processes would give the main process back: the time it waited on a run
+    queue, in the share the run's other processes' CPU time holds among everything that
+    competed with it (the machine's other processes too, when the cores were sampled)."""
+    others = float(u.drop(index=main_pid)["sampled_cpu_s"].sum())
+    outside = outside_cpu_s or 0.0
+    share = others / (others + outside) if others + outside > 0 else 1.0
+    rv.evidence.append(
+        f"utilisation table: the main process waited {waited:.3g} s for a core (run "
+        f"queue, /proc/<pid>/schedstat); the run's other processes used {others:.3g} s "
+        "of CPU" + (f", processes outside the run {outside:.3g} s" if outside_cpu_s
+                    is not None else ""))
+    return waited * share, ("the main process's run-queue wait, in the share of the "
+                            "competing CPU time the run's own other processes used")
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
@@ -282,7 +324,8 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
                  util: pd.DataFrame | None = None, lockstep: Any = None,
                  cores: int | None = None, cores_from: str = "",
                  tasks: pd.DataFrame | None = None,
-                 extra: list[RunVerdict] | None = None) -> list[RunVerdict]:
+                 extra: list[RunVerdict] | None = None,
+                 outside_cpu_s: float | None = None) -> list[RunVerdict]:
     """What limits the run across its processes, before the per-operation verdicts:
     IPC/scheduling in vector steps, CPU oversubscription, the lock-step loss (per-step
     costs, largest bound first), then the run's start-up (one entry, paid once).
@@ -290,7 +333,8 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
     operations()/utilisation() (None: not sampled); ``lockstep``: the Lockstep result;
     ``cores``: run_cores(); ``tasks``: Analysis.tasks() (pool and executor tasks);
     ``extra``: verdicts made elsewhere, ordered in by their bound (the actor/learner
-    iterations': rlscope.analysis.diagnosis.actors)."""
+    iterations': rlscope.analysis.diagnosis.actors); ``outside_cpu_s``: CPU time of
+    processes outside the run (utilisation.outside_cpu_s), to share out run-queue waits."""
     if not len(tree):
         return []
     wall = run_wall(tree)
@@ -300,7 +344,8 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
     out: list[RunVerdict] = []
     for v in (lockstep.vector_envs if lockstep is not None else []):
         out += [r for r in (_ipc(v, cores, wall), _loss(v, wall)) if r is not None]
-    o = _oversubscription(tree, util, lockstep, cores, cores_from, main_pid, wall)
+    o = _oversubscription(tree, util, lockstep, cores, cores_from, main_pid, wall,
+                          outside_cpu_s)
     if o is not None:
         out.append(o)
     if tasks is not None and len(tasks):
@@ -315,19 +360,25 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
 
 def _task_stragglers(tasks: pd.DataFrame, wall: float) -> list[RunVerdict]:
     """A pool function whose slowest task stands out (rlscope.analysis.processes.tasks's
-    rule): the pool waits for it, so at most its excess over the median is saved."""
+    rule): the pool waits for it. The bound: the call's makespan in the recorded order
+    minus the makespan with the slow task handed out first, both simulated from the
+    recorded task times (tasks.first_gain)."""
     out = []
     for s in pool_tasks.stragglers(pool_tasks.task_table(tasks)):
-        bound = s["seconds"] - s["median_s"]
+        now, first, workers = pool_tasks.first_gain(tasks, s["function"], s["call"])
+        bound = max(now - first, 0.0)
         out.append(RunVerdict(
             "straggler-task", f"pool straggler: {s['text']}",
             [f"tasks table: {s['function']}: {s['tasks']} tasks, median "
-             f"{s['median_s']:.3f} s, slowest {s['seconds']:.3f} s (item {s['index']})"],
-            "split the slow item's work, or hand it out first (imap_unordered with "
-            "chunksize=1, or submit it first) so the other workers are not left idle "
-            "behind it", bound, bound / wall if wall > 0 else 0.0,
-            "the slow task's time above its function's median (the pool waits for it)",
-            subject=str(s["function"])))
+             f"{s['median_s']:.3f} s, slowest {s['seconds']:.3f} s (item {s['index']})",
+             f"schedule of that call on its {workers} worker(s), from the recorded task "
+             f"times: {now:.3f} s in the order given, {first:.3f} s with item "
+             f"{s['index']} handed out first"],
+            "hand the slow item out first (submit it first, or order the iterable by "
+            "expected cost; imap_unordered with chunksize=1) so the other workers are not "
+            "left idle behind it, or split its work", bound, bound / wall if wall > 0 else 0.0,
+            "the call's simulated makespan in the given order minus with the slow task "
+            "first (chunksize 1, dispatch cost ignored)", subject=str(s["function"])))
     return out
 
 

@@ -81,7 +81,7 @@ def gpu_truth(gpu: GpuActivities, span: tuple[int, int], phase_times: np.ndarray
 
 
 _COLUMNS = ["pid", "process", "phase", "wall_s", "cpu_samples", "sampled_cpu_pct",
-            "sampled_cpu_s", "rlscope_cpu_s", "rlscope_cpu_pct", "gpu_devices",
+            "sampled_cpu_s", "runq_wait_s", "rlscope_cpu_s", "rlscope_cpu_pct", "gpu_devices",
             "gpu_samples", "sampled_gpu_busy_pct", "sampled_gpu_util_pct", "gpm_samples",
             "sampled_sm_active_pct", "sampled_sm_occupancy_pct", "rlscope_gpu_s",
             "rlscope_gpu_pct", "session"]
@@ -108,11 +108,16 @@ def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndar
     ids = sorted(set(ph.tolist()), key=lambda p: (p == 0, p))
     wall = {p: float((ends - starts)[ph == p].sum()) for p in ids}
     cpu_ph = cpu_pct = cpu_dt = None
+    rq_ph = rq_ns = None
     if samples is not None and len(samples.proc_time_ns):
         mine = samples.proc_pid == pid
         _, a, b, pct = rates(samples.proc_time_ns[mine], samples.proc_pid[mine],
                              samples.proc_cpu_ns[mine])
         cpu_ph, cpu_pct, cpu_dt = _phase_of(starts, ends, ph, (a + b) // 2), pct, b - a
+        rq = samples.proc_runq_ns[mine] if len(samples.proc_runq_ns) == len(mine) else None
+        if rq is not None and len(rq) and (rq >= 0).all():
+            _, a, b, pct = rates(samples.proc_time_ns[mine], samples.proc_pid[mine], rq)
+            rq_ph, rq_ns = _phase_of(starts, ends, ph, (a + b) // 2), pct / 100 * (b - a)
     devices = truth.devices if truth is not None else []
     g_ph = g_util = None
     if samples is not None and devices and len(samples.gpu_time_ns):
@@ -138,6 +143,9 @@ def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndar
                        sampled_cpu_s=float((cpu_pct[m] / 100 * cpu_dt[m]).sum() / 1e9))
         else:
             row.update(cpu_samples=0, sampled_cpu_pct=np.nan, sampled_cpu_s=np.nan)
+        # Runnable without a core (the run queue): what oversubscription costs it.
+        row["runq_wait_s"] = (float(rq_ns[rq_ph == p].sum() / 1e9)
+                              if rq_ph is not None and rq_ns is not None else np.nan)
         rc = rlscope_cpu_s.get(name, 0.0)
         row.update(rlscope_cpu_s=rc, rlscope_cpu_pct=100 * rc * 1e9 / w if w else np.nan,
                    gpu_devices=",".join(map(str, devices)))
@@ -165,6 +173,23 @@ def contrast(pid: int, process: str, span: tuple[int, int], phase_times: np.ndar
                        sampled_sm_occupancy_pct=np.nan)
         rows.append(row)
     return rows
+
+
+def outside_cpu_s(samples: Samples | None) -> float | None:
+    """CPU time the machine's cores spent on processes outside the run while it was
+    sampled: the cores' busy time minus the run's processes' CPU time (None: no core or
+    process samples)."""
+    if samples is None or not len(samples.core_time_ns) or not len(samples.proc_time_ns):
+        return None
+    busy = 0.0
+    for c in np.unique(samples.core_index).tolist():
+        b = samples.core_busy_ns[samples.core_index == c]
+        busy += float(b.max() - b.min())
+    own = 0.0
+    for p in np.unique(samples.proc_pid).tolist():
+        c = samples.proc_cpu_ns[samples.proc_pid == p]
+        own += float(c.max() - c.min())
+    return max(busy - own, 0.0) / 1e9
 
 
 def contrast_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
