@@ -24,6 +24,7 @@ from rlscope.analysis.diagnosis import (
 )
 from rlscope.analysis.frames import Analysis
 from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, LOCKSTEP, Run, RunOptions, open_run
+from rlscope.analysis.processes.utilisation import outside_cpu_s
 from rlscope.analysis.timeline import select as sel
 from rlscope.analysis.timeline.slices import CALL_KINDS, COUNTERS, TRACK_KINDS
 from rlscope.cli import common
@@ -267,7 +268,7 @@ def _diagnosis_section(a: Analysis, run: Run) -> Section:
     actors = (actor_verdicts(run.iterations, cores, ops, util, run_wall(tree))
               if run.iterations is not None else [])
     run_verdicts = diagnose_run(tree, procs, ops, util, run.lockstep, cores,
-                                cores_from, a.tasks(), actors)
+                                cores_from, a.tasks(), actors, outside_cpu_s(a.samples))
     verdicts = refine(diagnose(ops, procs), run_verdicts, run.lockstep)
     findings = gpu_findings(util) if util is not None else []
     return diagnosis.section(verdicts, findings, run_verdicts)
