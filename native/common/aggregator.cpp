@@ -25,6 +25,8 @@ bool kept(uint32_t kind) {
          kind == PHASE_BEGIN || kind == PHASE_END;
 }
 
+constexpr int64_t kProgressGapNs = 100'000'000;
+
 }  // namespace
 
 void Aggregator::reset() {
@@ -101,6 +103,14 @@ bool Aggregator::aggregate(ChunkEncoder& enc, uint32_t thread, int64_t ts, uint3
   if (ts > t.last_ts) {
     t.rows[t.state].ns += ts - t.last_ts;
     t.last_ts = ts;
+  }
+  if (kind == PROGRESS) {
+    // Progress reports carry cumulative counts: thinned to one per kProgressGapNs in
+    // a gap, rates and trends lose nothing and a report per step cannot fill the disk.
+    if (t.has_progress && ts - t.last_progress_ts < kProgressGapNs) return false;
+    t.has_progress = true;
+    t.last_progress_ts = ts;
+    return true;
   }
   apply(t, kind, name);
   if (kept(kind)) return true;

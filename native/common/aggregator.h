@@ -52,6 +52,8 @@ class Aggregator {
     int64_t last_ts = 0;
     std::unordered_map<uint32_t, Row> rows;  // state -> row (current gap)
     int64_t counts[32] = {};                 // kind -> events in the current gap
+    bool has_progress = false;
+    int64_t last_progress_ts = 0;            // the last PROGRESS kept in a gap
     bool dirty = false;
   };
 
