@@ -272,3 +272,33 @@ def test_own_threads_cpu_counts_in_the_tree_not_the_timeline():
     corrected, summary = correct_trace(Trace(None, {}, [p]), {})  # type: ignore[arg-type]
     assert summary.tree_overhead_s() == 0.03 and summary.run_overhead_s() == 0.0
     assert breakdown(*corrected.processes) == breakdown(p)
+
+
+def _inject_time(events: list[tuple[int, int, int, str]], t: int) -> int:
+    """Where a clock read at true time ``t`` (no cost of its own) lands when the
+    events before it pay their costs."""
+    return t + int(sum(sum(_split(k)) for te, _th, k, _n in events if te < t))
+
+
+def test_start_up_rows_keep_their_events():
+    """Issue 22 item 5: backend calls made at start-up, outside any import, stay in
+    (start-up) after correction; those inside an import stay in the imports row. The
+    import timer's records move with the events around them."""
+    true = [(0, 0, START, ""), (100, 0, BB, "torch.a"), (900, 0, BE, "torch.a"),
+            (2000, 0, BB, "torch.b"), (2600, 0, BE, "torch.b"),
+            (5100, 0, BB, "torch.c"), (5900, 0, BE, "torch.c"),
+            (8000, 0, OB, "inference"), (9000, 0, OE, "inference"), (12000, 0, END, "")]
+    imports = {"torch": (1000, 5000)}
+    key = fmt.META_IMPORT_PREFIX
+
+    def meta(shift: bool) -> dict:
+        f = (lambda t: _inject_time(true, t)) if shift else (lambda t: t)
+        return {key + m: [f(b), f(e)] for m, (b, e) in imports.items()}
+
+    t = process_trace(true, metadata=meta(False))
+    measured = process_trace(inject(true), metadata=meta(True))
+    assert breakdown(measured) != breakdown(t)
+    corrected, _ = correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore
+    assert breakdown(*corrected.processes) == breakdown(t)
+    rows = breakdown(t)
+    assert any("imports" in str(k) for k in rows) and any("(start-up)" in str(k) for k in rows)

@@ -241,6 +241,8 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     threads.sort(key=lambda t: (t != main, t))
     removed: dict[int, int] = {}
     main_times = main_shifts = np.zeros(0)
+    imp_keys, imp_b, imp_e = _import_anchors(p.metadata)
+    new_imports: np.ndarray | None = None
     for t in threads:
         mask = ev.thread == t
         # Every event on one thread (the usual case): views, not copies.
@@ -256,8 +258,11 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
             spread += _aggregated_spread(p.aggregates, t, spread_lut)
         if new_ev_time is None:
             new_ev_time = ev.time_ns.copy()
-        times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai]] if na \
-            else ev.time_ns[ei]
+        # The recording thread's timed imports (the start-up row's) move as the events
+        # around them do, at no cost of their own: no event changes rows (issue 22).
+        ni = len(imp_keys) if t == main else 0
+        times = np.r_[ev.time_ns[ei], api.start_ns[ai], api.end_ns[ai], imp_b[:ni],
+                      imp_e[:ni]] if na or ni else ev.time_ns[ei]
         # The order the overlap sweep uses: by time, stably (usually the order already).
         o = None if len(times) < 2 or bool(np.all(times[1:] >= times[:-1])) \
             else np.argsort(times, kind="stable")
@@ -265,7 +270,7 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
         if t != main and len(times):
             base = float(_shift_at(main_times, main_shifts, times[o][:1] if o is not None
                                    else times[:1])[0])
-        if na == 0 and o is None and gap_pre is None:
+        if na == 0 and ni == 0 and o is None and gap_pre is None:
             # The thread's own events, in order: costs looked up a block at a time, and
             # the corrected times written straight into place when the rows are a slice.
             direct = isinstance(ei, slice)
@@ -275,8 +280,9 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
                 new_ev_time[ei] = new_sorted
         else:
             own_pre = pre_lut[kind] if gap_pre is None else pre_lut[kind] + gap_pre
-            tpre = np.r_[own_pre, np.full(na, a_out), a_in + g_in[ai]]
-            tpost = np.r_[post_lut[kind], np.full(na, a_in), a_out + g_out[ai]]
+            tpre = np.r_[own_pre, np.full(na, a_out), a_in + g_in[ai], np.zeros(2 * ni)]
+            tpost = np.r_[post_lut[kind], np.full(na, a_in), a_out + g_out[ai],
+                          np.zeros(2 * ni)]
             if o is not None:
                 times, tpre, tpost = times[o], tpre[o], tpost[o]
             new_sorted, total = _shift(times, _sliced(tpre, tpost), base, spread)
@@ -288,7 +294,9 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
                 new[o] = new_sorted
             new_ev_time[ei] = new[:ne]
             new_api_start[ai] = new[ne:ne + na]
-            new_api_end[ai] = new[ne + na:]
+            new_api_end[ai] = new[ne + na:ne + 2 * na]
+            if ni:
+                new_imports = new[ne + 2 * na:].copy()
             del new
         del kind
         removed[t] = round(total)
@@ -317,14 +325,29 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     if len(env) and len(env_idx) == len(env):
         env = dataclasses.replace(env, time_ns=new_ev_time[env_idx])
     new_api = dataclasses.replace(api, start_ns=new_api_start, end_ns=new_api_end)
+    metadata = p.metadata
+    if new_imports is not None:
+        n = len(imp_keys)
+        metadata = dict(metadata, **{k: [int(b), int(e)] for k, b, e in
+                                     zip(imp_keys, new_imports[:n], new_imports[n:],
+                                         strict=True)})
     out = dataclasses.replace(p, events=new_events, progress=progress, api_calls=new_api,
-                              gpu=new_gpu, env=env,
+                              gpu=new_gpu, env=env, metadata=metadata,
                               aggregates=_corrected_aggregates(p.aggregates, pre_lut + post_lut))
     fixed = costs.get(PROCESS)
     fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
     fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
                                   own_threads_ns(p))
+
+
+def _import_anchors(metadata: dict) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The timed imports' metadata keys, begins and ends (rlscope.inprocess.import_timer)."""
+    rows = [(k, v[0], v[1]) for k, v in metadata.items()
+            if k.startswith(fmt.META_IMPORT_PREFIX) and isinstance(v, list) and len(v) == 2
+            and all(isinstance(x, int) for x in v)]
+    return ([r[0] for r in rows], np.array([r[1] for r in rows], np.int64),
+            np.array([r[2] for r in rows], np.int64))
 
 
 def _metadata_ns(p: ProcessTrace, prefix: str) -> float:
