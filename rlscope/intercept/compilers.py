@@ -13,7 +13,8 @@ no recording is active:
   JAX does not say why it retraced without ``jax_explain_cache_misses`` (which logs).
 - tf.function (``tf-compile``, on ``import tensorflow``): ``tracing_compilation``'s
   ``_create_concrete_function`` (a trace: a cache miss), outermost per thread; a retrace
-  names the input signature that differed.
+  names the input signature that differed; and the new function's first call (graph
+  instantiation and optimisation, its execution included), timed once.
 """
 
 from __future__ import annotations
@@ -169,6 +170,27 @@ def install_jax(jax: ModuleType, p: Patcher) -> int:
 
 
 # -- tf.function -----------------------------------------------------------------------
+def _time_first_run(cf: Any, name: str) -> None:
+    """Time a new concrete function's first call (TensorFlow instantiates and optimises
+    its graph then; the execution is included) through an instance attribute that
+    removes itself: later calls are the class's method, untouched."""
+    call_flat = cf._call_flat
+
+    def first_call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            del cf._call_flat
+        except AttributeError:
+            pass
+        begin = _now()
+        try:
+            return call_flat(*args, **kwargs)
+        finally:
+            compile_record.record("tensorflow", name, begin, _now(), "", "first run",
+                                  counts=False)
+
+    cf._call_flat = first_call
+
+
 def install_tf(tf: ModuleType, p: Patcher) -> int:
     tc = sys.modules.get("tensorflow.python.eager.polymorphic_function.tracing_compilation")
     create = getattr(tc, "_create_concrete_function", None)
@@ -181,9 +203,11 @@ def install_tf(tf: ModuleType, p: Patcher) -> int:
         depth = _local.__dict__.get("tf_depth", 0)
         _local.tf_depth = depth + 1
         begin = _now()
+        cf = None
         try:
-            return create(function_type, type_context, func_graph, tracing_options,
-                          *args, **kwargs)
+            cf = create(function_type, type_context, func_graph, tracing_options,
+                        *args, **kwargs)
+            return cf
         finally:
             _local.tf_depth = depth
             if depth == 0:
@@ -196,6 +220,8 @@ def install_tf(tf: ModuleType, p: Patcher) -> int:
                               if before is not None and before != sig else "")
                     compile_record.record("tensorflow", name, begin, _now(), reason,
                                           "trace")
+                    if cf is not None:
+                        _time_first_run(cf, name)
                 except Exception:
                     pass
 

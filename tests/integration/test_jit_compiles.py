@@ -59,3 +59,13 @@ def test_jax_jit_two_batch_sizes(tmp_path: Path):
     inf = rows[rows["operation"] == "inference"]
     assert set(inf["function"]) == {"policy"}
     assert set(inf["kind"]) == {"trace", "lower", "compile"}
+
+
+def test_tf_function_two_batch_sizes(tmp_path: Path):
+    pytest.importorskip("tensorflow")
+    a, estimates = _profile(tmp_path, "tf", "tf-compile")
+    _check(a, estimates, "tensorflow")
+    rows = a.compiles()
+    assert set(rows["kind"]) == {"trace", "first run"}
+    reasons = rows[rows["reason"] != ""]["reason"].tolist()
+    assert len(reasons) == 1 and "shape=(4, 8)" in reasons[0] and "shape=(8, 8)" in reasons[0]
