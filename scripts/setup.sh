@@ -30,6 +30,19 @@ if ! command -v g++ >/dev/null 2>&1; then
   step "installing g++ with apt (the C++ compiler the native extension needs)" apt_gxx
 fi
 
+# tmux for the tests: the live view's test drives rls-analyze live in a real terminal
+# (tests/integration/test_live_view.py; it skips without tmux).
+apt_tmux() {
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq tmux >/dev/null; fi
+}
+case ",$extras," in
+  *,test,*) if ! command -v tmux >/dev/null 2>&1; then
+      step "installing tmux with apt (the live view's terminal test)" apt_tmux \
+        || log "tmux not installed: tests/integration/test_live_view.py will skip"
+    fi ;;
+esac
+
 PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating the virtual environment $VENV" "$PY" -m venv "$VENV"

@@ -582,6 +582,32 @@ def live(directory: Path, refresh_s: float, tensorboard: Path | None, once: bool
     follow(directory, refresh_s, tensorboard, once, until_done)
 
 
+@analyze.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--refresh", "refresh_s", type=click.FloatRange(min=0.1), default=1.0,
+              show_default=True, metavar="SECONDS", help="Seconds between refreshes.")
+@click.option("--tensorboard", "tensorboard", type=click.Path(path_type=Path), default=None,
+              metavar="LOGDIR",
+              help="Also write per-operation scalars over training steps to this TensorBoard "
+                   "log directory (needs tensorboardX: pip install 'rlscope[tensorboard]').")
+@click.option("--once", is_flag=True,
+              help="Print one refresh as text and exit (also what happens without a "
+                   "terminal).")
+@click.option("--until-done", is_flag=True,
+              help="No screen: follow until every process has ended (with --tensorboard).")
+def live(directory: Path, refresh_s: float, tensorboard: Path | None, once: bool,
+         until_done: bool) -> None:
+    """Follow a run while it records: per operation the last interval and the run so far
+    (time by Python/Backend/Simulator/Waiting), steps/s, the process tree with CPU use, the
+    last interval's verdict. Keys: tab/n next process, N previous, p next phase, q quit.
+    Reads only what the processes append to their files."""
+    from rlscope.cli.live import follow
+
+    if until_done and tensorboard is None:
+        raise click.UsageError("--until-done writes TensorBoard only: give --tensorboard")
+    follow(directory, refresh_s, tensorboard, once, until_done)
+
+
 def _save(fig: Any, path: Path) -> None:
     try:
         fig.savefig(path, dpi=200 if path.suffix == ".png" else None)

@@ -247,6 +247,18 @@ def iter_chunks(path: Path, warnings: list[str] | None = None,
         yield _decode(path, c)
 
 
+def decode_chunk(path: Path, rec: Any) -> Chunk:
+    """A chunk record's content, decoded (for readers that parse the records
+    themselves: rlscope.trace.tail reads growing files)."""
+    return _decode(path, rec.chunk)
+
+
+def varint(buf: Any, pos: int, end: int) -> tuple[int, int] | None:
+    """A record's length prefix: (value, next position), None when ``buf`` ends
+    inside it; ValueError for one no writer produces."""
+    return _varint(buf, pos, end)
+
+
 def string_table(strings: dict[int, str]) -> list[str]:
     """Strings by id (ids never defined read as ``<string N>``)."""
     n = max(strings) + 1 if strings else 1

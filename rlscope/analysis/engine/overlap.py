@@ -52,9 +52,9 @@ from rlscope.analysis.engine.threadstate import (
     thread_state,
 )
 from rlscope.analysis.engine.timebins import TimeBins
-from rlscope.analysis.engine.trendbins import trend_grid
+from rlscope.analysis.engine.trendbins import TrendGrid, trend_grid
 from rlscope.trace import format as fmt
-from rlscope.trace.data import Events, ProcessTrace
+from rlscope.trace.data import Aggregates, Events, ProcessTrace
 
 DENSE_LIMIT = 1 << 22  # bincount over a dense key space up to this size, else np.unique
 # An aggregate state's innermost call kind -> its CPU category.
@@ -104,9 +104,13 @@ class ProcessAnalyzer:
     """
 
     def __init__(self, p: ProcessTrace, info: ProcessInfo, paths: PathTable,
-                 phases: NameTable, progress: Callable[[int], None] | None = None) -> None:
+                 phases: NameTable, progress: Callable[[int], None] | None = None,
+                 live: bool = False) -> None:
         self.p, self.info, self.paths, self.phases = p, info, paths, phases
         self.progress = progress
+        # A run still recording (rlscope.analysis.live): fed as its files grow, read with
+        # snapshot(); no span end, so no time bins, trends or process-wide partition.
+        self.live = live
         span = info.span
         if span.main_thread < 0:
             t = np.r_[p.api_calls.start_ns, p.api_calls.end_ns, p.gpu.start_ns,
@@ -114,8 +118,9 @@ class ProcessAnalyzer:
             if len(t):  # a CUDA-only process (e.g. a C++ program): no main thread
                 span = info.span = ProcessSpan(int(t.min()), int(t.max()), -1)
         self.span, self.main = span, span.main_thread
-        self.cpu_bins = TimeBins(span.start_ns, span.end_ns)
-        self.trend = trend_grid(p.progress, span.start_ns, span.end_ns)
+        self.cpu_bins = TimeBins(span.start_ns, span.start_ns if live else span.end_ns)
+        self.trend = (TrendGrid(np.zeros(0, np.int64)) if live
+                      else trend_grid(p.progress, span.start_ns, span.end_ns))
         self._trend: list[np.ndarray] = []  # (bucket, phase, path, category, ns) per batch
         self._trend_calls: list[np.ndarray] = []  # (bucket, phase, path, n)
         self.api_thread, wait, self.extra = api_threads(p)
@@ -290,9 +295,10 @@ class ProcessAnalyzer:
         if self.trend.n:
             self._trend_add(key, dur, b, s, sizes)
         del key
-        self.cpu_bins.add(b, dur, busy)
+        if not self.live:
+            self.cpu_bins.add(b, dur, busy)
         self._rows.append([np.full(len(sums), t, np.int64), *cols, sums])
-        if len(b):
+        if len(b) and not self.live:
             self._activity.append((*runs(b, dur, act), *runs(b, dur, busy)))
         what = [(-1, s.op_begin_path, s.op_begin_phase)]
         what += [(k, s.call_path[k], s.call_phase[k]) for k in s.call_path]
@@ -450,6 +456,38 @@ class ProcessAnalyzer:
         self.g_phase[sel[ok]] = s.phase[i[ok]]
 
     # -- results -----------------------------------------------------------------------
+    def snapshot(self) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+        """Live mode: what the events fed so far give, each thread up to its last event:
+        the breakdown's (thread, phase, path, category, region) columns and ns, and the
+        counts' rows (thread, phase, path, what) and n. The batches' rows are compacted
+        into one, so memory stays bounded by the distinct keys."""
+        sizes = [max(self.carry, default=0) + 1 + len(self.extra), len(self.phases.names),
+                 len(self.paths), C.N_CATEGORIES, C.N_REGIONS]
+        if self._rows:
+            cols = [np.concatenate([r[i] for r in self._rows]) for i in range(6)]
+            keys, ns = aggregate(cols[:5], sizes, cols[5])
+            self._rows = [[*keys, ns]]
+        else:
+            keys, ns = [np.zeros(0, np.int64)] * 5, np.zeros(0)
+        if self._counts:
+            cnt = np.concatenate(self._counts)
+            (ct, cph, cpa, cw), cn = aggregate(
+                [cnt[:, 0], cnt[:, 1], cnt[:, 2], cnt[:, 3] + 1],
+                [int(cnt[:, 0].max()) + 1, *sizes[1:3], C.N_CATEGORIES + 1],
+                cnt[:, 4].astype(np.float64))
+            count_rows = np.stack([ct, cph, cpa, cw - 1], 1)
+            count_n = np.rint(cn).astype(np.int64)
+            self._counts = [np.concatenate([count_rows, count_n[:, None]], 1)]
+        else:
+            count_rows, count_n = np.zeros((0, 4), np.int64), np.zeros(0, np.int64)
+        return list(keys), ns, count_rows, count_n
+
+    def add_aggregates(self, agg: Aggregates) -> None:
+        """Live mode: a bounded trace's aggregate rows as they arrive (``agg.states``:
+        every state defined so far), charged as at the end of a whole analysis."""
+        self.p.aggregates = agg
+        self._aggregated()
+
     def _result(self) -> ProcessResult:
         p, g = self.p, self.p.gpu
         n_paths, n_phases = len(self.paths), len(self.phases.names)
