@@ -140,9 +140,19 @@ class Inferred:
     start_ns: np.ndarray
     end_ns: np.ndarray
     op: np.ndarray  # index into fmt.INFERRED_OPS
+    no_env: bool = False  # a thread with an update and no env step seen
 
     def __len__(self) -> int:
         return len(self.start_ns)
+
+
+NO_ENV_NOTE = (
+    "no env step was recognised in {process}: inference and backprop are inferred without "
+    "env steps to cut the loop (an update from its first zero_grad or backward to its "
+    "optimizer step; each forward outside one is an inference of its own), so they are "
+    "approximate. Annotate the env step, `with rlscope.operation(\"simulation\"): "
+    "obs = env.step(action)`, or make the env with gymnasium.make / envpool.make so "
+    "rlscope sees it (docs/attribution.md#inferred-operations)")
 
 
 def _calls(time: np.ndarray, kind: np.ndarray, name: np.ndarray, begin: int
@@ -180,14 +190,20 @@ def thread_intervals(m_start: np.ndarray, m_end: np.ndarray, role: np.ndarray,
     upd = role != FORWARD
     upd_end = np.full(n, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(upd_end, seg[upd], m_end[upd])
+    # Where an update begins: at the segment's first marker when env steps bound the
+    # segment; else at its first update marker (zero_grad, backward), as what precedes it
+    # may hold env steps rlscope did not see.
+    starts = seg if bounded else seg[upd]
+    firsts, first_idx = np.unique(starts, return_index=True)
+    bp_start = np.full(n, np.iinfo(np.int64).max, np.int64)
+    bp_start[firsts] = (m_start if bounded else m_start[upd])[first_idx]
     # Markers that begin before the update's end belong to it (a forward between the
     # backward and the step, a backward inside a forward).
-    within = has_b[seg] & (m_start < upd_end[seg])
+    within = has_b[seg] & (m_start >= bp_start[seg]) & (m_start < upd_end[seg])
     bp_end = np.full(n, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(bp_end, seg[within], m_end[within])
-    firsts, first_idx = np.unique(seg, return_index=True)
-    bp_segs = firsts[has_b[firsts]]
-    bp_s = m_start[first_idx[has_b[firsts]]]
+    bp_segs = np.flatnonzero(has_b)
+    bp_s = bp_start[bp_segs]
     bp_e = bp_end[bp_segs]
     inf = (role == FORWARD) & ~within
     if bounded:  # the forwards of a segment after its update: one inference
@@ -252,6 +268,7 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
     op_ev = np.flatnonzero(np.isin(ev.kind, _OPS) & ~np.isin(ev.name, ignored))
     ops = pair_scopes(ev.take(op_ev), fmt.OPERATION_BEGIN)
     out: list[tuple[np.ndarray, ...]] = []
+    no_env = False
     for t in np.unique(ev.thread).tolist():
         mine = np.flatnonzero(ev.thread == t)
         o = mine[np.argsort(ev.time_ns[mine], kind="stable")]
@@ -270,6 +287,7 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
         r_s, r_e, r_n = ops.start_ns[r], ops.end_ns[r], ops.name[r]
         a_s, a_e = union(r_s[np.isin(r_n, sim)], r_e[np.isin(r_n, sim)])
         i_s, i_e, i_op = thread_intervals(s, e, role, a_s, a_e)
+        no_env |= not len(a_s) and bool((role == BACKWARD).any())
         if not len(i_s):
             continue
         blocked = np.isin(r_n, blocking)
@@ -281,9 +299,9 @@ def infer(ev: Events, strings: list[str], mode: str = "auto") -> Inferred:
         ok &= i_e > i_s
         out.append((np.full(int(ok.sum()), t, np.int64), i_s[ok], i_e[ok], i_op[ok]))
     if not out:
-        return Inferred(z, z, z, z)
-    cols = [np.concatenate([x[i] for x in out]) for i in range(4)]
-    return Inferred(*cols)
+        return Inferred(z, z, z, z, no_env)
+    t, s, e, op = (np.concatenate([x[i] for x in out]) for i in range(4))
+    return Inferred(t, s, e, op, no_env)
 
 
 class InferredOps:
@@ -308,8 +326,13 @@ class InferredOps:
         self.events = Events(time[o], thread[o], kind[o].astype(np.uint8),
                              name[o].astype(np.uint32))
         self.drop = np.array(ids if mode == "only" else [], np.uint32)
+        self.no_env = inferred.no_env  # say so: see note()
         self._next: dict[int, int] = {}  # thread -> first event not merged yet
         self.count = n
+
+    def note(self, process: str) -> list[str]:
+        """The warning for the process's report: none, or that no env step was seen."""
+        return [NO_ENV_NOTE.format(process=process)] if self.no_env else []
 
     def _dropped(self, ev: Events) -> Events:
         if not len(self.drop) or not len(ev):
@@ -392,7 +415,13 @@ def apply(p: ProcessTrace, mode: str = "auto") -> ProcessTrace:
     pl = infer_ops(c, p.strings, mode)
     if pl is None:
         return p
-    return replace(p, events=pl.whole(p.events), strings=pl.strings)
+    return replace(p, events=pl.whole(p.events), strings=pl.strings,
+                   warnings=[*p.warnings, *pl.note(process_label(p.header.pid, p.path))])
+
+
+def process_label(pid: int, path: Path) -> str:
+    """How the notes name a process: its pid and trace file."""
+    return f"process {pid} ({path.name})"
 
 
 def check_mode(mode: str) -> None:

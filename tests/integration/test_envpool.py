@@ -63,3 +63,16 @@ def test_async_send_recv(tmp_path: Path):
     sim = ops.set_index("operation").loc["simulation"]
     assert sim["waiting_s"] > 0
     assert sim["wait_calls"] >= measured["vector_steps"]
+
+
+def test_no_env_recognised(tmp_path: Path):
+    """The same loop stepping an env rlscope does not know: updates are cut at their
+    optimizer steps and never cover env steps (backprop within the loop's own update
+    timing), and the report says no env was recognised and how to annotate."""
+    measured, a = run(tmp_path, "--no-env")
+    t = a.operations().set_index("operation")
+    assert "simulation" not in t.index
+    assert t.loc["backprop", "wall_s"] <= measured["backprop_s"] * 1.01
+    assert t.loc["backprop", "wall_s"] >= measured["backprop_s"] * 0.2
+    assert t.loc["inference", "wall_s"] <= measured["loop_s"] - measured["env_s"]
+    assert any("no env step was recognised" in w for w in a.warnings), a.warnings

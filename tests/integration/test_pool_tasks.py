@@ -58,9 +58,10 @@ def test_pool_straggler_named(tmp_path: Path, how: str, tasks: int) -> None:
     assert r.returncode == 0, r.stderr
     whole = json.loads(r.stdout)
     report = whole["tasks"]
-    # ... and "what limits this run" names it, with a bound: its time above the median
+    # ... and "what limits this run" names it, with a bound: handing item 13 out first
+    # takes the call's makespan from ~0.42 s to ~0.34 s (19 x 0.02 s + 0.3 s on 2 workers).
     (verdict,) = [v for v in whole["run_diagnosis"] if v["kind"] == "straggler-task"]
-    assert "slow_square item 13" in verdict["verdict"] and 0.2 < verdict["bound_s"] < 0.35
+    assert "slow_square item 13" in verdict["verdict"] and 0.03 < verdict["bound_s"] < 0.2
     (fn,) = report["functions"]
     assert fn["function"] == "slow_square" and fn["tasks"] == tasks
     assert fn["slowest_index"] == SLOW and fn["max_s"] >= 0.29

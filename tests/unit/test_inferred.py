@@ -127,9 +127,32 @@ def test_inferred_operations_nest_inside_other_recorded_ones():
 
 
 def test_without_env_steps_updates_split_at_each_optimizer_step():
+    """No env step seen: an update begins at its first update marker (zero_grad here),
+    never at a forward before it (the gap before may hold env steps rlscope missed); each
+    forward outside an update is an inference of its own; the process gets a note."""
     ev = rows(*update(0), *update(100), fwd(200, 210), fwd(220, 230))
-    assert inferred_only(ev) == [("backprop", 0, 40), ("backprop", 100, 140),
+    assert inferred_only(ev) == [("backprop", 12, 40), ("backprop", 112, 140),
+                                 ("inference", 0, 10), ("inference", 100, 110),
                                  ("inference", 200, 210), ("inference", 220, 230)]
+    p = inferred.apply(process_trace(ev))
+    assert len(p.warnings) == 1 and "no env step" in p.warnings[0]
+    assert 'rlscope.operation("simulation")' in p.warnings[0]
+
+
+def test_without_env_steps_a_rollout_is_never_in_backprop():
+    """Forwards between unseen env steps, then an update: backprop covers the update from
+    its zero_grad only."""
+    rollout = [fwd(t, t + 5) for t in range(0, 100, 20)]
+    ev = rows(*rollout, fwd(100, 110), ("mark", Z, 112, 114), ("call", B, 116, 130),
+              ("mark", S, 132, 140))
+    got = inferred_only(ev)
+    assert [g for g in got if g[0] == "backprop"] == [("backprop", 112, 140)]
+    assert sum(g[0] == "inference" for g in got) == 6
+
+
+def test_with_env_steps_no_note():
+    ev = rows(sim(0, 10), fwd(12, 20), sim(25, 30), *update(40))
+    assert inferred.apply(process_trace(ev)).warnings == []
 
 
 def test_threads_are_inferred_separately():

@@ -100,3 +100,27 @@ def stragglers(table: pd.DataFrame, ratio: float = RATIO, share: float = SHARE,
                     "median_s": r.p50_s, "ratio": x, "tasks": r.tasks,
                     "wall_s": r.wall_s, "share": part, "text": text})
     return sorted(out, key=lambda d: -d["seconds"])
+
+
+def makespan(durations: Iterable[float], workers: int) -> float:
+    """Wall time of tasks handed out in this order, each to the worker free first (a pool
+    with chunksize 1, dispatch cost ignored)."""
+    free = [0.0] * max(workers, 1)
+    for d in durations:
+        i = min(range(len(free)), key=free.__getitem__)
+        free[i] += d
+    return max(free)
+
+
+def first_gain(rows: pd.DataFrame, function: str, call: int) -> tuple[float, float, int]:
+    """What handing a call's slowest task out first saves: (makespan in the recorded
+    order, makespan with the slowest first, workers), both simulated from the recorded
+    task times on the call's workers (distinct pids) so the dispatch cost cancels."""
+    g = rows[(rows["function"] == function) & (rows["call"] == call)].sort_values(
+        ["index", "begin_ns"], kind="stable")
+    s = g["seconds"].to_list()
+    w = int(g["pid"].nunique())
+    if not s:
+        return 0.0, 0.0, w
+    k = max(range(len(s)), key=s.__getitem__)
+    return makespan(s, w), makespan([s[k], *s[:k], *s[k + 1:]], w), w
