@@ -1,28 +1,33 @@
 """What Python stack sampling (rlscope.inprocess.pysampler) costs, and why a thread.
 
-    python scripts/bench/python_sampler_overhead.py [--rounds 5] [--rates 0,50,100,200,500,1000]
-                                                   [--sb3-rounds 5] [--timesteps 4096]
+    python scripts/bench/python_sampler_overhead.py [--rates 20,50,100,200,1000]
+        [--pairs 30] [--reps 6] [--sb3-hz 100] [--timesteps 16384] [--sb3-runs 1]
 
-1. Per sample: the sampler's own time per sample (``sys._current_frames``, walking and
-   interning every thread's stack, formatting the lines), measured inside the sampler
-   (``PySampler.cost_ns / samples``) in a pure-Python workload of 1 and of 4 threads
-   (stacks ~25 frames deep).
-2. Rate/cost curve: a fixed pure-Python workload (recursion and loops, ~1 s, timed inside
-   the process with perf_counter), a fresh process per run, at each rate, for two
-   mechanisms side by side:
-     thread  the sampler thread rlscope uses (samples every thread);
+Every comparison is paired in time, so that a machine whose load drifts over seconds
+(this one: 2 cores shared by several test suites) cancels out of it:
+
+1. Rate/cost curve: a fresh process per (mechanism, rate, threads) runs a fixed pure-Python
+   workload (recursion and loops, ~25 frames deep) in ``--pairs`` pairs of slices of
+   ``--reps`` units (~100 ms), one slice sampled and one not, adjacent, order alternating.
+   Mechanisms side by side:
+     thread  rlscope's sampler thread (samples every thread);
      signal  setitimer(ITIMER_PROF) + a Python SIGPROF handler walking the interrupted
              frame (main thread only) with the same interning: the signal-based option.
-   Rounds interleave every (mechanism, rate); inflation = median over rounds of the run
-   time over the same round's rate-0 run; also the samples actually taken per second.
-3. SB3 PPO CartPole (1 torch thread), ``model.learn`` timed inside the workload, under
-   ``rls-prof --sample-python off`` and ``rls-prof`` (sampling at the default rate),
-   interleaved, order alternating per round; median of per-round ratios on / off.
+   Per cell: the median of the pairs' wall ratios (sampled / not) and of their process
+   CPU ratios (all threads, the sampler included: the cost in core time), with
+   quartiles; the samples taken per second of sampled slice; the sampler's CPU time per
+   sample (``thread_time`` around each sample, the walk and interning of every thread:
+   ``PySampler.cost_ns / samples``), for 1 thread and for 4 threads.
+2. SB3 PPO CartPole (1 torch thread) under ``rls-prof --sample-python off``, the workload
+   itself starting and stopping the sampler at PPO iteration boundaries (a callback), so
+   that adjacent iterations (rollout + train) run with and without it, in pairs of both
+   orders; median of the pairs' wall and CPU ratios at each ``--sb3-hz``.
 
 Last line:
 
-    RESULT per_sample_us=<1 thread> per_sample_us_4threads=<4 threads>
-           inflation_<hz>hz=<thread sampler, pure Python> ... sb3_inflation=<on / off>
+    RESULT inflation_<hz>hz=<wall> cpu_inflation_<hz>hz=<CPU> ... per_sample_us=<100 Hz,
+           1 thread> per_sample_us_4threads=... signal_inflation_<hz>hz=...
+           sb3_inflation_<hz>hz=<wall> sb3_cpu_inflation_<hz>hz=<CPU>
 """
 
 from __future__ import annotations
@@ -98,25 +103,27 @@ def make(path):
 start, stop = make(os.path.join(out, f"s{os.getpid()}.rlstacks"))
 pairs, reps = int(sys.argv[5]), int(sys.argv[6])
 work(reps)  # warm-up
-ratios, samples, cost, on_s = [], 0, 0, 0.0
+ratios, cpu_ratios, samples, cost, on_s = [], [], 0, 0, 0.0
 for k in range(pairs):
-    t = {}
+    t, c = {}, {}
     for on in ((True, False) if k % 2 == 0 else (False, True)):
         others = [threading.Thread(target=work, args=(reps,)) for _ in range(nthreads - 1)]
         if on:
             start()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for th in others:
             th.start()
         work(reps)
         for th in others:
             th.join()
-        t[on] = time.perf_counter() - t0
+        t[on], c[on] = time.perf_counter() - t0, time.process_time() - c0
         if on:
-            n, c = stop()
-            samples, cost, on_s = samples + n, cost + c, on_s + t[on]
+            n, spent = stop()
+            samples, cost, on_s = samples + n, cost + spent, on_s + t[on]
     ratios.append(t[True] / t[False])
-print(json.dumps({"ratios": ratios, "samples": samples, "cost_ns": cost, "on_s": on_s}))
+    cpu_ratios.append(c[True] / c[False])
+print(json.dumps({"ratios": ratios, "cpu_ratios": cpu_ratios, "samples": samples,
+                  "cost_ns": cost, "on_s": on_s}))
 """
 
 SB3 = r"""
@@ -134,11 +141,11 @@ class Toggle(BaseCallback):
     # pairs of adjacent iterations (order alternating), each timed.
     def __init__(self):
         super().__init__()
-        self.k, self.t, self.on, self.times = 0, None, False, []
+        self.k, self.t, self.c, self.on, self.times = 0, None, None, False, []
     def _on_rollout_start(self):
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         if self.t is not None:
-            self.times.append((self.on, now - self.t))
+            self.times.append((self.on, now - self.t, cpu - self.c))
         # iteration 0 warms up (off); then pairs of iterations, on first in every other
         j = self.k - 1
         self.on = j >= 0 and ((j % 2 == 0) == ((j // 2) % 2 == 0))
@@ -146,7 +153,7 @@ class Toggle(BaseCallback):
         if self.on:
             pysampler.start(annotate.output_dir(), hz)
         self.k += 1
-        self.t = time.perf_counter()
+        self.t, self.c = time.perf_counter(), time.process_time()
     def _on_step(self):
         return True
 
@@ -155,8 +162,9 @@ cb = Toggle()
 model.learn(total_timesteps=steps, callback=cb)
 t = cb.times[1:]  # the first iteration warms up
 pairs = [(a, b) for a, b in zip(t[0::2], t[1::2])]
-ratios = [(a[1] / b[1]) if a[0] else (b[1] / a[1]) for a, b in pairs if a[0] != b[0]]
-print(json.dumps({"ratios": ratios}))
+def ratio(i):
+    return [(a[i] / b[i]) if a[0] else (b[i] / a[i]) for a, b in pairs if a[0] != b[0]]
+print(json.dumps({"ratios": ratio(1), "cpu_ratios": ratio(2)}))
 """
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -172,13 +180,13 @@ def workload(mech: str, hz: float, tmp: str, pairs: int, reps: int, threads: int
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def sb3(hz: float, steps: int, out: str) -> list[float]:
+def sb3(hz: float, steps: int, out: str) -> dict:
     cmd = [sys.executable, "-m", "rlscope.cli.prof", "-q", "-o", out, "--sample-python",
            "off", "--", sys.executable, "-c", SB3, str(steps), str(hz)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=1800)
     if r.returncode != 0:
         sys.exit(f"sb3 run failed:\n{r.stderr[-2000:]}")
-    return list(json.loads(r.stdout.strip().splitlines()[-1])["ratios"])
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def quartiles(xs: list[float]) -> tuple[float, float]:
@@ -200,33 +208,40 @@ def main() -> None:
     rates = [float(x) for x in a.rates.split(",") if float(x) > 0]
     line = "RESULT"
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{'mechanism':<8} {'threads':>7} {'Hz':>6} {'inflation':>9} {'quartiles':>15} "
-              f"{'taken/s':>8} {'us CPU/sample':>13}", flush=True)
+        print(f"{'mechanism':<8} {'threads':>7} {'Hz':>6} {'wall x':>7} {'quartiles':>15} "
+              f"{'CPU x':>7} {'quartiles':>15} {'taken/s':>8} {'us CPU/sample':>13}",
+              flush=True)
         cells = [("thread", hz, 1) for hz in rates] + [("thread", 100.0, 4)] + \
             [("signal", hz, 1) for hz in rates]
         for mech, hz, n in cells:
             r = workload(mech, hz, tmp, a.pairs, a.reps, n)
-            med = statistics.median(r["ratios"])
+            med, cmed = statistics.median(r["ratios"]), statistics.median(r["cpu_ratios"])
             lo, hi = quartiles(r["ratios"])
+            clo, chi = quartiles(r["cpu_ratios"])
             per = r["cost_ns"] / max(1, r["samples"]) / 1e3
-            print(f"{mech:<8} {n:>7} {hz:>6g} {med:>9.4f} {lo:>7.4f}-{hi:<7.4f} "
+            print(f"{mech:<8} {n:>7} {hz:>6g} {med:>7.4f} {lo:>7.4f}-{hi:<7.4f} "
+                  f"{cmed:>7.4f} {clo:>7.4f}-{chi:<7.4f} "
                   f"{r['samples'] / r['on_s']:>8.1f} {per:>13.1f}", flush=True)
             tag = f"{'' if mech == 'thread' else 'signal_'}inflation_{hz:g}hz" + \
                 ("" if n == 1 else f"_{n}threads")
-            line += f" {tag}={med:.4f}"
+            line += f" {tag}={med:.4f} cpu_{tag}={cmed:.4f}"
             if (mech, hz, n) == ("thread", 100.0, 1):
                 line += f" per_sample_us={per:.1f}"
             if (mech, hz, n) == ("thread", 100.0, 4):
                 line += f" per_sample_us_4threads={per:.1f}"
         for hz in [float(x) for x in a.sb3_hz.split(",") if x]:
-            ratios: list[float] = []
+            wall: list[float] = []
+            cpu: list[float] = []
             for i in range(a.sb3_runs):
-                ratios += sb3(hz, a.timesteps, os.path.join(tmp, f"sb3-{hz:g}-{i}"))
-            med = statistics.median(ratios)
-            lo, hi = quartiles(ratios)
-            print(f"sb3 PPO at {hz:g} Hz: on / off iteration pairs ({len(ratios)}): median "
-                  f"{med:.4f} (quartiles {lo:.4f} / {hi:.4f})", flush=True)
-            line += f" sb3_inflation_{hz:g}hz={med:.4f}"
+                got = sb3(hz, a.timesteps, os.path.join(tmp, f"sb3-{hz:g}-{i}"))
+                wall += got["ratios"]
+                cpu += got["cpu_ratios"]
+            for what, xs in (("wall", wall), ("CPU", cpu)):
+                med = statistics.median(xs)
+                lo, hi = quartiles(xs)
+                print(f"sb3 PPO at {hz:g} Hz, {what}: on / off iteration pairs ({len(xs)}): "
+                      f"median {med:.4f} (quartiles {lo:.4f} / {hi:.4f})", flush=True)
+                line += f" sb3_{'' if what == 'wall' else 'cpu_'}inflation_{hz:g}hz={med:.4f}"
     print(line)
 
 
