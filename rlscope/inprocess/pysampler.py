@@ -74,6 +74,19 @@ class PySampler:
             if now - last_flush >= FLUSH_S:
                 self.flush()
                 last_flush = now
+        self._note_cpu()
+
+    def _note_cpu(self) -> None:
+        """This thread's CPU time, as the trace's metadata while it still records (the
+        process tree's CPU holds it: overhead correction removes it there). Keyed as
+        rlscope.annotate keys a live rlscope thread at stop (its 15-character OS name):
+        the later record wins, nothing is counted twice."""
+        from rlscope import annotate
+
+        rec = annotate.active_recorder()
+        if rec is not None:
+            rec.metadata(fmt.META_THREAD_CPU_PREFIX + self._thread.name[:15],
+                         str(time.thread_time_ns()))
 
     def sample(self, skip: int) -> None:
         """One sample of every thread but ``skip``'s."""
