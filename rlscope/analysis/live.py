@@ -48,6 +48,7 @@ class ProcessView:
     unit: str
     steps_per_s_last: float  # over the last poll's interval (NaN: no progress in it)
     steps_per_s_run: float  # first report to last
+    steps_last: int  # timesteps reported since the previous view (0: none)
     cpu_pct: float  # rls-prof's sample: % of one core over its last interval (NaN: none)
     rss_bytes: int
     phases: list[str]
@@ -142,10 +143,11 @@ class _Process:
         last = {k: v for k, v in last.items() if v > 0}
         self.prev_total = total
         steps = self.progress[-1][1] if self.progress else -1
-        rate_last = float("nan")
+        rate_last, steps_last = float("nan"), 0
         if self.progress and self.last_steps is not None \
                 and self.progress[-1][0] > self.last_steps[0]:
             t1, s1 = self.progress[-1]
+            steps_last = max(s1 - self.last_steps[1], 0)
             rate_last = (s1 - self.last_steps[1]) / ((t1 - self.last_steps[0]) / 1e9)
         rate_run = float("nan")
         if len(self.progress) >= 2 and self.progress[-1][0] > self.progress[0][0]:
@@ -160,7 +162,7 @@ class _Process:
             h.pid, h.ppid, _name(h.argv, h.process_name), role if isinstance(role, str)
             else "", self.ended, total, last, calls, steps,
             unit if isinstance(unit, str) and unit else fmt.PROGRESS_UNIT, rate_last,
-            rate_run, cpu, rss, sorted({k[0] for k in total if k[0]}))
+            rate_run, steps_last, cpu, rss, sorted({k[0] for k in total if k[0]}))
 
 
 def _name(argv: tuple[str, ...], fallback: str) -> str:

@@ -51,9 +51,10 @@ class Tensorboard:
 
 def follow(directory: Path, refresh_s: float, tensorboard: Path | None, once: bool,
            until_done: bool) -> None:
-    if not directory.is_dir():
+    if directory.exists() and not directory.is_dir() or once and not directory.exists():
         raise RLScopeError(f"{directory} is not a directory: give the run directory rls-prof "
                            "records into (rls-prof -o DIR)")
+    # A directory not there yet is waited for: the view may start before the run.
     live = LiveRun(directory)
     tb = Tensorboard(tensorboard) if tensorboard is not None else None
     try:
@@ -73,7 +74,9 @@ def follow(directory: Path, refresh_s: float, tensorboard: Path | None, once: bo
 def _plain(live: LiveRun, refresh_s: float, tb: Tensorboard | None, until_done: bool) -> None:
     """No terminal: one refresh printed (``--once``), or, with ``--until-done``, follow
     until every process has ended, writing TensorBoard only."""
-    live.poll()  # what is there already: the next poll's "last interval" starts here
+    snap = live.poll()  # what is there already: the next poll's "last interval" starts here
+    if tb is not None:
+        tb.add(snap)
     while True:
         time.sleep(refresh_s)
         snap = live.poll()

@@ -194,13 +194,11 @@ def scalars(s: Snapshot) -> tuple[int | None, dict[str, float]]:
         for (_, path, _), x in last.items():
             top = path.split(" > ")[0]
             ops[top] = ops.get(top, 0.0) + x
-        steps = v.steps_per_s_last * s.interval_s if not math.isnan(v.steps_per_s_last) \
-            else float("nan")
         for op, x in ops.items():
             if tot > 0:
                 out[f"rlscope/{who}/share_pct/{op}"] = 100 * x / tot
-            if steps > 0:
-                out[f"rlscope/{who}/ms_per_step/{op}"] = 1e3 * x / steps
+            if v.steps_last > 0:  # the steps reported in the same new chunks
+                out[f"rlscope/{who}/ms_per_step/{op}"] = 1e3 * x / v.steps_last
         if not math.isnan(v.steps_per_s_last):
             out[f"rlscope/{who}/steps_per_s"] = v.steps_per_s_last
         if not math.isnan(v.cpu_pct):

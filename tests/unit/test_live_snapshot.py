@@ -68,7 +68,7 @@ def test_growing_file_read_incrementally(tmp_path: Path, recorder: str) -> None:
 
 def _view(last: dict, total: dict | None = None, ended: bool = False) -> ProcessView:
     return ProcessView(1, 0, "train.py", "", ended, total or last, last, {}, 400,
-                       "timesteps", 200.0, 180.0, 95.0, 1 << 20, ["training"])
+                       "timesteps", 200.0, 180.0, 100, 95.0, 1 << 20, ["training"])
 
 
 def test_verdict_rule() -> None:
@@ -88,7 +88,7 @@ def test_scalars() -> None:
     step, s = view.scalars(snap)
     assert step == 400
     assert s["rlscope/train.py.1/share_pct/simulation"] == pytest.approx(80.0)
-    # 200 steps/s over 0.5 s: 100 steps; 0.4 s of simulation -> 4 ms per step
+    # 100 steps reported with the new events; 0.4 s of simulation -> 4 ms per step
     assert s["rlscope/train.py.1/ms_per_step/simulation"] == pytest.approx(4.0)
     assert s["rlscope/train.py.1/steps_per_s"] == 200.0
     assert not any(math.isnan(v) for v in s.values())
