@@ -51,7 +51,7 @@ class Tensorboard:
 
 def follow(directory: Path, refresh_s: float, tensorboard: Path | None, once: bool,
            until_done: bool) -> None:
-    if directory.exists() and not directory.is_dir() or once and not directory.exists():
+    if (directory.exists() and not directory.is_dir()) or (once and not directory.exists()):
         raise RLScopeError(f"{directory} is not a directory: give the run directory rls-prof "
                            "records into (rls-prof -o DIR)")
     # A directory not there yet is waited for: the view may start before the run.
