@@ -143,6 +143,8 @@ def _share_pct(cal: Calibration) -> float:
     u = cal.uninstrumented
     base = u.get("chunk_mean_s", u.get("mean_s", math.nan))
     cost_ns = sum(c.per_event_ns * c.events for k, c in cal.costs.items() if k != "process")
+    if cal.mode == "model":  # every process's: events, start-ups, set-up, own threads
+        cost_ns = 1e9 * float(cal.validation.get("removed_s", math.nan))
     return 100 * cost_ns / 1e9 / base if base and math.isfinite(base) and base > 0 \
         else math.nan
 
@@ -153,6 +155,8 @@ def _check_line(cal: Calibration) -> str | None:
     v = cal.validation
     if not v.get("validation_rounds"):
         return None
+    if cal.mode == "model":
+        return _model_check_line(cal)
     if cal.mode == "chunks":
         err, raw = v["total_error_pct"], v["raw_total_error_pct"]
         where = (f"on {len(v['validation_rounds'])} chunks of work not used to measure "
@@ -181,6 +185,25 @@ def _check_line(cal: Calibration) -> str | None:
             "OMP_NUM_THREADS=1)")
 
 
+def _model_check_line(cal: Calibration) -> str:
+    """The cost model's check: the profiled run's CPU time (every process), corrected and
+    raw, against whole runs of the command without rlscope."""
+    v, u = cal.validation, cal.uninstrumented
+    err, raw = float(v["total_error_pct"]), float(v["raw_total_error_pct"])
+    n = int(u.get("n", 0))
+    spread = 100 * float(u.get("std_s", 0.0)) / float(u["mean_s"]) if n > 1 else math.nan
+    noise = f"; those runs spread {spread:.1f}%" if math.isfinite(spread) else \
+        "; one run: no measure of the machine's noise"
+    head = (f"  check: the profiled run's CPU time (all processes), corrected, came out "
+            f"{err:+.1f}% off {n} run{'s' if n != 1 else ''} of the command without "
+            f"rlscope (uncorrected {raw:+.1f}%{noise})")
+    if abs(err) > abs(raw) + 0.05:
+        return (head + ": correcting did not bring it closer, so rls-analyze shows raw "
+                "numbers and says so")
+    return head + ("" if abs(err) <= WARN_PCT else
+                   ": runs of this command differ by more than rlscope's cost here")
+
+
 def _noise_line(cal: Calibration) -> str | None:
     """Whole runs without rlscope that took different times: the comparison is noisy."""
     u = cal.uninstrumented
@@ -200,9 +223,12 @@ def plain_summary_lines(cal: Calibration) -> list[str]:
     lines = []
     if math.isfinite(share):
         about = f"about {share:.1f}%" if share >= 0.05 else "less than 0.1%"
-        lines.append(f"  rlscope's book-keeping took {about} of this workload's time; "
-                     "rls-analyze removes it from every number it reports (--no-correct "
-                     "shows them raw)")
+        what = ("this run's CPU time (all its processes; its cost model: the hooks' "
+                "benchmarks, start-ups, interception set-up, rlscope's own threads)"
+                if cal.mode == "model" else "this workload's time")
+        lines.append(f"  rlscope's book-keeping took {about} of {what}; rls-analyze "
+                     "removes it from every number it reports (--no-correct shows them "
+                     "raw)")
     lines.append("  what it costs, per event:")
     lines += ["  " + plain_cost_line(k, c) for k, c in cal.costs.items()]
     lines += [line for line in (_check_line(cal), _noise_line(cal)) if line]

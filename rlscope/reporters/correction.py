@@ -11,6 +11,8 @@ def correction_lines(run: dict[str, Any]) -> list[str]:
     c = run.get("correction")
     if not c:
         return []
+    if not c.get("applied") and c.get("withheld"):
+        return [f"Overhead: not corrected, raw numbers shown: {c['withheld']}"]
     if not c.get("applied"):
         return ["Overhead: not corrected (no calibration.json; record with rls-prof "
                 "--calibrate, or reuse one with --calibration FILE)"]

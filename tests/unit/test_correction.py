@@ -302,3 +302,27 @@ def test_start_up_rows_keep_their_events():
     assert breakdown(*corrected.processes) == breakdown(t)
     rows = breakdown(t)
     assert any("imports" in str(k) for k in rows) and any("(start-up)" in str(k) for k in rows)
+
+
+def test_correction_withheld_where_its_check_shows_no_gain():
+    """Issue 22: never worse than raw. The demo's chunk check, -1.2% corrected against
+    +0.4% raw: raw numbers, and one line saying why; +0.1% against +1.9%: corrected."""
+    from rlscope.analysis.overhead.correction import apply_correction
+    from rlscope.analysis.overhead.model import Calibration
+    from rlscope.reporters.correction import correction_lines
+
+    measured = process_trace(inject(TRUE))
+    trace = Trace(None, {}, [measured])  # type: ignore[arg-type]
+    bad = Calibration([], COSTS, mode="chunks", metric="thread-cpu",
+                      validation={"total_error_pct": -1.2, "raw_total_error_pct": 0.4,
+                                  "validation_rounds": [1, 3]})
+    out = apply_correction(trace, bad)
+    assert breakdown(*out.processes) == breakdown(measured)
+    (line,) = correction_lines(out.run)
+    assert line.startswith("Overhead: not corrected, raw numbers shown") and "-1.2%" in line
+    good = Calibration([], COSTS, mode="chunks", metric="thread-cpu",
+                       validation={"total_error_pct": 0.1, "raw_total_error_pct": 1.9,
+                                   "validation_rounds": [1, 3]})
+    out = apply_correction(trace, good)
+    assert out.run["correction"]["applied"]
+    assert breakdown(*out.processes) == breakdown(process_trace(TRUE))

@@ -404,11 +404,37 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
     if calibration is None:
         run = dict(trace.run, correction={"applied": False})
         return dataclasses.replace(trace, run=run)
+    why = withheld_reason(calibration)
+    if why:
+        return dataclasses.replace(trace, run=dict(trace.run,
+                                                   correction=withheld_entry(calibration)))
     root = trace.processes[0].progress.time_ns if trace.processes else None
     costs, scale = scaled_costs(calibration, root)
     corrected, summary = correct_trace(trace, costs)
     info = correction_entry(trace.run, calibration, summary, scale)
     return dataclasses.replace(corrected, run=dict(trace.run, correction=info))
+
+
+def withheld_reason(cal: Calibration) -> str:
+    """Why the calibration's own check cannot show that correcting helps ("" when it
+    does): the corrected time of its held-out chunks, rounds or profiled run came out
+    further from the same work without rlscope than the raw time. The report then shows
+    raw numbers and says so: a correction must never make a report worse."""
+    v = cal.validation
+    c, r = _num(v.get("total_error_pct")), _num(v.get("raw_total_error_pct"))
+    if not (math.isfinite(c) and math.isfinite(r)) or abs(c) <= abs(r) + 0.05:
+        return ""
+    what = {"chunks": "held-out chunks", "runs": "held-out runs",
+            "model": "the profiled run"}.get(cal.mode, "the check")
+    return (f"on the calibration's check ({what} against the same work without rlscope) "
+            f"correcting left the time {c:+.1f}% off, further than the raw {r:+.1f}%: "
+            "rlscope's cost here is below what this machine resolves")
+
+
+def withheld_entry(cal: Calibration) -> dict:
+    """The ``correction`` entry of a run whose calibration's check failed."""
+    return {"applied": False, "withheld": withheld_reason(cal), "mode": cal.mode,
+            "metric": cal.metric}
 
 
 def scaled_costs(cal: Calibration, root_progress_ns: np.ndarray | None

@@ -37,6 +37,8 @@ from rlscope.analysis.overhead.correction import (
     apply_correction,
     correction_entry,
     scaled_costs,
+    withheld_entry,
+    withheld_reason,
 )
 from rlscope.analysis.overhead.model import Calibration, find_calibration
 from rlscope.analysis.pipeline import fanout
@@ -172,6 +174,9 @@ def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int]
 
     lockstep = LOCKSTEP in want
     scale = None
+    not_applied: dict[str, Any] = {"applied": False}
+    if cal is not None and withheld_reason(cal):  # its own check: raw is no worse
+        not_applied, cal = withheld_entry(cal), None
     if cal is not None:  # read whole and corrected, as the serial analysis does
 
         root = units[order[0]] if order else None
@@ -197,7 +202,7 @@ def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int]
         run = dict(run, correction=correction_entry(
             run, cal, CorrectionSummary(m.corrections), scale))
     elif options.correct:
-        run = dict(run, correction={"applied": False})
+        run = dict(run, correction=not_applied)
     metas = [ProcessMeta(o.header.pid, o.header.ppid, o.header.process_name,
                          o.header.recorder, o.complete, o.events, o.metadata, o.progress,
                          o.header, torn_bytes=o.torn_bytes, file=o.file,
