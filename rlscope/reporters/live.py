@@ -104,9 +104,8 @@ def _rate(x: float) -> str:
 def screen(s: Snapshot, sel: Selection, width: int = 100, height: int = 40) -> list[str]:
     """The lines of the live screen."""
     tree = ordered(s)
-    head = (f"rls-analyze live {s.directory}   "
-            f"{'recording' if s.running else 'finished'}   "
-            f"refreshed {s.time_s:,.0f} s in, every {s.interval_s:.1f} s")
+    head = (f"rls-analyze live: {'recording' if s.running else 'finished'}   "
+            f"{s.time_s:,.0f} s, refreshed every {s.interval_s:.1f} s   {s.directory}")
     lines = [head[:width]]
     if not tree:
         lines.append("waiting for the run's first trace file...")
