@@ -13,6 +13,7 @@ import pandas as pd
 from rlscope.analysis import compile_rows as comprows
 from rlscope.analysis import operation_rows as oprows
 from rlscope.analysis import trends
+from rlscope.analysis import warmup as warm
 from rlscope.analysis.engine import categories as C
 from rlscope.analysis.engine.paths import (
     UNANNOTATED,
@@ -304,6 +305,17 @@ class Analysis:
         return comprows.compile_rows(self.results, self._session, self.process_names(),
                                          self._path_names, self._phase_names)
 
+    def warmup(self) -> pd.DataFrame:
+        """Operations whose first calls were slower than their steady state, one row
+        each (analysis.warmup: the rule, the columns); the extrapolation's rate starts
+        after the last of them ended in each process."""
+        ops = self.operations()
+        wall = {(int(p), int(n), str(ph), str(op)): float(w) for p, n, ph, op, w in
+                zip(ops["pid"], ops["session"], ops["phase"], ops["operation"],
+                    ops["wall_s"], strict=True)}
+        return warm.warmup_table(self.results, self._session, self.process_names(),
+                                 self._path_names, self._phase_names, wall, self.compiles())
+
     def compile_verdicts(self) -> list[dict[str, Any]]:
         """A verdict per function an operation compiled again and again
         (comprows.RECOMPILES times or more): what varies and what to do."""
@@ -430,24 +442,34 @@ class Analysis:
     def extrapolation(self) -> pd.DataFrame:
         """Estimated time of the full training run per process, from progress records:
         the rate between the first and last record, applied to the remaining timesteps.
-        The rate leaves out the JIT compile time between those records (``compile_s``):
-        compiling once is not the steady state the rest of the run goes at."""
+        The rate leaves out the JIT compile time between those records (``compile_s``),
+        and starts at the first record after the operations' warm-up (``steady_from_s``,
+        seconds from the process's start; :meth:`warmup`) when two or more come after
+        it: neither is the steady state the rest of the run goes at."""
         rows = []
         it = self.iterations()
         comp = self.compiles()
+        wu = self.warmup()
+        warm_end = wu.groupby(["pid", "session"])["end_ns"].max().to_dict() if len(wu) else {}
         results = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
         for (pid, session), g in it.groupby(["pid", "session"], sort=False):
             r = results[(pid, session)]
             done = int(g["timesteps"].iloc[-1])
             total = int(g["total_timesteps"].max())
             elapsed = (r.span[1] - r.span[0]) / 1e9
-            span = g["time_s"].iloc[-1] - g["time_s"].iloc[0]
-            # Compiling is not the steady state: the rate leaves it out.
+            # The rate from the steady part: after the operations' warm-up ...
+            s = g
+            end = warm_end.get((pid, session))
+            if end is not None:
+                later = g[g["time_s"] * 1e9 + r.span[0] >= end]
+                s = later if len(later) >= 2 else g
+            span = s["time_s"].iloc[-1] - s["time_s"].iloc[0]
+            # ... and without compiling (not the steady state either).
             compiling = comprows.compile_in(
-                comp, pid, session, r.span[0] + int(g["time_s"].iloc[0] * 1e9),
-                r.span[0] + int(g["time_s"].iloc[-1] * 1e9)) if len(comp) else 0.0
+                comp, pid, session, r.span[0] + int(s["time_s"].iloc[0] * 1e9),
+                r.span[0] + int(s["time_s"].iloc[-1] * 1e9)) if len(comp) else 0.0
             span -= compiling
-            steps = done - int(g["timesteps"].iloc[0])
+            steps = done - int(s["timesteps"].iloc[0])
             rate = steps / span if span > 0 and steps > 0 else np.nan
             remaining = max(total - done, 0) if total > 0 else np.nan
             est = elapsed + remaining / rate if rate == rate and remaining == remaining \
@@ -457,9 +479,11 @@ class Analysis:
                          # at most 1: loops finish their last rollout past the target
                          "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
                          "estimated_total_s": est, "session": session,
-                         "unit": g["unit"].iloc[-1], "compile_s": compiling})
+                         "unit": g["unit"].iloc[-1], "compile_s": compiling,
+                         "steady_from_s": float(s["time_s"].iloc[0])})
         cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
-                "fraction_done", "estimated_total_s", "compile_s", "session", "unit"]
+                "fraction_done", "estimated_total_s", "compile_s", "steady_from_s",
+                "session", "unit"]
         return pd.DataFrame(rows, columns=cols)
 
 

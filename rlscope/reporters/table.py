@@ -13,7 +13,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
-from rlscope.reporters import compiles, gpuwork, hosts, processes
+from rlscope.reporters import compiles, gpuwork, hosts, processes, warmup
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
 from rlscope.reporters.markdown import to_markdown
@@ -173,6 +173,7 @@ def render_text(a: Analysis) -> str:
                          f"{per_progress_unit(ex.iloc[0]['unit'])}: {per}")
     lines.extend(processes.folded_lines(a))
     lines.extend(compiles.lines(a))
+    lines.extend(warmup.lines(a))
     lines.extend(gpuwork.lines(a))
     lines.extend(util_report.lines(a))
     lines.append("")
@@ -209,7 +210,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
             "extrapolation": _records(a.extrapolation()),
             **processes.json_sections(a), **_utilisation_json(a),
             **({"gpu_work": gpuwork.to_dict(a)} if len(a.gpu()) else {}),
-            **compiles.json_section(a),
+            **compiles.json_section(a), **warmup.json_section(a),
             **hosts.json_section(a), "warnings": a.warnings}
 
 

@@ -30,6 +30,7 @@ import numpy as np
 from rlscope.analysis.engine import categories as C
 from rlscope.analysis.engine.aggregate import aggregate, aggregate_keys, encode
 from rlscope.analysis.engine.compiles import CompileJoin, compile_records
+from rlscope.analysis.engine.firstcalls import FirstCalls
 from rlscope.analysis.engine.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
 from rlscope.analysis.engine.paths import STARTUP_IMPORTS_ID, NameTable, PathTable
 from rlscope.analysis.engine.process import (
@@ -148,6 +149,7 @@ class ProcessAnalyzer:
             self.g_index[t] = GpuIndex(g, acts)
         self._setup_startup()
         self.compiles = CompileJoin(compile_records(p.metadata))
+        self.first_calls = FirstCalls(paths)
         self.first_ns: dict[int, int] = {}
         self.phase_first_ns: dict[int, int] = {}
         self.carry: dict[int, _Carry] = {}
@@ -280,6 +282,7 @@ class ProcessAnalyzer:
         self._firsts(s)
         if self.compiles:  # JIT compilations: the state when each began
             self.compiles.take(t, tid, s.time, s.phase, s.path, None if final else hi)
+        self.first_calls.take(t, s.time, s.path, s.phase, len(syn_t))
         self.events_seen[t] = self.events_seen.get(t, 0) + len(time) + len(api_t)
         self._launches(t, s, None if final else hi)
         top = None if final else hi
@@ -535,7 +538,7 @@ class ProcessAnalyzer:
                                                          imp.end.tolist(), strict=True)],
             first_ns=self.first_ns, phase_first_ns=self.phase_first_ns,
             **self._trend_result(),
-            compiles=self.compiles.finish(),
+            compiles=self.compiles.finish(), first_calls=self.first_calls.result(),
             calls=[NamedCall(cat, ph, pa, p.strings[nm], int(n), ns)
                    for (cat, ph, pa, nm), (n, ns) in self._calls.items()])
 

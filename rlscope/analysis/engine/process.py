@@ -65,6 +65,9 @@ class ProcessResult:
     phase_first_ns: dict[int, int] = field(default_factory=dict)
     # JIT compilations with the thread, phase and operation they happened in.
     compiles: list[Compile] = field(default_factory=list)
+    # The first calls of each operation (engine.firstcalls): thread, phase, path, begin_ns,
+    # duration_ns (inclusive) per row, at most firstcalls.KEEP per (thread, phase, path).
+    first_calls: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), np.int64))
     calls: list[NamedCall] = field(default_factory=list)
     # Trends (engine.trendbins): the buckets' edges (ns) and timesteps at the edges (empty:
     # time-based buckets); self ns per (bucket, phase, path, category), summed over

@@ -293,6 +293,13 @@ def merge(outs: Sequence[UnitOut], order: Sequence[int]) -> Merged:
                   [o.correction for o in ordered if o.correction is not None])
 
 
+def _first_calls(rows: np.ndarray, ph: np.ndarray, pa: np.ndarray) -> np.ndarray:
+    out = rows.copy()
+    if len(out):
+        out[:, 1], out[:, 2] = ph[out[:, 1]], pa[out[:, 2]]
+    return out
+
+
 def _renumbered(r: ProcessResult, ph: np.ndarray, pa: np.ndarray) -> ProcessResult:
     """``r`` with global phase and path ids, rows sorted by their key columns as the
     aggregation sorts them (its sums do not depend on the numbering)."""
@@ -322,4 +329,5 @@ def _renumbered(r: ProcessResult, ph: np.ndarray, pa: np.ndarray) -> ProcessResu
         first_ns={int(pa[k]): v for k, v in r.first_ns.items()},
         phase_first_ns={int(ph[k]): v for k, v in r.phase_first_ns.items()},
         compiles=[replace(c, phase=int(ph[c.phase]), path=int(pa[c.path]))
-                  for c in r.compiles])
+                  for c in r.compiles],
+        first_calls=_first_calls(r.first_calls, ph, pa))

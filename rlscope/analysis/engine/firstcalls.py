@@ -1,0 +1,80 @@
+"""The first calls of each operation, kept with their own durations, so that analysis can
+set an operation's warm-up (first iterations slower than its steady state: allocator
+growth, lazy initialisation, cache misses, compiling) apart (docs/analysis.md#warm-up).
+
+Fed each batch's thread state by the sweep: a call begins where the innermost path gets
+deeper and ends where it comes back above that depth; pairing at equal depth, in order,
+is the scope pairing of engine.scopes on the path changes. Calls still open at the end
+of a batch are carried, with their real begin times, into the next one (which re-opens
+them with synthetic events at its start).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, PathTable
+
+KEEP = 16  # first calls kept per (thread, phase, operation path)
+
+
+class FirstCalls:
+    def __init__(self, paths: PathTable, keep: int = KEEP) -> None:
+        self.paths, self.keep = paths, keep
+        self._open: dict[int, dict[int, tuple[int, int]]] = {}  # thread -> depth -> (begin, phase)
+        self._kept: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+
+    def take(self, thread: int, time: np.ndarray, path: np.ndarray, phase: np.ndarray,
+             n_synthetic: int) -> None:
+        """One batch of a thread: ``path``/``phase`` after each event at ``time``; the
+        first ``n_synthetic`` events re-open the calls carried from the previous batch."""
+        if not len(path):
+            return
+        depth_of = np.asarray(self.paths.depth, np.int32)
+        depth_of[:FIRST_OPERATION_ID] = -1  # the start-up is outside operations too
+        prev = np.r_[0, path[:-1]]
+        ch = np.flatnonzero(path != prev)
+        carried = self._open.pop(thread, {})
+        if not len(ch):
+            if carried:
+                self._open[thread] = carried
+            return
+        new, old = depth_of[path[ch]], depth_of[prev[ch]]
+        begin = new > old
+        level = np.where(begin, new, old)
+        o = np.lexsort((ch, level))
+        pos, lev, beg = ch[o], level[o], begin[o]
+        pair = beg[:-1] & ~beg[1:] & (lev[:-1] == lev[1:])
+        b_at, e_at = pos[:-1][pair], pos[1:][pair]
+        paired = np.zeros(len(pos), bool)
+        paired[:-1] |= pair
+        paired[1:] |= pair
+        opened = {}
+        for i in pos[beg & ~paired].tolist():  # still open: carried on
+            opened[int(depth_of[path[i]])] = self._real(carried, i, time, path, phase,
+                                                        n_synthetic, depth_of)
+        if opened:
+            self._open[thread] = opened
+        keep = path[b_at] >= FIRST_OPERATION_ID
+        for i, j in zip(b_at[keep].tolist(), e_at[keep].tolist(), strict=True):
+            b, ph = self._real(carried, i, time, path, phase, n_synthetic, depth_of)
+            lst = self._kept.setdefault((thread, ph, int(path[i])), [])
+            if len(lst) < self.keep:
+                lst.append((b, int(time[j]) - b))
+
+    @staticmethod
+    def _real(carried: dict[int, tuple[int, int]], i: int, time: np.ndarray,
+              path: np.ndarray, phase: np.ndarray, n_synthetic: int,
+              depth_of: np.ndarray) -> tuple[int, int]:
+        if i < n_synthetic:  # a carried call: its begin in an earlier batch
+            hit = carried.get(int(depth_of[path[i]]))
+            if hit is not None:
+                return hit
+        return int(time[i]), int(phase[i])
+
+    def result(self) -> np.ndarray:
+        """int64 rows (thread, phase, path, begin_ns, duration_ns) in begin order."""
+        rows = [(t, ph, pa, b, d) for (t, ph, pa), lst in self._kept.items()
+                for b, d in lst]
+        out = np.array(rows, np.int64).reshape(-1, 5)
+        return out[np.argsort(out[:, 3], kind="stable")] if len(out) else out
