@@ -107,3 +107,13 @@ def test_causes():
     assert "input signature varies" in cause(
         "tensorflow", ["input signature changed: (x: TensorSpec(shape=(4,)))"])[0]
     assert cause("torch", [REASON.format(4, 8)])[0] == "input batch size varies (4, 8)"
+
+
+def test_diagnosis_says_compiling_when_it_dominates():
+    from rlscope.analysis.diagnosis.operations import diagnose
+
+    a = _run()
+    v = next(v for v in diagnose(a.operations(), a.processes()) if v.operation == "inference")
+    assert v.bound == "JIT compiling"
+    assert v.max_saving_s == pytest.approx(0.020)
+    assert any("4 compilations" in e for e in v.evidence)

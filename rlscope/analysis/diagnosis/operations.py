@@ -82,6 +82,19 @@ def _verdict(pid: int, process: str, name: str, t: pd.Series, covered_s: float,
     if process_has_gpu and wall > 0:
         v.evidence.append(f"GPU idle while the CPU works: "
                           f"{100 * float(t['cpu_only_s']) / wall:.0f}% of the operation")
+    comp = float(t.get("compile_s", 0.0))
+    if comp > 0 and wall > 0:  # compiling is inside the categories (mostly Python)
+        n = int(t.get("compiles", 0))
+        v.evidence.append(f"JIT compiling {comp:.3g} s ({100 * comp / wall:.0f}%), "
+                          f"{n} compilation{'s' if n != 1 else ''}")
+        if comp / wall >= DOMINANT:
+            v.bound = "JIT compiling"
+            v.remedy = ("compile less often: keep input shapes and types constant (mark "
+                        "varying dimensions dynamic, or pad), compile outside the loop, or "
+                        "cache compilations across runs; a longer run amortises a one-off "
+                        "compile (JIT compilation section)")
+            v.max_saving_s, v.saving_of = comp, "the compile time"
+            return v
     if not ranked or ranked[0][1] < DOMINANT or (
             len(ranked) > 1 and ranked[0][1] - ranked[1][1] < MARGIN):
         return v  # balanced: no single limit
