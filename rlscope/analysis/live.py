@@ -23,6 +23,12 @@ from rlscope.analysis.engine.overlap import ProcessAnalyzer
 from rlscope.analysis.engine.paths import NameTable, PathTable
 from rlscope.analysis.engine.process import ProcessInfo
 from rlscope.analysis.engine.summary import ProcessSpan
+from rlscope.analysis.processes.roles import (
+    display_name,
+    parse_command,
+    role_from_command,
+    role_label,
+)
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Aggregates, Events, ProcessTrace, Progress
 from rlscope.trace.records import string_table
@@ -158,19 +164,14 @@ class _Process:
         cpu, rss = samples.get(h.pid, (float("nan"), 0))
         unit = self.metadata.get(fmt.META_PROGRESS_UNIT)
         role = self.metadata.get(fmt.META_ROLE)
+        if not isinstance(role, str) or not role:
+            role = role_from_command(parse_command(h.argv)) or ""
         return ProcessView(
-            h.pid, h.ppid, _name(h.argv, h.process_name), role if isinstance(role, str)
-            else "", self.ended, total, last, calls, steps,
+            h.pid, h.ppid, display_name(h.argv, self.metadata, fallback=h.process_name),
+            role_label(role, self.metadata) if role else "", self.ended, total, last, calls,
+            steps,
             unit if isinstance(unit, str) and unit else fmt.PROGRESS_UNIT, rate_last,
             rate_run, steps_last, cpu, rss, sorted({k[0] for k in total if k[0]}))
-
-
-def _name(argv: tuple[str, ...], fallback: str) -> str:
-    """A short name: the script (``train.py``) or the program."""
-    for a in argv[1:] if len(argv) > 1 and "python" in Path(argv[0]).name else argv:
-        if not a.startswith("-"):
-            return Path(a).name
-    return fallback
 
 
 class LiveRun:
