@@ -44,11 +44,11 @@ def _short(path: str) -> str:
 def render_text(ops: list[OperationHotspots], top: int = TEXT_TOP) -> str:
     if not ops:
         return ""
-    lines = ["Python hotspots per operation (sampled stacks; share of the operation's "
-             "Python samples)"]
+    lines = ["Python hotspots per operation (sampled stacks; %: share of the operation's "
+             "samples taken in Python)"]
     for o in ops:
-        py = 100 * o.python_samples / o.samples if o.samples else 0.0
-        lines.append(f"  {o.operation}: {o.samples:,} samples, {py:.0f}% in Python")
+        lines.append(f"  {o.operation}: {o.samples:,} samples, {o.python_samples:,} in "
+                     "Python")
         if not o.python_samples:
             continue
         for title, rows in (("self", o.by_self), ("total", o.by_total)):
