@@ -265,7 +265,7 @@ def _diagnosis_section(a: Analysis, run: Run) -> Section:
     util = a.utilisation() if a.samples is not None else None
     cores, cores_from = run_cores(a.run, a.samples)
     tree = a.process_tree()
-    actors = (actor_verdicts(run.iterations, cores, ops, util, run_wall(tree))
+    actors = (actor_verdicts(run.iterations, cores, ops, util, run_wall(tree), a.samples)
               if run.iterations is not None else [])
     run_verdicts = diagnose_run(tree, procs, ops, util, run.lockstep, cores,
                                 cores_from, a.tasks(), actors, outside_cpu_s(a.samples))

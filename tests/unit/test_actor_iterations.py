@@ -146,3 +146,20 @@ def test_report_section_text_and_json():
     data = json.loads(json.dumps(report.to_dict(it)))
     assert data["steady"] == [2, 3] and len(data["iterations"]) == 3
     assert {r["role"] for r in data["roles"]} == {"driver", "env runner"}
+
+
+def test_free_cores_from_the_samples():
+    """2 cores busy 1.5 core-s in a 1 s window, the run's processes 0.5 of it: the rest of
+    the machine took 1 core, 1 is free (cumulative counters, read between samples)."""
+    from rlscope.analysis.diagnosis.actors import free_cores
+    from rlscope.trace.samples import Samples
+
+    s = Samples.empty()
+    t = np.array([0, 500, 1000, 0, 500, 1000], np.int64) * MS
+    s.core_time_ns, s.core_index = t, np.array([0, 0, 0, 1, 1, 1], np.uint32)
+    s.core_busy_ns = np.array([0, 500, 1000, 0, 250, 500], np.int64) * MS
+    s.proc_time_ns, s.proc_pid = t[:3], np.array([7, 7, 7], np.uint32)
+    s.proc_cpu_ns = np.array([0, 250, 500], np.int64) * MS
+    assert free_cores(s, 2, (0, 1000 * MS)) == pytest.approx(1.0)
+    assert free_cores(s, 2, (250 * MS, 750 * MS)) == pytest.approx(1.0)  # interpolated
+    assert free_cores(None, 2, (0, 1000 * MS)) is None

@@ -60,6 +60,7 @@ class Iterations:
     algorithm: str  # run metadata ``algorithm`` (RLlib's class name), or ""
     runners: list[tuple[int, str]]  # (pid, name) of the env runners in the iterations
     learners: list[tuple[int, str]]  # remote learners; empty: the driver's local learner
+    begin_ns: int  # the first iteration's begin (CLOCK_MONOTONIC of the driver's host)
     table: pd.DataFrame  # one row per iteration (ITERATION_COLUMNS)
     roles: pd.DataFrame  # one row per iteration and process (ROLE_COLUMNS)
     warnings: list[str] = field(default_factory=list)
@@ -69,6 +70,12 @@ class Iterations:
         first update) when there are at least three."""
         t = self.table
         return t.iloc[1:] if len(t) >= 3 else t
+
+    def window_ns(self, steady: bool = True) -> tuple[int, int]:
+        """[begin, end) of the (steady) iterations on the driver's clock."""
+        t = self.steady() if steady else self.table
+        b = self.begin_ns + int(float(t["begin_s"].iloc[0]) * 1e9)
+        return b, b + int(float(t["wall_s"].sum()) * 1e9)
 
     def to_dict(self) -> dict[str, Any]:
         return {"driver_pid": self.driver_pid, "driver": self.driver,
@@ -238,7 +245,7 @@ def analyze(procs: list[ProcessEvents]) -> Iterations | None:
     algorithm = driver.metadata.get("algorithm")
     return Iterations(driver.pid, driver.process, algorithm if isinstance(algorithm, str) else "",
                       [(r.pid, r.process) for r in runners],
-                      [(p.pid, p.process) for p in learners],
+                      [(p.pid, p.process) for p in learners], t0,
                       pd.DataFrame(rows, columns=ITERATION_COLUMNS),
                       pd.DataFrame(role_rows, columns=ROLE_COLUMNS), warnings)
 

@@ -16,6 +16,9 @@ updates (rls-prof's /proc samples of the training phase over rlscope's busy time
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from rlscope.analysis.actors import Iterations
@@ -31,7 +34,11 @@ def _pct(x: float, w: float) -> str:
     return f"{100 * x / w:.0f}%" if w > 0 else "n/a"
 
 
-def _speedup(n_old: int, n_new: int, cores: int | None, per: float) -> float:
+def _n(cores: float | None) -> str:
+    return "?" if cores is None else f"{cores:.3g}"
+
+
+def _speedup(n_old: int, n_new: int, cores: float | None, per: float) -> float:
     """How much faster work split over ``n_new`` processes runs than over ``n_old``, each
     needing ``per`` cores while it works, on ``cores`` cores (None: unlimited)."""
     cap = float("inf") if cores is None else cores / max(per, MIN_CPU)
@@ -50,6 +57,35 @@ def runner_cpu_share(ops: pd.DataFrame | None, pids: list[int], sample_s: float)
     return min(max(busy / sample_s, MIN_CPU), 1.0)
 
 
+def free_cores(samples: Any, cores: int | None, window: tuple[int, int]) -> float | None:
+    """The cores the run had to itself over ``window`` (ns): the cores less what the
+    machine's other processes used meanwhile (rls-prof's /proc/stat and /proc/<pid>
+    samples: the cores' busy time minus the run's processes' CPU time); None when not
+    sampled."""
+    if cores is None or samples is None or not len(getattr(samples, "core_time_ns", ())) \
+            or not len(samples.proc_time_ns):
+        return None
+    b, e = window
+    if e <= b:
+        return None
+
+    def used(time: np.ndarray, key: np.ndarray, cum: np.ndarray) -> float:
+        total = 0.0
+        for k in np.unique(key).tolist():
+            m = key == k
+            t, c = time[m], cum[m].astype(np.float64)
+            if len(t) < 2 or t[-1] <= b or t[0] >= e:
+                continue
+            o = np.argsort(t, kind="stable")
+            lo, hi = np.interp([max(b, t[o][0]), min(e, t[o][-1])], t[o], c[o])
+            total += hi - lo
+        return total
+
+    machine = used(samples.core_time_ns, samples.core_index, samples.core_busy_ns)
+    own = used(samples.proc_time_ns, samples.proc_pid, samples.proc_cpu_ns)
+    return max(cores - max(machine - own, 0.0) / (e - b), 0.0)
+
+
 def learner_cores(util: pd.DataFrame | None, pids: list[int], phase: str = "training"
                   ) -> float:
     """The cores a learner used while it updated: /proc's sampled CPU over rlscope's busy
@@ -64,11 +100,12 @@ def learner_cores(util: pd.DataFrame | None, pids: list[int], phase: str = "trai
 
 
 def actor_verdicts(it: Iterations, cores: int | None, ops: pd.DataFrame | None = None,
-                   util: pd.DataFrame | None = None, run_wall: float = 0.0
-                   ) -> list[RunVerdict]:
+                   util: pd.DataFrame | None = None, run_wall: float = 0.0,
+                   samples: Any = None) -> list[RunVerdict]:
     """The verdict on the iterations' critical part, or none when no part holds
     CRITICAL_SHARE of them. ``ops``/``util``: Analysis.operations()/utilisation();
-    ``run_wall``: the run's wall time (the bound's share)."""
+    ``run_wall``: the run's wall time (the bound's share); ``samples``: rls-prof's
+    samples (Analysis.samples): the cores other processes left the run."""
     t = it.steady()
     wall = float(t["wall_s"].sum())
     if wall <= 0:
@@ -86,9 +123,15 @@ def actor_verdicts(it: Iterations, cores: int | None, ops: pd.DataFrame | None =
              f"({_pct(parts['learner'], wall)}), weight sync {parts['sync']:.3g} s "
              f"({_pct(parts['sync'], wall)}), driver {parts['driver']:.3g} s "
              f"({_pct(parts['driver'], wall)})")
+    free = free_cores(samples, cores, it.window_ns())
+    avail: float | None = cores if free is None else free
     make = {"sampling": _sampling, "learner": _learner, "sync": _sync, "driver": _driver}
-    rv = make[crit](it, t, parts, wall, cores, ops, util)
+    rv = make[crit](it, t, parts, wall, avail, ops, util)
     rv.evidence.insert(0, table)
+    if free is not None and cores is not None and free < cores - 0.05:
+        rv.evidence.append(f"samples: processes outside the run used {cores - free:.2f} of "
+                           f"the {cores} cores during these iterations; the bound counts "
+                           f"{free:.2f} free")
     rv.bound_s = rv.bound_share * total  # the steady share saved, over every iteration
     run_wall = run_wall if run_wall > 0 else total
     rv.bound_share = rv.bound_s / run_wall
@@ -101,7 +144,7 @@ def _gain(wall: float, saved: float) -> float:
 
 
 def _sampling(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: float,
-              cores: int | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
+              cores: float | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
               ) -> RunVerdict:
     n = len(it.runners)
     s = parts["sampling"]
@@ -126,7 +169,7 @@ def _sampling(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: fl
             f"{max(rounds - slowest, 0):.3g} s; the driver's own sampling work "
             f"{max(s - rounds, 0):.3g} s")
     rv.evidence.append(f"operations table: the runners were busy {100 * c:.0f}% of their "
-                       f"sample() time (not waiting); {cores or '?'} cores: {new} runners "
+                       f"sample() time (not waiting); {_n(cores)} cores: {new} runners "
                        f"sample {x:.2f}x as fast as {max(n, 1)}")
     rv.remedy = (f"more env runners: config.env_runners(num_env_runners={new}) (the same "
                  "train_batch_size: each samples a share), or more envs per runner "
@@ -134,7 +177,7 @@ def _sampling(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: fl
                  "the runners' sample() work is on the critical path of a synchronous "
                  "algorithm, split over more runners as far as the cores allow")
     if x <= 1.0:
-        rv.remedy = (f"more env runners cannot help on {cores} cores (the runners are busy "
+        rv.remedy = (f"more env runners cannot help on {_n(cores)} cores (the runners are busy "
                      f"{100 * c:.0f}% of their sample() time): more cores (another node), "
                      "cheaper env steps or inference, or asynchronous sampling (APPO/IMPALA:"
                      " sampling overlaps the update)")
@@ -145,7 +188,7 @@ def _sampling(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: fl
 
 
 def _learner(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: float,
-             cores: int | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
+             cores: float | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
              ) -> RunVerdict:
     n = len(it.learners)
     lr = parts["learner"]
@@ -167,7 +210,7 @@ def _learner(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: flo
                        f"waited {runner_wait:.3g} s ({_pct(runner_wait, wall)}) of these "
                        "iterations")
     rv.evidence.append(f"utilisation table: the learner used {u:.2f} core(s) while it "
-                       f"updated; {cores or '?'} cores: {new} learners update {x:.2f}x as "
+                       f"updated; {_n(cores)} cores: {new} learners update {x:.2f}x as "
                        f"fast as {max(n, 1)}")
     rv.remedy = (f"more learners: config.learners(num_learners={new}) (data-parallel: each "
                  "updates on a share of the batch), or a GPU per learner "
@@ -175,7 +218,7 @@ def _learner(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: flo
                  "(APPO/IMPALA); rule: the update is on the critical path of a synchronous "
                  "algorithm while the runners wait")
     if x <= 1.0:
-        rv.remedy = (f"more learners cannot help on {cores} cores (the learner already "
+        rv.remedy = (f"more learners cannot help on {_n(cores)} cores (the learner already "
                      f"uses {u:.1f}): a GPU per learner (num_gpus_per_learner=1), fewer "
                      "epochs or larger minibatches (less work per update), or overlap "
                      "sampling with the update (APPO/IMPALA)")
@@ -186,7 +229,7 @@ def _learner(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: flo
 
 
 def _sync(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: float,
-          cores: int | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
+          cores: float | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
           ) -> RunVerdict:
     y = parts["sync"]
     rv = RunVerdict("actors-sync", f"weight sync took {_pct(y, wall)} of each training "
@@ -199,7 +242,7 @@ def _sync(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: float,
 
 
 def _driver(it: Iterations, t: pd.DataFrame, parts: dict[str, float], wall: float,
-            cores: int | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
+            cores: float | None, ops: pd.DataFrame | None, util: pd.DataFrame | None
             ) -> RunVerdict:
     d = parts["driver"]
     rv = RunVerdict("actors-driver", f"the driver's own work (outside sampling, the update "
