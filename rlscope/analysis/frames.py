@@ -15,6 +15,7 @@ from rlscope.analysis import operation_rows as oprows
 from rlscope.analysis import trends
 from rlscope.analysis import warmup as warm
 from rlscope.analysis.engine import categories as C
+from rlscope.analysis.engine.compiles import is_compile_key
 from rlscope.analysis.engine.paths import (
     UNANNOTATED,
     NameTable,
@@ -100,7 +101,8 @@ class Analysis:
                 "complete": m.complete, "events": m.events, "file": m.file,
                 "torn_bytes": m.torn_bytes, "threads": len(r.threads),
                 "metadata": {k: v for k, v in pool_tasks.without_tasks(
-                    without_imports(m.metadata)).items() if not trends.is_metric_key(k)},
+                    without_imports(m.metadata)).items()
+                    if not trends.is_metric_key(k) and not is_compile_key(k)},
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
                 **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},

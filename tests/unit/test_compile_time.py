@@ -117,3 +117,8 @@ def test_diagnosis_says_compiling_when_it_dominates():
     assert v.bound == "JIT compiling"
     assert v.max_saving_s == pytest.approx(0.020)
     assert any("4 compilations" in e for e in v.evidence)
+
+
+def test_compile_records_stay_out_of_the_processes_metadata():
+    meta = _run().processes().iloc[0]["metadata"]
+    assert not any(k.startswith(fmt.META_COMPILE_PREFIX) for k in meta)
