@@ -18,10 +18,10 @@ from tests.conftest import run_tool
 WORKLOAD = str(Path(__file__).parent / "workloads" / "jit_compiles.py")
 
 
-def _profile(tmp_path: Path, framework: str, intercept: str):
+def _profile(tmp_path: Path, framework: str, intercept: str, *batches: str):
     out, est = tmp_path / "run", tmp_path / "estimate.json"
     r = run_tool("rls-prof", "-o", str(out), "-q", "--intercept", intercept, "--",
-                 sys.executable, WORKLOAD, framework, str(est), timeout=600)
+                 sys.executable, WORKLOAD, framework, str(est), *batches, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     a = rlscope.analysis.load(out)
     return a, json.loads(est.read_text())
@@ -69,3 +69,13 @@ def test_tf_function_two_batch_sizes(tmp_path: Path):
     assert set(rows["kind"]) == {"trace", "first run"}
     reasons = rows[rows["reason"] != ""]["reason"].tolist()
     assert len(reasons) == 1 and "shape=(4, 8)" in reasons[0] and "shape=(8, 8)" in reasons[0]
+
+
+def test_jax_recompiles_that_recur_get_a_verdict(tmp_path: Path):
+    pytest.importorskip("jax")
+    a, _ = _profile(tmp_path, "jax", "jax-compile", "2,3,4,5,6")
+    (v,) = a.compile_verdicts()
+    assert v["operation"] == "inference" and v["function"] == "policy"
+    assert v["compiles"] == 5 and "recompiled 4 times" in v["text"]
+    text = run_tool("rls-analyze", "report", str(tmp_path / "run")).stdout
+    assert "Verdict: inference recompiled 4 times" in text

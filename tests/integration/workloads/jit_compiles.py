@@ -2,7 +2,7 @@
 calls inside `inference`; the workload's own estimate of each compile, first call minus
 a steady call (time.perf_counter around the calls), written to a JSON file.
 
-    python jit_compiles.py torch|jax|tf OUT.json
+    python jit_compiles.py torch|jax|tf OUT.json [BATCH,BATCH,...]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 import rlscope
 
 FRAMEWORK, OUT = sys.argv[1], sys.argv[2]
-BATCHES = (4, 8)
+BATCHES = tuple(int(b) for b in sys.argv[3].split(",")) if len(sys.argv) > 3 else (4, 8)
 STEADY = 5  # calls per batch size after the first
 
 
