@@ -137,6 +137,16 @@ def test_oversubscription_bound_is_the_main_process_run_queue_wait():
     assert o.bound_s == pytest.approx(7.0)
 
 
+def test_oversubscription_counts_processes_that_burn_cpu_outside_operations():
+    """Workers with no operation (recorded busy 0) that /proc saw using CPU do work."""
+    tree = _tree([(1, "main", 0.0, 20.0, 12.0)] + [(10 + i, "child", 1.0, 19.0, 0.0)
+                                                    for i in range(4)])
+    util = _util([(1, 12.0, 5.0)] + [(10 + i, 0.0, 8.0) for i in range(4)])
+    (o,) = D.diagnose_run(tree, _procs([]), _ops(), util, None, 2, "sampler")
+    assert "5 processes doing work at once on 2 cores" in o.verdict
+    assert D.diagnose_run(tree, _procs([]), _ops(), None, None, 2) == []  # not sampled
+
+
 def test_oversubscription_with_vector_env_workers_names_fewer_workers_or_dummy():
     v = _vec(step=1.0, slowest=0.9, env_mean=0.85, env_sum=3.4, loss=0.05)  # no IPC verdict
     (o,) = D.diagnose_run(_tree(MAIN_AND_4), _procs([]), _ops(), None, _lockstep(v), 2)

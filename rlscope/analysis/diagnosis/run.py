@@ -188,7 +188,13 @@ def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: A
     t = tree
     if "idle_helper" in t:
         t = t[~t["idle_helper"].fillna(False).astype(bool)]
-    t = t[t["busy_s"] >= MIN_BUSY_SHARE * t["wall_s"].clip(lower=1e-12)]
+    busy = t["busy_s"].astype(float)
+    if util is not None and len(util) and "sampled_cpu_s" in util:
+        # A process that burns CPU outside every operation (a prefetcher, a logger) does
+        # work too: /proc's CPU time counts where the recorded busy time does not.
+        cpu = util.groupby("pid")["sampled_cpu_s"].sum()
+        busy = np.maximum(busy, t["pid"].map(cpu).fillna(0.0).astype(float))
+    t = t[busy >= MIN_BUSY_SHARE * t["wall_s"].clip(lower=1e-12)]
     peak = _peak(list(zip(t["start_s"].astype(float), t["end_s"].astype(float),
                           strict=True)))
     if peak <= cores:
