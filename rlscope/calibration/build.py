@@ -213,10 +213,13 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
 
 
 def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_ns: float,
-                counts: dict[str, int]) -> dict[str, KindCost]:
-    """The per-event cost model: each kind the run recorded, at its hook's
-    microbenchmark (inside part: the microbenchmark's), and the per-process start-up."""
+                counts: dict[str, int] | None = None) -> dict[str, KindCost]:
+    """The per-event cost model: each kind the run recorded (``counts``; None: every
+    kind measured), at its hook's microbenchmark (inside part: the microbenchmark's),
+    and the per-process start-up."""
     costs: dict[str, KindCost] = {}
+    if counts is None:
+        counts = {k: 1 for k in [PROCESS, *mb]}
     for kind, n in counts.items():
         if kind == PROCESS:
             if n and math.isfinite(startup_ns):

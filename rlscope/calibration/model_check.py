@@ -30,7 +30,7 @@ from rlscope.trace.reader import read_process, trace_files
 BUDGET_FACTOR = 1.0  # runs without rlscope: about this many times the profiled run's wall
 MIN_BUDGET_S = 20.0  # ... but a short run is worth a few of them
 MAX_RUNS = 5
-STARTUP_PAIRS = 5  # interpreter start-ups timed with and without rlscope, in turns
+STARTUP_PAIRS = 3  # interpreter start-ups timed with and without rlscope, in turns
 
 
 def startup_cost_ns(rec: Recording, status: Status | None = None) -> tuple[float, float]:

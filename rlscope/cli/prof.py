@@ -46,6 +46,10 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
                    "imported) or a comma list of " + ", ".join(INTERCEPT_LIBRARIES) + ".")
 @click.option("--no-intercept", is_flag=True,
               help="Record annotations only: no backend/simulator call wrappers.")
+@click.option("--cost-model/--no-cost-model", "cost_model", default=True, show_default=True,
+              help="After a run of 10 s or more, time rlscope's hooks on this machine "
+                   "(a few seconds) into OUTPUT/costs.json: the report then says what "
+                   "rlscope's book-keeping took (docs/overhead-correction.md).")
 @click.option("--calibrate", is_flag=True,
               help="After the run, calibrate rlscope's own overhead: run COMMAND "
                    "uninstrumented and with each kind of book-keeping on, and write "
@@ -88,7 +92,8 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
                    "run's times and how each cost was estimated.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
-         intercept: str, no_intercept: bool, calibrate: bool, calibrate_by: str,
+         intercept: str, no_intercept: bool, cost_model: bool, calibrate: bool,
+         calibrate_by: str,
          max_chunks: int, chunk_s: float, repetitions: int, trace_budget: str,
          calibration_file: Path | None, sample_hz: float, no_sample: bool,
          sample_python: str | None, quiet: bool, verbose: bool,
@@ -121,6 +126,8 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         if not quiet:
             _report(command[0], out, result, no_cuda)
         wanted = result.status == 0 and (calibrate or reuse is not None)
+        if cost_model and not wanted and result.status == 0:
+            _cost_model(list(command), out, rec, result, quiet)
         if wanted and not _calibrate(list(command), out, rec, result, calibration_file,
                                      reuse, calibrate_by, repetitions, chunk_s, max_chunks,
                                      quiet, verbose):
@@ -187,6 +194,26 @@ def _report(exe: str, out: Path, result: ProfiledRun, no_cuda: bool) -> None:
                    f"command started still running {waited:.0f} s after it exited, not "
                    "waited for: " + ", ".join(f"{p['pid']} ({p['command']})" for p in left),
                    err=True)
+
+
+def _cost_model(command: list[str], out: Path, rec: Recording, result: ProfiledRun,
+                quiet: bool) -> None:
+    """rlscope's cost model of this machine, after a run long enough to be worth it."""
+    from rlscope.calibration import cost_model
+
+    if not float(result.meta.get("duration_s") or 0.0) >= cost_model.MIN_RUN_S:
+        return
+    status = StatusLine("rls-prof: ")
+    try:
+        cal, took = cost_model.measure(command, out, rec,
+                                       status=None if quiet else status.update)
+    finally:
+        status.done()
+    if cal is not None and not quiet:
+        click.echo(f"rls-prof: rlscope's cost model of this machine in "
+                   f"{out / 'costs.json'} ({took:.0f} s; {cost_model.summary(cal)}); "
+                   "rls-analyze reports rlscope's overhead from it, and corrects once "
+                   "rls-prof --calibrate has checked it", err=True)
 
 
 def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,

@@ -28,7 +28,7 @@ LOCK_FILE = fmt.LOCK_FILE
 
 # What rlscope writes into a run directory (rls-prof, --calibrate, rls-analyze's
 # defaults): ``--force`` clears exactly these, never anything else.
-RUN_FILES = (fmt.RUN_FILE, fmt.RUN_FILE + ".tmp", "calibration.json",
+RUN_FILES = (fmt.RUN_FILE, fmt.RUN_FILE + ".tmp", "calibration.json", "costs.json",
              fmt.WINDOW_REQUEST_FILE,
              *(n + gz for n in fmt.TIMELINE_FILES.values() for gz in ("", ".gz")))
 RUN_DIRS = ("calibration", "plots")

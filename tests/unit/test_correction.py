@@ -246,7 +246,9 @@ def test_check_against_runs_is_like_for_like():
     costs = {k: c for k, c in COSTS.items() if k != "cuda_api"}
     cal = Calibration([], costs, uninstrumented={"mean_s": 1.0, "std_s": 0.0, "n": 1,
                                                  "wall_mean_s": 2.0},
-                      metric="cpu", mode="model")
+                      metric="cpu", mode="model",
+                      validation={"validation_rounds": [0], "total_error_pct": 0.0,
+                                  "raw_total_error_pct": 0.2})  # checked: applied
     run = {"cpu_s": 1.0 + 2 * (2000 + 1e6) / 1e9, "duration_s": 2.0 + (2000 + 1e6) / 1e9}
     trace = Trace(None, run, [main, worker])  # type: ignore[arg-type]
     c = apply_correction(trace, cal).run["correction"]
@@ -326,3 +328,22 @@ def test_correction_withheld_where_its_check_shows_no_gain():
     out = apply_correction(trace, good)
     assert out.run["correction"]["applied"]
     assert breakdown(*out.processes) == breakdown(process_trace(TRUE))
+
+
+def test_an_unchecked_cost_model_reports_the_overhead_on_raw_numbers():
+    """rls-prof's cost model (costs.json, no check against runs without rlscope): the
+    report shows raw numbers and rlscope's share of the run's CPU time by the model."""
+    from rlscope.analysis.overhead.correction import apply_correction
+    from rlscope.analysis.overhead.model import Calibration
+    from rlscope.reporters.correction import correction_lines
+
+    measured = process_trace(inject(TRUE))
+    removed = (2000 + 1e6) / 1e9
+    trace = Trace(None, {"cpu_s": 0.1 + removed}, [measured])  # type: ignore[arg-type]
+    out = apply_correction(trace, Calibration([], COSTS, mode="model"))
+    assert breakdown(*out.processes) == breakdown(measured)
+    c = out.run["correction"]
+    assert not c["applied"] and abs(c["overhead_pct"] - 100 * removed / 0.1) < 1e-9
+    (line,) = correction_lines(out.run)
+    assert "raw numbers shown; rlscope's book-keeping took 1.0% of this run's CPU" in line
+    assert "rls-prof --calibrate" in line

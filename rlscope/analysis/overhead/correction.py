@@ -404,13 +404,12 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
     if calibration is None:
         run = dict(trace.run, correction={"applied": False})
         return dataclasses.replace(trace, run=run)
-    why = withheld_reason(calibration)
-    if why:
-        return dataclasses.replace(trace, run=dict(trace.run,
-                                                   correction=withheld_entry(calibration)))
     root = trace.processes[0].progress.time_ns if trace.processes else None
     costs, scale = scaled_costs(calibration, root)
     corrected, summary = correct_trace(trace, costs)
+    if withheld_reason(calibration):
+        info = withheld_entry(calibration, trace.run, summary)
+        return dataclasses.replace(trace, run=dict(trace.run, correction=info))
     info = correction_entry(trace.run, calibration, summary, scale)
     return dataclasses.replace(corrected, run=dict(trace.run, correction=info))
 
@@ -421,6 +420,10 @@ def withheld_reason(cal: Calibration) -> str:
     further from the same work without rlscope than the raw time. The report then shows
     raw numbers and says so: a correction must never make a report worse."""
     v = cal.validation
+    if cal.mode == "model" and not v.get("validation_rounds"):
+        return ("rlscope's cost model (measured by rls-prof on this machine) has not been "
+                "checked against runs without rlscope; rls-prof --calibrate checks it, "
+                "and then the report is corrected")
     c, r = _num(v.get("total_error_pct")), _num(v.get("raw_total_error_pct"))
     if not (math.isfinite(c) and math.isfinite(r)) or abs(c) <= abs(r) + 0.05:
         return ""
@@ -431,10 +434,26 @@ def withheld_reason(cal: Calibration) -> str:
             "rlscope's cost here is below what this machine resolves")
 
 
-def withheld_entry(cal: Calibration) -> dict:
-    """The ``correction`` entry of a run whose calibration's check failed."""
-    return {"applied": False, "withheld": withheld_reason(cal), "mode": cal.mode,
-            "metric": cal.metric}
+def withheld_entry(cal: Calibration, run: dict | None = None,
+                   summary: CorrectionSummary | None = None) -> dict:
+    """The ``correction`` entry of a run whose calibration is not applied (its check
+    failed, or there was none), with what it would have removed when known."""
+    out: dict = {"applied": False, "withheld": withheld_reason(cal), "mode": cal.mode,
+                 "metric": cal.metric}
+    if summary is not None:
+        out.update(overhead_share(run or {}, summary))
+    return out
+
+
+def overhead_share(run: dict, summary: CorrectionSummary) -> dict:
+    """rlscope's book-keeping in this run by the cost model: CPU seconds over every
+    process, and their share of the run's CPU time without them (run.json's cpu_s)."""
+    removed = summary.tree_overhead_s()
+    out: dict = {"removed_cpu_s": removed}
+    cpu = run.get("cpu_s")
+    if cpu is not None and float(cpu) - removed > 0:
+        out["overhead_pct"] = 100.0 * removed / (float(cpu) - removed)
+    return out
 
 
 def scaled_costs(cal: Calibration, root_progress_ns: np.ndarray | None
@@ -497,7 +516,7 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
                   "costs_ns": {k: round(c.per_event_ns, 1) for k, c in cal.costs.items()},
                   "cost_sources": {k: _source(c) for k, c in cal.costs.items()},
                   "removed_s": summary.run_overhead_s(),
-                  "removed_cpu_s": summary.tree_overhead_s(), "warnings": []}
+                  **overhead_share(run, summary), "warnings": []}
     # Like for like: the whole tree's CPU time (run.json's cpu_s, and the calibration
     # runs', both with the command's orphans reaped) less what was removed from every
     # process; the wall time less what was removed from the root's main thread.

@@ -16,6 +16,7 @@ from rlscope.errors import RLScopeError
 from rlscope.trace import format as fmt
 
 FILE_NAME = "calibration.json"
+COST_MODEL_FILE = "costs.json"  # rls-prof's cost model of the run's machine (mode "model")
 FORMAT = "rlscope-calibration"
 VERSION = 1
 
@@ -136,6 +137,10 @@ def _float(v: Any) -> float:
 
 
 def find_calibration(directory: str | os.PathLike[str]) -> Calibration | None:
-    """The calibration stored in a trace directory, or None."""
-    p = Path(directory) / FILE_NAME
-    return read_calibration(p) if p.exists() else None
+    """The calibration stored in a trace directory (``calibration.json``; else the cost
+    model rls-prof measured after the run, ``costs.json``, unchecked), or None."""
+    for name in (FILE_NAME, COST_MODEL_FILE):
+        p = Path(directory) / name
+        if p.exists():
+            return read_calibration(p)
+    return None
