@@ -124,6 +124,10 @@ class ProcessAnalyzer:
                       else trend_grid(p.progress, span.start_ns, span.end_ns))
         self._trend: list[np.ndarray] = []  # (bucket, phase, path, category, ns) per batch
         self._trend_calls: list[np.ndarray] = []  # (bucket, phase, path, n)
+        # Bounded traces: each thread's gap edges, and the aggregate rows charged to the
+        # totals as (thread, gap, phase, path, category | -1 for calls, ns, calls).
+        self._gap_edges: dict[int, tuple[list[int], list[int]]] = {}
+        self._trend_gaps: list[tuple[int, int, int, int, int, int, int]] = []
         self.api_thread, wait, self.extra = api_threads(p)
         api = p.api_calls
         self.api_events: dict[int, list] = {}
@@ -224,6 +228,8 @@ class ProcessAnalyzer:
         if len(time) > 1 and np.any(time[1:] < time[:-1]):
             o = np.argsort(time, kind="stable")
             time, kind, name = time[o], kind[o], name[o]
+        if self.trend.n and len(kind):
+            self._gap_times(t, time, kind)
         c = self.carry.get(t)
         if c is not None and len(time) and time[0] < c.last_time:
             time = np.maximum(time, c.last_time)  # late event: no negative durations
@@ -375,17 +381,21 @@ class ProcessAnalyzer:
 
         inherited = int(self.info.main_phase_ids[-1]) if len(self.info.main_phase_ids) else 0
         rows, counts = [], []
-        for t, s, ns, calls, n in zip(agg.thread.tolist(), agg.state.tolist(),
-                                      agg.ns.tolist(), agg.calls.tolist(),
-                                      agg.events.tolist(), strict=True):
+        for t, g, s, ns, calls, n in zip(agg.thread.tolist(), agg.gap.tolist(),
+                                         agg.state.tolist(), agg.ns.tolist(),
+                                         agg.calls.tolist(), agg.events.tolist(), strict=True):
             phase, path, cat, kind = state(s)
             main = t == self.main
             if not phase and not main and t not in self.info.phase_threads:
                 phase = inherited  # as the sweep: the main thread's phase (its last)
             if ns and (main or path > 0 or cat in (C.BACKEND, C.SIMULATOR)):
                 rows.append((t, phase, path, cat, C.CPU_ONLY, ns))
+                if self.trend.n:
+                    self._trend_gaps.append((t, g, phase, path, cat, ns, 0))
             if calls and kind == fmt.OPERATION_BEGIN:
                 counts.append((t, phase, path, -1, calls))
+                if self.trend.n:
+                    self._trend_gaps.append((t, g, phase, path, -1, 0, calls))
             elif calls and kind in _CALL_CATEGORY:
                 counts.append((t, phase, path, cat, calls))
             self.events_seen[t] = self.events_seen.get(t, 0) + n
@@ -415,8 +425,47 @@ class ProcessAnalyzer:
                                               [nb, *sizes[:2]], np.ones(int(ok.sum())))
                 self._trend_calls.append(np.stack([tb, tph, tpa, n.astype(np.int64)], 1))
 
+    def _gap_times(self, t: int, time: np.ndarray, kind: np.ndarray) -> None:
+        """The thread's gap edges in this batch's own events (not the re-opening ones)."""
+        b = time[kind == fmt.AGGREGATED_BEGIN]
+        e = time[kind == fmt.AGGREGATED_END]
+        if len(b) or len(e):
+            begins, ends = self._gap_edges.setdefault(t, ([], []))
+            begins += b.tolist()
+            ends += e.tolist()
+
+    def _trend_gap_rows(self) -> None:
+        """Aggregated stretches in the trends: a gap's rows say how much, not when, so
+        each is spread over the intervals in proportion to their overlap with the gap
+        (calls rounded so that they still add up)."""
+        if not self._trend_gaps:
+            return
+        r = np.array(self._trend_gaps, np.int64)
+        lo, hi = np.zeros(len(r), np.int64), np.zeros(len(r), np.int64)
+        for i, (t, g) in enumerate(r[:, :2].tolist()):
+            begins, ends = self._gap_edges.get(t, ([], []))
+            lo[i] = begins[g] if g < len(begins) else self.span.end_ns
+            hi[i] = ends[g] if g < len(ends) else max(self.span.end_ns, lo[i])
+        e = self.trend.edges
+        over = np.clip(np.minimum(hi[:, None], e[None, 1:])
+                       - np.maximum(lo[:, None], e[None, :-1]), 0, None).astype(np.float64)
+        frac = over / np.maximum(hi - lo, 1)[:, None]
+        time = r[:, 4] >= 0
+        ri, bi = np.nonzero(frac * time[:, None])
+        if len(ri):
+            ns = np.rint(r[ri, 5] * frac[ri, bi]).astype(np.int64)
+            self._trend.append(np.stack([bi, r[ri, 2], r[ri, 3], r[ri, 4], ns], 1))
+        calls = ~time
+        if calls.any():
+            cum = np.rint(np.cumsum(frac[calls] * r[calls, 6][:, None], axis=1))
+            n = np.diff(np.c_[np.zeros(int(calls.sum())), cum], axis=1).astype(np.int64)
+            ci, bi = np.nonzero(n)
+            rows = r[calls]
+            self._trend_calls.append(np.stack([bi, rows[ci, 2], rows[ci, 3], n[ci, bi]], 1))
+
     def _trend_result(self) -> dict[str, np.ndarray]:
         """The trend fields of the result: rows summed over threads and batches."""
+        self._trend_gap_rows()
         nb, sizes = max(self.trend.n, 1), [len(self.phases.names), len(self.paths)]
         out: dict[str, np.ndarray] = {"trend_edges": self.trend.edges,
                                       "trend_steps": self.trend.steps}
