@@ -105,7 +105,15 @@ def test_async_vector_env_straggler(tmp_path: Path):
     assert res.returncode == 0 and (tmp_path / "p" / "lockstep.png").exists(), res.stderr
     rep = run_tool("rls-analyze", "report", str(out), "--format", "json")
     assert rep.returncode == 0, rep.stderr
-    assert json.loads(rep.stdout)["lockstep"]["vector_envs"][0]["straggler"] == 2
+    d = json.loads(rep.stdout)
+    assert d["lockstep"]["vector_envs"][0]["straggler"] == 2
+    # The run-level verdict names the straggler; its bound, what env 2 as fast as the next
+    # slowest env would save, is what the envs' own timing gives.
+    (loss,) = [r for r in d["run_diagnosis"] if r["kind"] == "lockstep-loss"]
+    assert "env 2 is the straggler" in loss["verdict"] and "make env 2" in loss["remedy"]
+    C = truth_commands(truth)
+    saved = float((C.max(axis=1) - np.delete(C, 2, axis=1).max(axis=1)).sum())
+    assert loss["bound_s"] == pytest.approx(saved, rel=0.1)
 
 
 def test_sb3_ppo_subproc_vec_env_straggler(tmp_path: Path):

@@ -138,8 +138,9 @@ def test_oversubscription_bound_is_the_main_process_run_queue_wait():
 
 
 def test_oversubscription_counts_processes_that_burn_cpu_outside_operations():
-    """Workers with no operation (recorded busy 0) that /proc saw using CPU do work."""
-    tree = _tree([(1, "main", 0.0, 20.0, 12.0)] + [(10 + i, "child", 1.0, 19.0, 0.0)
+    """Helpers with nothing recorded (idle helpers to the trace: their thread's time is not
+    work) that /proc saw using CPU do work."""
+    tree = _tree([(1, "main", 0.0, 20.0, 12.0)] + [(10 + i, "child", 1.0, 19.0, 18.0, True)
                                                     for i in range(4)])
     util = _util([(1, 12.0, 5.0)] + [(10 + i, 0.0, 8.0) for i in range(4)])
     (o,) = D.diagnose_run(tree, _procs([]), _ops(), util, None, 2, "sampler")

@@ -186,12 +186,12 @@ def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: A
     if cores is None or not len(tree):
         return None
     t = tree
-    if "idle_helper" in t:
-        t = t[~t["idle_helper"].fillna(False).astype(bool)]
-    busy = t["busy_s"].astype(float)
+    idle = (t["idle_helper"].fillna(False).astype(bool) if "idle_helper" in t
+            else pd.Series(False, index=t.index))
+    busy = t["busy_s"].astype(float).where(~idle, 0.0)  # a helper's thread, not its work
     if util is not None and len(util) and "sampled_cpu_s" in util:
-        # A process that burns CPU outside every operation (a prefetcher, a logger) does
-        # work too: /proc's CPU time counts where the recorded busy time does not.
+        # A process that burns CPU outside every operation (a prefetcher, a logger, a
+        # helper with nothing recorded) does work too: /proc's CPU time says so.
         cpu = util.groupby("pid")["sampled_cpu_s"].sum()
         busy = np.maximum(busy, t["pid"].map(cpu).fillna(0.0).astype(float))
     t = t[busy >= MIN_BUSY_SHARE * t["wall_s"].clip(lower=1e-12)]
@@ -200,7 +200,8 @@ def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: A
     if peak <= cores:
         return None
     roles = t["role"].value_counts() if "role" in t else pd.Series(dtype=int)
-    who = ", ".join(f"{n} {r}" + ("s" if n > 1 else "") for r, n in roles.items())
+    who = ", ".join(f"{n} {r}" + (("es" if r.endswith("s") else "s") if n > 1 else "")
+                    for r, n in roles.items())
     rv = RunVerdict("oversubscription", f"CPU oversubscribed: {peak} processes doing work "
                     f"at once on {cores} cores")
     rv.evidence.append(f"process tree: {len(t)} processes with recorded busy time ({who}), "
