@@ -39,6 +39,18 @@ def _check(a, estimates, framework: str) -> None:
     # Each compile is where the workload saw it: in the first call of its batch size.
     for (_, r), e in zip(rows.iterrows(), estimates, strict=True):
         assert r["seconds"] <= e["first_s"] * 1.05 + 0.01
+    # The compiles are the operation's warm-up, and the extrapolation's rate starts after.
+    wu = a.warmup().set_index("operation").loc["inference"]
+    assert wu["compile_s"] >= 0.75 * own
+    # at least up to the first call of the second batch size (a loaded machine can make a
+    # later call twice the steady one too)
+    assert wu["warmup_calls"] >= 7
+    ex = a.extrapolation().iloc[0]
+    assert ex["steady_from_s"] * 1e9 + a.results[0].span[0] >= wu["end_ns"]
+    it = a.iterations()
+    naive = (it["timesteps"].iloc[-1] - it["timesteps"].iloc[0]) / (
+        it["time_s"].iloc[-1] - it["time_s"].iloc[0])
+    assert ex["steps_per_s"] > 3 * naive  # not the pace of the compiling calls
 
 
 def test_torch_compile_two_batch_sizes(tmp_path: Path):

@@ -62,6 +62,7 @@ def tf_policy():
 
 call = {"torch": torch_policy, "jax": jax_policy, "tf": tf_policy}[FRAMEWORK]()
 estimates = []
+done = 0
 for bs in BATCHES:
     times = []
     for _ in range(1 + STEADY):
@@ -69,6 +70,8 @@ for bs in BATCHES:
             t0 = time.perf_counter()
             call(bs)
             times.append(time.perf_counter() - t0)
+        done += bs
+        rlscope.report_progress(done, 100 * done)
     steady = sorted(times[1:])[len(times[1:]) // 2]
     estimates.append({"batch": bs, "first_s": times[0], "steady_s": steady,
                       "compile_s": times[0] - steady})
