@@ -37,6 +37,9 @@ TRACE_BUDGET = "RLSCOPE_TRACE_BUDGET"
 # read by the native writer, for tests and benchmarks).
 TRACE_PERIOD_MS = "RLSCOPE_TRACE_PERIOD_MS"
 TRACE_WINDOW_MS = "RLSCOPE_TRACE_WINDOW_MS"
+# The run's start (CLOCK_MONOTONIC ns; rls-prof): every process of the run opens its
+# periodic detail windows at the same times from it.
+RUN_START_NS = "RLSCOPE_RUN_START_NS"
 CHUNK_DIR = "RLSCOPE_CALIBRATE_CHUNKS"  # chunk calibration: where the copies write
 CHUNK_CONFIGS = "RLSCOPE_CHUNK_CONFIGS"  # JSON list of [name, record, call mask]
 CHUNK_S = "RLSCOPE_CHUNK_S"

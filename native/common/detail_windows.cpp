@@ -38,7 +38,7 @@ constexpr double kDetailShare = 0.80, kStartShare = 0.25, kWindowShare = 0.05;
 }  // namespace
 
 void DetailWindows::configure(uint64_t budget_bytes, const std::string& dir,
-                              int64_t now_ns) {
+                              int64_t now_ns, int64_t run_start_ns) {
   budget_ = budget_bytes;
   dir_ = dir.empty() ? "." : dir;
   demand_path_ = dir_ + "/rlscope.window";
@@ -46,8 +46,12 @@ void DetailWindows::configure(uint64_t budget_bytes, const std::string& dir,
   ended_ = NONE;
   last_scan_ns_ = -1;
   scanned_bytes_ = own_at_scan_ = 0;
+  // Periodic windows at fixed times of the run (start + P, + 2P more, + 4P more, ...),
+  // the same in every process of the run: their windows line up.
   period_ns_ = first_period_ns;
-  next_periodic_ns_ = now_ns + period_ns_;
+  next_periodic_ns_ = (run_start_ns > 0 && run_start_ns <= now_ns ? run_start_ns : now_ns) +
+                      period_ns_;
+  skip_past(now_ns);
   demand_mtime_ns_ = budget_ ? mtime_ns(demand_path_) : 0;  // an old request is not new
   if (budget_) open(START, now_ns, 0);
   end_ns_ = INT64_MAX;  // the start window ends on size only
@@ -95,10 +99,7 @@ bool DetailWindows::detail(int64_t now_ns, uint64_t own_bytes) {
                 now_ns >= end_ns_;
     if (!over) return true;
     close(now_ns);
-    if (reason_ == NONE && now_ns >= next_periodic_ns_) {
-      // A periodic window due while another one was open starts a period later.
-      next_periodic_ns_ = now_ns + period_ns_;
-    }
+    skip_past(now_ns);  // a periodic window due while another one was open: the next
     return false;
   }
   if (bytes >= share(kDetailShare) - share(kWindowShare)) return false;
@@ -107,12 +108,18 @@ bool DetailWindows::detail(int64_t now_ns, uint64_t own_bytes) {
     return true;
   }
   if (now_ns >= next_periodic_ns_) {
-    period_ns_ *= 2;
-    next_periodic_ns_ = now_ns + period_ns_;
+    skip_past(now_ns);
     open(PERIODIC, now_ns, bytes);
     return true;
   }
   return false;
+}
+
+void DetailWindows::skip_past(int64_t now_ns) {
+  while (next_periodic_ns_ <= now_ns) {
+    period_ns_ *= 2;
+    next_periodic_ns_ += period_ns_;
+  }
 }
 
 DetailWindows::Reason DetailWindows::ended(int64_t* begin_ns, int64_t* end_ns) {

@@ -14,7 +14,9 @@ class DetailWindows {
 
   // budget_bytes 0: no budget, every flush is detail. `dir`: the directory whose
   // files count against the budget (and where the on-demand file is looked for).
-  void configure(uint64_t budget_bytes, const std::string& dir, int64_t now_ns);
+  // `run_start_ns`: the run's start (CLOCK_MONOTONIC; 0: unknown, this process's).
+  void configure(uint64_t budget_bytes, const std::string& dir, int64_t now_ns,
+                 int64_t run_start_ns);
   bool bounded() const { return budget_ > 0; }
   // Whether the events of the flush made at `now_ns` are detail. `own_bytes`: bytes
   // this process wrote to its file so far (adds to the last directory scan).
@@ -34,6 +36,7 @@ class DetailWindows {
   bool demanded();
   void open(Reason why, int64_t now_ns, uint64_t bytes);
   void close(int64_t now_ns);
+  void skip_past(int64_t now_ns);  // the first periodic window time after now
 
   uint64_t budget_ = 0;
   std::string dir_, demand_path_;

@@ -298,7 +298,7 @@ int open_file_locked(Recorder& r, const std::string& path) {
   r.windows.window_ns = int64_t(env_u64("RLSCOPE_TRACE_WINDOW_MS", 2'000)) * 1'000'000;
   size_t slash = path.rfind('/');
   r.windows.configure(r.budget_bytes, slash == std::string::npos ? "." : path.substr(0, slash),
-                      r.last_flush_ns);
+                      r.last_flush_ns, int64_t(env_u64("RLSCOPE_RUN_START_NS", 0)));
   r.budget_announced = false;
   return 0;
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,7 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
         e[envvars.MAX_PROGRESS] = str(rec.max_progress)
     if rec.trace_budget_bytes:
         e[envvars.TRACE_BUDGET] = str(rec.trace_budget_bytes)
+        e[envvars.RUN_START_NS] = str(time.monotonic_ns())  # CLOCK_MONOTONIC (Linux)
     else:
         e.pop(envvars.TRACE_BUDGET, None)
     if rec.cuda_activity:

@@ -3,11 +3,11 @@
 training loop (make_trace.py's step/update template, one thread) of --hours hours.
 
 Detail windows as the writer opens them (the start window until 25% of the budget, then
-2 s windows every 30 s, the period doubling, each at most 5% of the budget, none past
-80%), every event of the loop inside them; between them the aggregate rows of the gap
-every 5 s (time, calls and events per shadow-stack state, event counts per kind), progress
-thinned to one per 100 ms, and the gap edges. Windows start and end at loop iterations
-(only the phase is open then, and phases stay open across gaps).
+2 s windows at 30 s, 90 s, 210 s, ... of the run (the period doubling), each at most 5% of
+the budget, none past 80%), every event of the loop inside them; between them the
+aggregate rows of the gap every 5 s (time, calls and events per shadow-stack state, event
+counts per kind), progress thinned to one per 100 ms, and the gap edges. Windows start
+and end at loop iterations (only the phase is open then; phases stay open across gaps).
 
     python scripts/bench/bounded_day.py -o /tmp/day --hours 24 --budget 1000000000
 """
@@ -86,11 +86,17 @@ def windows(hours: float, budget: int, loop: Loop, bytes_per_event: float
     out = [("start", 0, start_it)]
     used += start_it * loop.per_iter * bytes_per_event
     t = start_it * loop.ns
-    period, nxt = FIRST_PERIOD_NS, FIRST_PERIOD_NS
-    if t >= nxt:
-        nxt = t + period
+    period, nxt = FIRST_PERIOD_NS, FIRST_PERIOD_NS  # start + P, + 2P more, + 4P more...
+
+    def skip_past(now: int) -> None:
+        nonlocal period, nxt
+        while nxt <= now:
+            period *= 2
+            nxt += period
+
+    skip_past(t)
     while True:
-        t = max(t, nxt)
+        t = nxt
         if t >= end_ns or used >= 0.75 * budget:
             break
         n_events = min(WINDOW_NS * ev_per_ns, 0.05 * budget / bytes_per_event)
@@ -98,9 +104,7 @@ def windows(hours: float, budget: int, loop: Loop, bytes_per_event: float
         b = a + max(1, int(n_events / loop.per_iter))
         out.append(("periodic", a, b))
         used += (b - a) * loop.per_iter * bytes_per_event
-        period *= 2
-        nxt = t + period
-        t = b * loop.ns
+        skip_past(b * loop.ns)
     return out
 
 
