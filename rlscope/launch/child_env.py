@@ -20,7 +20,7 @@ BOOTSTRAP_DIR = str(Path(__file__).resolve().parent.parent / "_bootstrap")
 CUDA_LIBRARY = "librlscope_cuda.so"
 # Python stack samples a second in each profiled process (rls-prof --sample-python; the
 # cost: docs/performance.md#python-stack-sampling).
-DEFAULT_SAMPLE_PYTHON_HZ = 100.0
+DEFAULT_SAMPLE_PYTHON_HZ = 50.0
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What Python stack sampling (rlscope.inprocess.pysampler) costs, and why a thread.
 
     python scripts/bench/python_sampler_overhead.py [--rates 20,50,100,200,1000]
-        [--pairs 30] [--reps 6] [--sb3-hz 100] [--timesteps 16384] [--sb3-runs 1]
+        [--pairs 30] [--reps 6] [--sb3-hz 50] [--timesteps 16384] [--sb3-runs 1]
 
 Every comparison is paired in time, so that a machine whose load drifts over seconds
 (this one: 2 cores shared by several test suites) cancels out of it:
@@ -201,7 +201,7 @@ def main() -> None:
     ap.add_argument("--rates", default="20,50,100,200,1000")
     ap.add_argument("--pairs", type=int, default=30, help="slice pairs per rate")
     ap.add_argument("--reps", type=int, default=6, help="work per slice (~16 ms each)")
-    ap.add_argument("--sb3-hz", default="100", help="rates sampled in SB3 PPO (comma list)")
+    ap.add_argument("--sb3-hz", default="50", help="rates sampled in SB3 PPO (comma list)")
     ap.add_argument("--timesteps", type=int, default=16384)
     ap.add_argument("--sb3-runs", type=int, default=1)
     a = ap.parse_args()

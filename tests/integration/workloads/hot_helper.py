@@ -66,7 +66,7 @@ def main() -> None:
                 action = policy(obs)
             t1 = time.perf_counter()
             with rlscope.operation("simulation"):
-                obs = env_physics(1500) + action % 3
+                obs = env_physics(3000) + action % 3
             t2 = time.perf_counter()
             spent["inference"] += t1 - t0
             spent["simulation"] += t2 - t1
