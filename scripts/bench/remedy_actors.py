@@ -12,7 +12,8 @@ The measured gain: both configurations built in one plain (unprofiled) Ray sessi
 warm-up iteration each, then ``--rounds`` rounds of one iteration of each, order
 alternating; gain = median base iteration / median remedied iteration (spread: min-max
 of the per-round ratios). ``run()`` returns the rows for a caller (scripts/bench/
-remedy.py). Last line:
+remedy.py). The load column: the machine's 1-minute load average around the profiled
+run / the plain runs (mean of before and after; the runs share the machine). Last line:
 
     RESULT sampler_predicted=<x> sampler_measured=<x> learner_predicted=<x> ...
 """
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "scripts" / "bench" / "workloads" / "rllib_remedy.py"
@@ -46,12 +48,20 @@ def _python(arg: str | None) -> str:
     return py
 
 
+def _load() -> float:
+    """The machine's 1-minute load average (the other processes the runs share it with)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def _check(r: subprocess.CompletedProcess[str], what: str) -> None:
     if r.returncode:
         raise SystemExit(f"{what} failed ({r.returncode}):\n{r.stderr[-3000:]}")
 
 
-def verdict(directory: Path) -> dict[str, object]:
+def verdict(directory: Path) -> dict[str, Any]:
     """The report's first actor/learner verdict with its predicted gain and the remedy's
     configuration, and the kind of the report's first run-level verdict."""
     r = subprocess.run([_bin("rls-analyze"), "report", str(directory), "--format", "json"],
@@ -72,7 +82,7 @@ def verdict(directory: Path) -> dict[str, object]:
 
 
 def run(python: str, workload: str, iterations: int, rounds: int,
-        keep: Path | None = None) -> dict[str, object]:
+        keep: Path | None = None) -> dict[str, Any]:
     """One workload: profiled, its verdict, the remedy measured. ``keep``: keep the
     profiled run and the times in ``keep/<workload>/`` (a run already there is analysed
     again, not recorded again)."""
@@ -81,32 +91,36 @@ def run(python: str, workload: str, iterations: int, rounds: int,
         where = (keep / workload) if keep is not None else Path(tmp)
         where.mkdir(parents=True, exist_ok=True)
         d = where / "run"
+        loads = {"profile": _load(), "measure": float("nan")}
         if not (d / "run.json").exists() or not list(d.glob("python.*")):
             r = subprocess.run([_bin("rls-prof"), "-o", str(d), "-q", "--force", "--",
                                 python, str(WORKLOAD), "profile", workload, str(runners),
                                 str(learners), str(iterations)],
                                capture_output=True, text=True, timeout=1200)
             _check(r, f"rls-prof ({workload})")
+            loads["profile"] = (loads["profile"] + _load()) / 2
         v = verdict(d)
-        to = int(v["to"])  # type: ignore[call-overload]
+        to = int(v["to"])
         r1, l1 = (to, learners) if v["scale"] == "env runners" else (runners, to)
         out = where / f"times-{r1}-{l1}.json"
         if not out.exists():
+            loads["measure"] = _load()
             r = subprocess.run([python, str(WORKLOAD), "measure", workload, str(runners),
                                 str(learners), str(r1), str(l1), str(rounds), str(out)],
                                capture_output=True, text=True, timeout=1200)
             _check(r, f"the plain runs ({workload})")
+            loads["measure"] = (loads["measure"] + _load()) / 2
         times = json.loads(out.read_text())
     base, rem = times["base"], times["remedy"]
     ratios = [b / x for b, x in zip(base, rem, strict=True)]
     measured = statistics.median(base) / statistics.median(rem)
-    predicted = float(v["predicted"])  # type: ignore[arg-type]
+    predicted = float(v["predicted"])
     return {"workload": workload, "base": f"{runners} runners, {learners} learners",
             "remedy": f"{r1} runners, {l1} learners", "first_verdict": v["first"],
             "kind": v["kind"], "predicted": predicted, "measured": measured,
             "spread": (min(ratios), max(ratios)), "base_s": statistics.median(base),
             "remedy_s": statistics.median(rem), "verdict": v["verdict"],
-            "error": predicted / measured - 1}
+            "error": predicted / measured - 1, "load": loads}
 
 
 def main() -> None:
@@ -122,13 +136,14 @@ def main() -> None:
     rows = [run(py, w, a.iterations, a.rounds, a.keep) for w in a.workloads.split(",")]
     print(f"{'workload':9} {'first verdict':17} {'actor verdict':16} {'remedy':22} "
           f"{'iter s base':>11} {'remedied':>9} {'predicted':>9} {'measured':>9} "
-          f"{'spread':>11} {'error':>6}")
+          f"{'spread':>11} {'error':>6} {'load':>9}")
     for r in rows:
-        lo, hi = r["spread"]  # type: ignore[misc]
+        lo, hi = r["spread"]
         print(f"{r['workload']:9} {r['first_verdict']:17} {r['kind']:16} "
               f"{r['base']} -> {r['remedy']}  {r['base_s']:11.3f} {r['remedy_s']:9.3f} "
               f"{r['predicted']:8.2f}x {r['measured']:8.2f}x {lo:5.2f}-{hi:4.2f}x "
-              f"{100 * r['error']:+5.0f}%")  # type: ignore[operator]
+              f"{100 * r['error']:+5.0f}% {r['load']['profile']:4.1f}/"
+              f"{r['load']['measure']:<4.1f}")
         print(f"  verdict: {r['verdict']}")
     print("RESULT " + " ".join(f"{r['workload']}_predicted={r['predicted']:.2f} "
                                f"{r['workload']}_measured={r['measured']:.2f}"
