@@ -22,6 +22,7 @@ from rlscope.analysis.diagnosis import (
     run_cores,
     run_wall,
 )
+from rlscope.analysis.diagnosis.critical import critical_path
 from rlscope.analysis.frames import Analysis
 from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, LOCKSTEP, Run, RunOptions, open_run
 from rlscope.analysis.processes.utilisation import outside_cpu_s
@@ -32,6 +33,7 @@ from rlscope.errors import RLScopeError
 from rlscope.reporters import calls as calls_report
 from rlscope.reporters import chrome_trace as tl
 from rlscope.reporters import compare as cmp
+from rlscope.reporters import critical as critical_report
 from rlscope.reporters import diagnosis, perfetto, plots, processes, table, utilisation
 from rlscope.reporters import flame as flame_report
 from rlscope.reporters import hotspots as hotspots_report
@@ -246,6 +248,9 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     pool_tasks = a.tasks()
     if len(pool_tasks):  # Pool / executor tasks: their table and straggler verdict
         sections.append(tasks_report.section(pool_tasks))
+    sections.append(critical_report.section(critical_path(
+        a.process_tree(), a.operations(), run.lockstep, pool_tasks,
+        a.utilisation() if a.samples is not None else None)))
     sections.append(calls_report.section(calls_report.tops(a)))
     trend = trends_report.data_of(a)
     if not trend.empty:
@@ -554,32 +559,6 @@ def compare(runs: tuple[str, ...], fmt: str, by: str, plot_to: Path | None,
         _save(fig, plot_to)
         plt.close(fig)
         click.echo(str(plot_to), err=True)
-
-
-@analyze.command()
-@click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--refresh", "refresh_s", type=click.FloatRange(min=0.1), default=1.0,
-              show_default=True, metavar="SECONDS", help="Seconds between refreshes.")
-@click.option("--tensorboard", "tensorboard", type=click.Path(path_type=Path), default=None,
-              metavar="LOGDIR",
-              help="Also write per-operation scalars over training steps to this TensorBoard "
-                   "log directory (needs tensorboardX: pip install 'rlscope[tensorboard]').")
-@click.option("--once", is_flag=True,
-              help="Print one refresh as text and exit (also what happens without a "
-                   "terminal).")
-@click.option("--until-done", is_flag=True,
-              help="No screen: follow until every process has ended (with --tensorboard).")
-def live(directory: Path, refresh_s: float, tensorboard: Path | None, once: bool,
-         until_done: bool) -> None:
-    """Follow a run while it records: per operation the last interval and the run so far
-    (time by Python/Backend/Simulator/Waiting), steps/s, the process tree with CPU use, the
-    last interval's verdict. Keys: tab/n next process, N previous, p next phase, q quit.
-    Reads only what the processes append to their files."""
-    from rlscope.cli.live import follow
-
-    if until_done and tensorboard is None:
-        raise click.UsageError("--until-done writes TensorBoard only: give --tensorboard")
-    follow(directory, refresh_s, tensorboard, once, until_done)
 
 
 @analyze.command()
