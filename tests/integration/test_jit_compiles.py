@@ -7,7 +7,9 @@ costs ~10 s per shape on a quiet machine."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,39 @@ def test_jax_recompiles_that_recur_get_a_verdict(tmp_path: Path):
     assert v["compiles"] == 5 and "recompiled 4 times" in v["text"]
     text = run_tool("rls-analyze", "report", str(tmp_path / "run")).stdout
     assert "Verdict: inference recompiled 4 times" in text
+
+
+GRAPH_BREAK = textwrap.dedent("""
+    import sys
+    import rlscope
+    from rlscope import intercept
+    intercept.enable("torch-compile")
+    import torch, torch._dynamo
+
+    def policy(x):
+        y = torch.tanh(x)
+        torch._dynamo.graph_break()  # two graphs: the break, and a frame per part
+        return (y * 2).sum()
+
+    rlscope.start(sys.argv[1])
+    f = torch.compile(policy, backend="eager")  # dynamo alone: seconds, not minutes
+    with rlscope.operation("inference"):
+        f(torch.ones(4, 3))
+    torch._dynamo.reset()  # clears registered callbacks; rlscope's hooks stay
+    with rlscope.operation("again"):
+        f(torch.ones(4, 3))
+    rlscope.stop()
+""")
+
+
+def test_torch_graph_breaks_and_reset(tmp_path: Path):
+    pytest.importorskip("torch._dynamo")
+    out = tmp_path / "t"
+    r = subprocess.run([sys.executable, "-c", GRAPH_BREAK, str(out)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = rlscope.analysis.load(out).compiles()
+    inf = rows[rows["operation"] == "inference"]
+    assert inf["graph_breaks"].sum() >= 1, rows.to_string()
+    assert "policy" in set(inf["function"])
+    assert len(rows[rows["operation"] == "again"]) >= 1  # recorded after reset()
