@@ -10,12 +10,16 @@ operations with no code change.
 
 Each is skipped when an operation of the same name is already open (user annotations
 win, nested calls count once). Progress (timesteps of total) is reported at every update
-SB3 makes to its progress counter, and the algorithm's name is set as run metadata.
+SB3 makes to its progress counter, with SB3's episode metrics (``ep_rew_mean``,
+``ep_len_mean``: as its logger's, over its episode buffer) when an episode ended since
+they were last recorded, at most once a second; the algorithm's name is set as run
+metadata.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -54,9 +58,30 @@ def _progress(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(self: Any, num_timesteps: int, total_timesteps: int) -> Any:
         if annotate.progress_wanted():
-            annotate.report_progress(num_timesteps, total_timesteps)
+            annotate.report_progress(num_timesteps, total_timesteps,
+                                     metrics=_episode_metrics(self))
         return func(self, num_timesteps, total_timesteps)
     return wrapper
+
+
+_last_metrics: list[Any] = [None, 0.0]  # the last episode recorded, when
+
+
+def _episode_metrics(algo: Any) -> dict[str, float] | None:
+    """SB3's rollout/ep_rew_mean and ep_len_mean when an episode ended since the last
+    record, at most once a second (off-policy algorithms report progress every step)."""
+    buf = getattr(algo, "ep_info_buffer", None)
+    if not buf or buf[-1] is _last_metrics[0]:
+        return None
+    now = time.monotonic()
+    if now - _last_metrics[1] < 1.0:
+        return None
+    _last_metrics[:] = [buf[-1], now]
+    try:
+        return {"ep_rew_mean": sum(float(e["r"]) for e in buf) / len(buf),
+                "ep_len_mean": sum(float(e["l"]) for e in buf) / len(buf)}
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _metadata(func: Callable[..., Any]) -> Callable[..., Any]:
