@@ -47,6 +47,8 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     "gym-legacy": ("gym", _RL + "gym_legacy:install"),  # gym 0.21-0.26 (import gym)
     "sb3": ("stable_baselines3", _RL + "sb3:install"),
     "envpool": ("envpool", _RL + "envpool:install"),  # operations + its native calls
+    # any class of the user's code with env-like step/reset (builtins: hooked at once)
+    "duck-env": ("builtins", _I + "duckenv:install"),
     "multiprocessing": ("multiprocessing", _RL + "mp:install"),  # process roles (metadata)
     # pool tasks: an operation per item in the workers, with its index (metadata)
     "pool": ("multiprocessing.pool", _RL + "pooltasks:install_pool"),
@@ -56,7 +58,7 @@ LIBRARIES: dict[str, tuple[str, str]] = {
 }
 # Library groups by the kind of events they produce (calibration switches them by group).
 # zero-code annotations: operation events
-ANNOTATING = ("gym", "gym-legacy", "sb3", "envpool", "rllib")
+ANNOTATING = ("gym", "gym-legacy", "sb3", "envpool", "duck-env", "rllib")
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
 SIMULATORS = ("mujoco", "box2d", "ale", "pybullet", "envpool")  # SIMULATOR_CALL events
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)

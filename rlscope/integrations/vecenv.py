@@ -7,12 +7,20 @@ subclasses that call their methods).
 
 - **Per env.** The vector env's ``__init__`` wraps each env factory in an
   :class:`EnvFactory` that knows the env's index. It pickles by reference, so it reaches
-  workers started by fork, forkserver and spawn alike. Where the env is made (a worker
-  process, or the main process for the sequential classes) the outermost env instance the
-  factory returns, user wrappers included, gets instance-level ``step``/``reset`` that
-  record ENV_STEP / ENV_RESET events carrying that index (inside the ``simulation``
-  operation, opened there unless already open). A worker also records its role
-  (format.META_ROLE and friends) and which vector env it serves (format.META_VECENV).
+  workers started by fork, forkserver and spawn alike. In a worker process the outermost
+  env instance the factory returns, user wrappers included, gets instance-level
+  ``step``/``reset`` that record ENV_STEP / ENV_RESET events carrying that index (inside
+  the ``simulation`` operation, opened there unless already open). A worker also records
+  its role (format.META_ROLE and friends) and which vector env it serves
+  (format.META_VECENV).
+- **Sequential classes** (the envs stepped one after another in the vector env's
+  process): recording costs a fixed amount per vector step, whatever the number of envs.
+  Each env gets its class's unmarked ``step``/``reset`` on the instance (the vector step is
+  the ``simulation`` operation already: no per-env check), and per-env events are
+  *sampled*: a vector step or reset (the first always) when at least
+  ``SAMPLE_NS_PER_ENV`` x num_envs has passed since the last sampled one began gets
+  recording wrappers on its envs for that call only (announced as ``"sampled": true``;
+  the lock-step analysis reads the sampled steps).
 - **Per vector step**, in the process that holds the vector env: one ENV_STEP event pair
   with index -1, named after the vector env (``SubprocVecEnv#1``), from the start of
   ``step_async`` (the actions are sent) to the end of ``step_wait``; vector resets the
@@ -27,16 +35,21 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 from rlscope import annotate
 from rlscope.integrations import wrap_method
-from rlscope.intercept.patch import Patcher
+from rlscope.intercept.patch import Patcher, raw_lookup
 from rlscope.trace import format as fmt
 
 CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
 SIMULATION = "simulation"  # the operation the gymnasium and SB3 integrations open
+# A sampled vector step costs ~1 us per env (wrappers set, events, wrappers removed): one
+# every 400 us per env keeps that at ~0.25% of the loop whatever the env's speed, and
+# samples every step of envs slower than 400 us.
+SAMPLE_NS_PER_ENV = 400_000
 
 _serial = itertools.count(1)
 _announced: list[dict[str, Any]] = []  # this process's vector envs (format.META_VECENVS)
@@ -109,9 +122,10 @@ def record_env(env: Any, index: int) -> bool:
 
 class EnvFactory:
     """An env factory that knows the env's index in its vector env. Called in a worker
-    it announces the worker's role and records the env it made; called in the process
-    that made the vector env it records the env only for the sequential classes (the
-    worker classes make a throw-away env there to read the spaces)."""
+    it announces the worker's role and records the env it made; in the process that made
+    the vector env it only makes the env (the sequential classes' envs are sampled by the
+    vector env: :class:`_Sampled`; the worker classes make a throw-away env there to read
+    the spaces)."""
 
     def __init__(self, fn: Callable[[], Any], index: int, num_envs: int, vec_class: str,
                  vec_name: str, owner_pid: int, in_process: bool) -> None:
@@ -132,7 +146,7 @@ class EnvFactory:
         if worker:
             _announce_worker(rec, self)
         env = self.fn()
-        if worker or self.in_process:
+        if worker:
             record_env(env, self.index)
         return env
 
@@ -151,6 +165,75 @@ def _announce_worker(rec: Any, f: EnvFactory) -> None:
 
 
 # -- the vector env classes, in the process that makes them ---------------------------
+
+_SAMPLED = "_rlscope_sampled"  # a sequential vector env's _Sampled (instance attribute)
+
+
+def _plain(env: Any, attr: str) -> Any:
+    """``env.attr`` as its class defines it, without the ``simulation`` marking, bound."""
+    cls = type(env)
+    raw, _own = raw_lookup(cls, attr)
+    if getattr(raw, "_rlscope_op", None) is not None:
+        raw = raw.__wrapped__
+    get = getattr(type(raw), "__get__", None)
+    return get(raw, env, cls) if get is not None else raw
+
+
+class _Sampled:
+    """The envs of a sequential vector env, stepped through their plain methods, with
+    per-env recording switched on for the sampled vector steps (module docstring)."""
+
+    __slots__ = ("envs", "interval", "last", "names", "plain")
+
+    def __init__(self, envs: list[Any], plain: list[tuple[Any, Any]]) -> None:
+        self.envs, self.plain = envs, plain
+        self.names = [_env_name(e) for e in envs]
+        self.interval = SAMPLE_NS_PER_ENV * len(envs)
+        self.last = -(1 << 62)
+
+    @classmethod
+    def of(cls, envs: Any) -> _Sampled | None:
+        """None when the envs cannot take instance attributes (they are then recorded at
+        every step)."""
+        if not isinstance(envs, list) or not envs:
+            return None
+        plain = []
+        try:
+            for env in envs:
+                d: dict[str, Any] = env.__dict__
+                pair = []
+                for attr in ("step", "reset"):
+                    m = d.get(attr)
+                    if m is None:
+                        m = d[attr] = _plain(env, attr)
+                    pair.append(m)
+                plain.append((pair[0], pair[1]))
+        except (AttributeError, TypeError):
+            return None
+        return cls(envs, plain)
+
+    def start(self) -> bool:
+        """Whether this call is sampled; if so, its envs record until :meth:`stop`."""
+        now = time.perf_counter_ns()
+        if now - self.last < self.interval:
+            return False
+        self.last = now
+        for i, env in enumerate(self.envs):
+            d, (step, rst) = env.__dict__, self.plain[i]
+            d["step"] = _Recorded(step, False, i, self.names[i])
+            d["reset"] = _Recorded(rst, True, i, self.names[i])
+        return True
+
+    def stop(self) -> None:
+        for env, (step, rst) in zip(self.envs, self.plain, strict=True):
+            d = env.__dict__
+            d["step"], d["reset"] = step, rst
+
+
+def _sample(vec: Any) -> _Sampled | None:
+    smp: _Sampled | None = vec.__dict__.get(_SAMPLED)
+    return smp if smp is not None and smp.start() else None
+
 
 def announce(rec: Any, entry: dict[str, Any]) -> None:
     """Add a vector env (or another barrier over workers: rlscope.integrations.rllib) to
@@ -187,8 +270,16 @@ def _init(orig: Callable[..., Any], in_process: bool) -> Callable[..., Any]:
             args = (wrapped, *args[1:])
         self.__dict__["_rlscope_vecenv"] = name
         result = orig(self, *args, **kwargs)
-        announce(rec, {"name": name, "class": cls, "num_envs": len(fns),
-                       "workers": not in_process})
+        entry = {"name": name, "class": cls, "num_envs": len(fns), "workers": not in_process}
+        envs = getattr(self, "envs", None)
+        sampled = _Sampled.of(envs) if in_process else None
+        if sampled is not None:
+            self.__dict__[_SAMPLED] = sampled
+            entry["sampled"] = True
+        elif in_process and isinstance(envs, list):  # every step of every env, as before
+            for i, env in enumerate(envs):
+                record_env(env, i)
+        announce(rec, entry)
         return result
 
     return __init__
@@ -223,9 +314,12 @@ def _ends(orig: Callable[..., Any], waiting: Any, reset: bool) -> Callable[..., 
         name = _vec_name(self)
         if rec is None or name is None:
             return orig(self, *args, **kwargs)
+        smp = _sample(self)
         try:
             return waiting(self, *args, **kwargs)
         finally:
+            if smp is not None:
+                smp.stop()
             rec.env_end(reset, name)
 
     return wrapper
@@ -241,9 +335,12 @@ def _whole(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
         if rec is None or name is None:
             return orig(self, *args, **kwargs)
         rec.env_begin(reset, fmt.VECTOR_ENV_INDEX, name)
+        smp = _sample(self)
         try:
             return orig(self, *args, **kwargs)
         finally:
+            if smp is not None:
+                smp.stop()
             rec.env_end(reset, name)
 
     return wrapper

@@ -322,7 +322,15 @@ def _lockstep_of(out: Path) -> ls.Lockstep:
     return ls.analyze(ls.from_trace(read_trace(out)))
 
 
-def test_sync_vector_env_records_each_env(recording: Path, intercepted):
+@pytest.fixture
+def every_step(monkeypatch):
+    """Sequential vector envs sample their envs' steps: here every one."""
+    from rlscope.integrations import vecenv
+
+    monkeypatch.setattr(vecenv, "SAMPLE_NS_PER_ENV", 0)
+
+
+def test_sync_vector_env_records_each_env(recording: Path, intercepted, every_step):
     envs = gym.vector.SyncVectorEnv([make_env] * 3)
     envs.reset(seed=0)
     for _ in range(4):
@@ -337,7 +345,25 @@ def test_sync_vector_env_records_each_env(recording: Path, intercepted):
     assert v.envs["name"].tolist() == ["Outer"] * 3
 
 
-def test_sb3_dummy_vec_env_records_each_env(recording: Path, intercepted):
+def test_sync_vector_env_samples_its_envs(recording: Path, intercepted, monkeypatch):
+    """With a long sampling interval only the first call (the reset) records its envs;
+    the steps are not "incomplete": no warning."""
+    from rlscope.integrations import vecenv
+
+    monkeypatch.setattr(vecenv, "SAMPLE_NS_PER_ENV", 10**12)
+    envs = gym.vector.SyncVectorEnv([make_env] * 3)
+    envs.reset(seed=0)
+    for _ in range(5):
+        envs.step(np.zeros(3, np.int64))
+    assert not isinstance(vars(envs.envs[0])["step"], vecenv._Recorded)  # restored
+    r = _lockstep_of(recording)
+    (v,) = r.vector_envs
+    assert (v.vector_steps, v.complete_steps, v.vector_resets) == (5, 0, 1)
+    assert v.envs["steps"].tolist() == [0, 0, 0] and v.envs["resets"].tolist() == [1, 1, 1]
+    assert r.warnings == []
+
+
+def test_sb3_dummy_vec_env_records_each_env(recording: Path, intercepted, every_step):
     pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.vec_env import DummyVecEnv
 

@@ -1,0 +1,110 @@
+"""What rlscope adds per env step to fast vector envs: a 16-env CartPole loop with a small
+torch policy (4-64-2 MLP, no grad) on EnvPool (sync ``step``), gymnasium's
+``SyncVectorEnv`` and stable-baselines3's ``DummyVecEnv``, each under ``rls-prof`` (the
+defaults: native recorder, every interception, the script unchanged) vs uninstrumented.
+
+    python scripts/bench/fast_env_inflation.py [--rounds 7] [--steps 3000] [--envs 16]
+        [--loops envpool,sync,dummy]
+
+Every run is a fresh process (1 torch thread, OMP_NUM_THREADS=1, fixed seed) timing the
+loop only (imports, env creation and the first reset excluded). Rounds interleave plain
+and rlscope runs of each loop (order alternating). Per loop: inflation = median over rounds
+of the paired ratio rlscope / plain; added ns per env step = median of the paired
+differences / (steps * envs). Last line:
+
+    RESULT <loop>_inflation=<ratio> <loop>_added_ns_per_env_step=<ns> ... (per loop)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+WORKLOAD = r"""
+import json, sys, time
+import numpy as np
+import torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+kind, steps, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+policy = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2))
+if kind == "envpool":
+    import envpool
+    env = envpool.make_gymnasium("CartPole-v1", num_envs=n, seed=0, num_threads=1)
+    obs, _ = env.reset()
+elif kind == "sync":
+    import gymnasium as gym
+    env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n)])
+    obs, _ = env.reset(seed=0)
+else:
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
+    env = DummyVecEnv([lambda: gym.make("CartPole-v1") for _ in range(n)])
+    env.seed(0)
+    obs = env.reset()
+t0 = time.perf_counter()
+for _ in range(steps):
+    with torch.no_grad():
+        a = policy(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
+    out = env.step(a)
+    obs = out[0]
+dt = time.perf_counter() - t0
+env.close()
+print(json.dumps({"loop_s": dt}))
+"""
+
+
+def run(mode: str, kind: str, steps: int, envs: int, tmp: str, i: int) -> float:
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    script = os.path.join(tmp, "workload.py")
+    cmd = [sys.executable, script, kind, str(steps), str(envs)]
+    if mode == "rlscope":
+        cmd = [sys.executable, "-m", "rlscope.cli.prof", "-q", "-o",
+               os.path.join(tmp, f"{kind}{i}"), "--", *cmd]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    if r.returncode != 0:
+        sys.exit(f"{kind} {mode} run failed:\n{r.stderr[-2000:]}")
+    return float(json.loads(r.stdout.strip().splitlines()[-1])["loop_s"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--envs", type=int, default=16)
+    ap.add_argument("--loops", default="envpool,sync,dummy")
+    a = ap.parse_args()
+    loops = a.loops.split(",")
+    modes = ["plain", "rlscope"]
+    times = {(k, m): [] for k in loops for m in modes}  # type: dict[tuple[str, str], list[float]]
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "workload.py"), "w") as f:
+            f.write(WORKLOAD)
+        for r in range(a.rounds):
+            for k in loops:
+                for m in (modes if r % 2 == 0 else modes[::-1]):
+                    times[k, m].append(run(m, k, a.steps, a.envs, tmp, r))
+            print(f"round {r + 1}: " + "  ".join(
+                f"{k} {times[k, 'plain'][-1]:.3f}/{times[k, 'rlscope'][-1]:.3f}s"
+                for k in loops), flush=True)
+    result = []
+    per = a.steps * a.envs
+    for k in loops:
+        p, q = times[k, "plain"], times[k, "rlscope"]
+        ratios = [y / x for x, y in zip(p, q, strict=True)]
+        added = [(y - x) / per * 1e9 for x, y in zip(p, q, strict=True)]
+        print(f"{k}: plain median {statistics.median(p) / per * 1e9:.0f} ns/env step, "
+              f"ratios {' '.join(f'{x:.3f}' for x in ratios)}, "
+              f"added ns/env step {' '.join(f'{x:.0f}' for x in added)}")
+        result += [f"{k}_inflation={statistics.median(ratios):.3f}",
+                   f"{k}_added_ns_per_env_step={statistics.median(added):.0f}"]
+    print("RESULT " + " ".join(result))
+
+
+if __name__ == "__main__":
+    main()
