@@ -51,6 +51,11 @@ def test_subproc_vec_env_is_ipc_or_oversubscription_bound(tmp_path: Path):
     assert "DummyVecEnv" in first["remedy"] or "fewer worker processes" in first["remedy"]
     assert first["bound_s"] > 0 and 0 < first["bound_share"] <= 1
     assert first["evidence"]
+    # The critical path: the main process waited on the envs' steps and on IPC.
+    parts = {r["part"]: r for r in d["critical_path"]}
+    assert sum(r["share"] for r in parts.values()) == pytest.approx(1.0, abs=0.01)
+    ipc_part = parts["SubprocVecEnv#1: IPC and scheduling"]
+    assert ipc_part["seconds"] > parts["SubprocVecEnv#1: the slowest env's step"]["seconds"]
     ipc = [r for r in d["run_diagnosis"] if r["kind"] == "ipc"]
     assert ipc and "lock-step table: IPC/scheduling" in ipc[0]["evidence"][0]
     assert "DummyVecEnv instead of SubprocVecEnv" in ipc[0]["remedy"]
