@@ -72,7 +72,10 @@ def _graph_breaks(torch_dynamo: Any) -> int:
 
 def install_torch(dynamo: ModuleType, p: Patcher) -> int:
     handler = getattr(getattr(dynamo, "callback", None), "callback_handler", None)
-    if handler is None or getattr(handler.run_start_callbacks, "_rlscope", False):
+    if not (callable(getattr(handler, "run_start_callbacks", None))
+            and callable(getattr(handler, "run_end_callbacks", None))):
+        return 0  # a torch without dynamo's compile callbacks (before 2.2)
+    if getattr(handler.run_start_callbacks, "_rlscope", False):
         return 0
     run_start, run_end = handler.run_start_callbacks, handler.run_end_callbacks
 
@@ -198,20 +201,22 @@ def install_tf(tf: ModuleType, p: Patcher) -> int:
         return 0
     seen: dict[str, str] = {}  # function -> the input signature it was last traced for
 
-    def _create_concrete_function(function_type: Any, type_context: Any, func_graph: Any,
-                                  tracing_options: Any, *args: Any, **kwargs: Any) -> Any:
+    def _create_concrete_function(*args: Any, **kwargs: Any) -> Any:
         depth = _local.__dict__.get("tf_depth", 0)
         _local.tf_depth = depth + 1
         begin = _now()
         cf = None
         try:
-            cf = create(function_type, type_context, func_graph, tracing_options,
-                        *args, **kwargs)
+            cf = create(*args, **kwargs)
             return cf
         finally:
             _local.tf_depth = depth
             if depth == 0:
                 try:
+                    # (function_type, type_context, func_graph, tracing_options)
+                    function_type = args[0] if args else kwargs.get("function_type")
+                    tracing_options = (args[3] if len(args) > 3
+                                       else kwargs.get("tracing_options"))
                     name = str(getattr(tracing_options, "name", "") or "")
                     sig = str(function_type)
                     before = seen.get(name)
