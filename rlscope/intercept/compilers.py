@@ -71,7 +71,7 @@ def _graph_breaks(torch_dynamo: Any) -> int:
 
 
 def install_torch(dynamo: ModuleType, p: Patcher) -> int:
-    handler = getattr(getattr(dynamo, "callback", None), "callback_handler", None)
+    handler: Any = getattr(getattr(dynamo, "callback", None), "callback_handler", None)
     if not (callable(getattr(handler, "run_start_callbacks", None))
             and callable(getattr(handler, "run_end_callbacks", None))):
         return 0  # a torch without dynamo's compile callbacks (before 2.2)
