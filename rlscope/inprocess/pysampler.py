@@ -29,9 +29,11 @@ from types import FrameType
 from rlscope.trace import format as fmt
 
 FLUSH_S = 0.5  # samples reach the file at least this often (and at stop)
-# A process whose other threads used under IDLE_CPU of a core since the last wake-up is
-# idle (workers blocked on their queue): no sample, and the next look IDLE_BACKOFF
-# periods later. Idle processes then cost a few wake-ups a second, not hz.
+# A sample is taken once the process's other threads used a period of CPU since the last
+# (at most hz a second of wall time); between samples the thread sleeps until that much
+# CPU can have been used at the rate last seen (IDLE_CPU of a core at least), at most
+# IDLE_BACKOFF periods: idle processes (workers blocked on a queue) cost a few wake-ups
+# a second.
 IDLE_CPU = 0.02
 IDLE_BACKOFF = 8
 VERSION = 1
@@ -55,7 +57,8 @@ class PySampler:
         self._missing: dict[int, float] = {}  # ident -> last lookup that failed
         self.samples = 0
         self.cost_ns = 0  # CPU time spent taking samples (not writing them)
-        self.idle_skips = 0  # wake-ups that found the process idle
+        self.skips = 0  # wake-ups without a sample (the process used too little CPU)
+        self.thread_cpu_ns = 0  # the thread's CPU time, once it has ended
         self._thread = threading.Thread(target=self._run, name="rlscope-pysampler",
                                          daemon=True)
 
@@ -70,30 +73,39 @@ class PySampler:
 
     def _run(self) -> None:
         period = 1.0 / self.hz
+        period_ns = int(period * 1e9)
         me = threading.get_ident()
         last_flush = time.monotonic()
         next_t = last_flush + period
-        others_cpu = time.process_time_ns() - time.thread_time_ns()
+        seen = sampled_at = time.process_time_ns() - time.thread_time_ns()
+        seen_t = last_flush
         # time.sleep, not Event.wait: a wake-up costs half the CPU (39 vs 77 us measured
-        # here), and the thread wakes hz times a second in every process.
+        # here), and the thread wakes up to hz times a second in every process.
         while True:
             time.sleep(max(0.0, next_t - time.monotonic()))
             if self._stopping:
                 break
             now = time.monotonic()
-            cpu = time.process_time_ns() - time.thread_time_ns()
-            if cpu - others_cpu < IDLE_CPU * period * 1e9 and self.samples:
-                # The other threads did (next to) nothing: an idle worker blocked on its
-                # queue. Skip, and look again less often (IDLE_BACKOFF periods).
-                self.idle_skips += 1
-                next_t = now + IDLE_BACKOFF * period
-            else:
+            cpu = time.process_time_ns() - time.thread_time_ns()  # the other threads'
+            if cpu - sampled_at >= period_ns or not self.samples:
                 self.sample(me)
+                sampled_at = cpu
                 next_t = max(next_t + period, now)  # late: skip missed ticks, no burst
-            others_cpu = cpu
+            else:
+                self.skips += 1
+                # Paced by the process's CPU: no sample before its other threads used a
+                # period of CPU since the last one, so a starved or mostly blocked
+                # process is sampled less and its sampler costs less. Every wake-up costs
+                # (it takes the GIL), so the next one is when, at the CPU rate just seen,
+                # a period will have been used: between 1 and IDLE_BACKOFF periods away.
+                rate = (cpu - seen) / max(1.0, (now - seen_t) * 1e9)  # cores in use
+                wait = (period_ns - (cpu - sampled_at)) / max(rate, IDLE_CPU) / 1e9
+                next_t = now + min(max(wait, period), IDLE_BACKOFF * period)
+            seen, seen_t = cpu, now
             if now - last_flush >= FLUSH_S:
                 self.flush()
                 last_flush = now
+        self.thread_cpu_ns = time.thread_time_ns()
         self._note_cpu()
 
     def _note_cpu(self) -> None:

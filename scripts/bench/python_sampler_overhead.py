@@ -142,14 +142,21 @@ class Toggle(BaseCallback):
     def __init__(self):
         super().__init__()
         self.k, self.t, self.c, self.on, self.times = 0, None, None, False, []
+        self.sampler_cpu, self.on_cpu, self.samples = 0, 0.0, 0
     def _on_rollout_start(self):
         now, cpu = time.perf_counter(), time.process_time()
         if self.t is not None:
             self.times.append((self.on, now - self.t, cpu - self.c))
+            if self.on:
+                self.on_cpu += cpu - self.c
+        s = pysampler.active()
         # iteration 0 warms up (off); then pairs of iterations, on first in every other
         j = self.k - 1
         self.on = j >= 0 and ((j % 2 == 0) == ((j // 2) % 2 == 0))
         pysampler.stop()
+        if s is not None:  # its thread has ended: its whole CPU time
+            self.sampler_cpu += s.thread_cpu_ns
+            self.samples += s.samples
         if self.on:
             pysampler.start(annotate.output_dir(), hz)
         self.k += 1
@@ -164,7 +171,9 @@ t = cb.times[1:]  # the first iteration warms up
 pairs = [(a, b) for a, b in zip(t[0::2], t[1::2])]
 def ratio(i):
     return [(a[i] / b[i]) if a[0] else (b[i] / a[i]) for a, b in pairs if a[0] != b[0]]
-print(json.dumps({"ratios": ratio(1), "cpu_ratios": ratio(2)}))
+print(json.dumps({"ratios": ratio(1), "cpu_ratios": ratio(2),
+                  "sampler_cpu_s": cb.sampler_cpu / 1e9, "on_cpu_s": cb.on_cpu,
+                  "samples": cb.samples}))
 """
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -232,10 +241,19 @@ def main() -> None:
         for hz in [float(x) for x in a.sb3_hz.split(",") if x]:
             wall: list[float] = []
             cpu: list[float] = []
+            own = on = 0.0
+            n = 0
             for i in range(a.sb3_runs):
                 got = sb3(hz, a.timesteps, os.path.join(tmp, f"sb3-{hz:g}-{i}"))
                 wall += got["ratios"]
                 cpu += got["cpu_ratios"]
+                own, on, n = own + got["sampler_cpu_s"], on + got["on_cpu_s"], n + got["samples"]
+            # The sampler thread's own CPU over the process's CPU while it ran (both
+            # counted by the kernel: not swayed by the machine's load as the ratios are).
+            print(f"sb3 PPO at {hz:g} Hz: sampler thread CPU {own:.3f} s = "
+                  f"{100 * own / on:.2f}% of the process's CPU in the sampled iterations "
+                  f"({n} samples, {1e6 * own / max(1, n):.0f} us each)", flush=True)
+            line += f" sb3_sampler_cpu_pct_{hz:g}hz={100 * own / on:.2f}"
             for what, xs in (("wall", wall), ("CPU", cpu)):
                 med = statistics.median(xs)
                 lo, hi = quartiles(xs)
