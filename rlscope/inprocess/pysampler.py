@@ -1,5 +1,6 @@
-"""Python stack sampling in a profiled process: a daemon thread that, ``hz`` times a second,
-takes every other thread's Python stack (``sys._current_frames``) with the recorder's
+"""Python stack sampling in a profiled process: a daemon thread that, up to ``hz`` times a
+second (paced by the process's CPU: see ``_run``), takes every other thread's Python
+stack (``sys._current_frames``) with the recorder's
 clock (CLOCK_MONOTONIC, ``time.monotonic_ns``) and the thread's OS id (gettid, as the
 recorders record it), and appends them to ``pystacks.<pid>.rlstacks`` beside the trace.
 The analysis joins each sample to the operation, phase and category open on that thread
