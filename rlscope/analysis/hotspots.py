@@ -148,6 +148,8 @@ class OperationHotspots:
     by_self: list[FunctionRow]
     by_total: list[FunctionRow]
     by_category: dict[str, int]
+    by_process: dict[int, int] = field(default_factory=dict)  # pid -> samples
+    by_phase: dict[str, int] = field(default_factory=dict)  # phase ("" none) -> samples
 
 
 def per_operation(s: Samples, top: int = TOP) -> list[OperationHotspots]:
@@ -162,9 +164,14 @@ def per_operation(s: Samples, top: int = TOP) -> list[OperationHotspots]:
         py = in_op[s.category[in_op] == C.PYTHON]
         cats = np.bincount(s.category[in_op], minlength=C.N_CATEGORIES)
         by_self, by_total = _rank(s, s.stack[py], top)
+        pids, npid = np.unique(s.pid[in_op], return_counts=True)
+        phs, nph = np.unique(s.phase[in_op], return_counts=True)
         out.append(OperationHotspots(
             s.operations[o], len(in_op), len(py), by_self, by_total,
-            {C.CATEGORY_NAMES[c]: int(n) for c, n in enumerate(cats.tolist()) if n}))
+            {C.CATEGORY_NAMES[c]: int(n) for c, n in enumerate(cats.tolist()) if n},
+            dict(zip(pids.tolist(), npid.tolist(), strict=True)),
+            {s.phases[p] if 0 <= p < len(s.phases) else "": n
+             for p, n in zip(phs.tolist(), nph.tolist(), strict=True)}))
     return out
 
 

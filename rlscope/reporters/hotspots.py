@@ -25,6 +25,7 @@ def to_dict(s: Samples, ops: list[OperationHotspots]) -> dict[str, Any]:
     return {
         "operations": [{"operation": o.operation, "samples": o.samples,
                         "python_samples": o.python_samples, "by_category": o.by_category,
+                        "by_process": o.by_process, "by_phase": o.by_phase,
                         "top_self": [_row(r) for r in o.by_self],
                         "top_total": [_row(r) for r in o.by_total]} for o in ops],
         "samples": len(s), "rate_hz": {str(p): hz for p, hz in s.hz.items()},

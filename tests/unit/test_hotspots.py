@@ -122,6 +122,7 @@ def test_rankings_are_shares_of_the_operations_python_samples():
     (o,) = hotspots.per_operation(_samples())
     assert (o.operation, o.samples, o.python_samples) == ("train > inference", 8, 6)
     assert o.by_category == {"Python": 6, "Backend": 2}
+    assert o.by_process == {1: 8} and o.by_phase == {"": 8}
     assert [(r.name, r.samples) for r in o.by_self] == [("helper", 4), ("policy", 2)]
     # ties: the innermost first
     assert [(r.name, r.share) for r in o.by_total][:2] == [("policy", 1.0), ("main", 1.0)]
