@@ -54,7 +54,7 @@ void DetailWindows::configure(uint64_t budget_bytes, const std::string& dir,
   skip_past(now_ns);
   demand_mtime_ns_ = budget_ ? mtime_ns(demand_path_) : 0;  // an old request is not new
   if (budget_) open(START, now_ns, 0);
-  end_ns_ = INT64_MAX;  // the start window ends on size only
+  end_ns_ = now_ns + start_window_ns;  // or on size, first
 }
 
 uint64_t DetailWindows::estimate(int64_t now_ns, uint64_t own_bytes) {

@@ -28,6 +28,9 @@ class DetailWindows {
 
   // Tunables (tests may shorten them through the environment: recorder.cpp).
   int64_t window_ns = 2'000'000'000;
+  // The start window's longest: its events are what a report reads most of (a day-long
+  // run's report stays within a minute).
+  int64_t start_window_ns = 60'000'000'000;
   int64_t first_period_ns = 30'000'000'000;
   int64_t scan_interval_ns = 1'000'000'000;
 
