@@ -253,7 +253,7 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
         a.utilisation() if a.samples is not None else None)))
     sections.append(calls_report.section(calls_report.tops(a)))
     trend = trends_report.data_of(a)
-    if not trend.empty:
+    if trends_report.main_processes(trend):  # a process reports progress
         sections.append(trends_report.section(trend))
     samples = _python_samples(directory, opts)
     if samples is not None and len(samples):  # rls-prof --sample-python (on by default)
