@@ -100,9 +100,12 @@ def test_iterations_cut_the_driver_and_each_role():
     assert s.loc[2, "sampling_s"] == pytest.approx(1.12)
 
 
-def test_no_iterations_without_progress():
+def test_no_iterations_without_progress_or_ray_driver():
     procs = job()
     procs[0].progress_ns = np.zeros(0, np.int64)
+    assert analyze(procs) is None
+    procs = job()  # the same phases in a process that is not a Ray driver
+    procs[0].metadata.pop(fmt.META_RAY)
     assert analyze(procs) is None
 
 

@@ -137,12 +137,10 @@ def _in(iv: tuple[np.ndarray, np.ndarray], b: int, e: int) -> float:
 
 
 def _driver(procs: list[ProcessEvents]) -> ProcessEvents | None:
-    """The Ray driver that reported progress (else any process with progress records
-    and the driver phases)."""
+    """The Ray driver that reported progress (a single-process loop with the same phases
+    has no roles to scale: not an actor/learner run)."""
     drivers = [p for p in procs if len(p.progress_ns)
                and roles.ray_info(p.metadata).get("kind") == "driver"]
-    if not drivers:
-        drivers = [p for p in procs if len(p.progress_ns) and len(p.phases)]
     return max(drivers, key=lambda p: len(p.progress_ns)) if drivers else None
 
 
