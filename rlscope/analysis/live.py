@@ -68,6 +68,8 @@ class Snapshot:
     processes: list[ProcessView]
     running: bool  # some process has not recorded its end yet
     warnings: list[str] = field(default_factory=list)
+    # rls-prof's last NVML sample per GPU: index -> (utilisation %, memory used bytes).
+    gpus: dict[int, tuple[float, int]] = field(default_factory=dict)
 
 
 class _Process:
@@ -214,4 +216,5 @@ class LiveRun:
         views = [v for v in (p.view(cpu, interval) for p in self.files.values())
                  if v is not None]
         return Snapshot(self.directory, now - self.started, interval, views,
-                        not views or any(not v.ended for v in views), list(self.warnings))
+                        not views or any(not v.ended for v in views), list(self.warnings),
+                        {i: (u, m) for i, (_, u, m) in sorted(self.proc.gpus.items())})

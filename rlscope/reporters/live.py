@@ -153,6 +153,9 @@ def screen(s: Snapshot, sel: Selection, width: int = 100, height: int = 40) -> l
                      f"  CPU {cpu}  RSS {q.rss_bytes / 2**20:,.0f} MiB")
     if len(tree) > 8:
         lines.append(f"  ... {len(tree) - 8} more processes")
+    if s.gpus:  # NVML's view: device-wide, every process on the GPU counts
+        lines.append("GPUs (NVML, device-wide): " + "   ".join(
+            f"{i}: {u:.0f}% busy, {m / 2**30:,.1f} GiB" for i, (u, m) in s.gpus.items()))
     lines += [f"warning: {w}" for w in s.warnings[-2:]]
     return [ln[:width] for ln in lines[:height]]
 
@@ -202,4 +205,6 @@ def scalars(s: Snapshot) -> tuple[int | None, dict[str, float]]:
             out[f"rlscope/{who}/steps_per_s"] = v.steps_per_s_last
         if not math.isnan(v.cpu_pct):
             out[f"rlscope/{who}/cpu_pct"] = v.cpu_pct
+    for i, (u, _) in s.gpus.items():
+        out[f"rlscope/gpu{i}/util_pct"] = u
     return step, out

@@ -82,6 +82,8 @@ class ProcSamples:
     cpu_ns: list[np.ndarray] = field(default_factory=list)
     rss: list[np.ndarray] = field(default_factory=list)
     interval_ns: int = 0
+    # The GPUs' last NVML sample: index -> (time, utilisation %, memory used bytes).
+    gpus: dict[int, tuple[int, float, int]] = field(default_factory=dict)
 
     def add(self, records: list[Any]) -> None:
         for r in records:
@@ -89,6 +91,13 @@ class ProcSamples:
                 continue
             c = r.sample_chunk
             self.interval_ns = int(c.interval_ns) or self.interval_ns
+            g = np.array(c.gpu_time_delta_ns, np.int64)
+            if len(g):
+                g[0] += c.gpu_base_ns
+                for t, i, u, m in zip(np.cumsum(g).tolist(), c.gpu_index, c.gpu_util_pct,
+                                      c.gpu_memory_used_bytes, strict=True):
+                    if t >= self.gpus.get(int(i), (-1, 0.0, 0))[0]:
+                        self.gpus[int(i)] = (t, float(u), int(m))
             d = np.array(c.proc_time_delta_ns, np.int64)
             if not len(d):
                 continue

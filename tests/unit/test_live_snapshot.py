@@ -92,3 +92,62 @@ def test_scalars() -> None:
     assert s["rlscope/train.py.1/ms_per_step/simulation"] == pytest.approx(4.0)
     assert s["rlscope/train.py.1/steps_per_s"] == 200.0
     assert not any(math.isnan(v) for v in s.values())
+    snap.gpus = {0: (70.0, 3 << 30)}
+    lines = view.screen(snap, view.Selection())
+    assert "GPUs (NVML, device-wide): 0: 70% busy, 3.0 GiB" in lines
+    assert "simulator-bound (Simulator 60%" in "\n".join(lines)
+
+
+def _framed(rec) -> bytes:  # type: ignore[no-untyped-def]
+    body = rec.SerializeToString()
+    n, out = len(body), bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out) + body
+
+
+def test_samples_read_as_they_grow(tmp_path: Path) -> None:
+    """rls-prof's samples file, appended to: per process CPU % between its last two
+    samples, and each GPU's last NVML sample, in the snapshot, the screen and scalars."""
+    from rlscope.trace import messages
+
+    rec = messages.Record
+    head = rec()
+    head.header.format_version = fmt.FORMAT_VERSION
+    head.header.source = fmt.SOURCE_SAMPLES
+    path = tmp_path / f"samples.1{fmt.SAMPLES_SUFFIX}"
+    path.write_bytes(fmt.MAGIC + _framed(head))
+    live = LiveRun(tmp_path)
+    live.poll()
+    for seq in range(3):  # a process at 50% of a core, a GPU going from 10% to 70% busy
+        r = rec()
+        c = r.sample_chunk
+        c.sequence, c.interval_ns = seq, 100_000_000
+        c.proc_base_ns = seq * 100_000_000
+        c.proc_time_delta_ns.append(0)
+        c.proc_pid.append(42)
+        c.proc_cpu_ns.append(seq * 50_000_000)
+        c.proc_rss_bytes.append(1 << 20)
+        c.gpu_base_ns = seq * 100_000_000
+        c.gpu_time_delta_ns.append(0)
+        c.gpu_index.append(0)
+        c.gpu_util_pct.append(10 + 30 * seq)
+        c.gpu_memory_util_pct.append(0)
+        c.gpu_memory_used_bytes.append(3 << 30)
+        c.gpu_sm_clock_mhz.append(1000)
+        data = _framed(r)
+        with open(path, "ab") as f:  # in two writes: the first leaves a partial record
+            f.write(data[:5])
+        live.poll()
+        with open(path, "ab") as f:
+            f.write(data[5:])
+        snap = live.poll()
+        assert not snap.warnings
+    assert live.proc.cpu_pct()[42] == (pytest.approx(50.0), 1 << 20)
+    assert snap.gpus == {0: (70.0, 3 << 30)}
+    screen = "\n".join(view.screen(snap, view.Selection()))
+    assert "waiting for the run's first trace file" in screen
+    assert view.scalars(snap)[1] == {"rlscope/gpu0/util_pct": 70.0}
