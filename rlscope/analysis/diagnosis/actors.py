@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis.actors import Iterations
-from rlscope.analysis.diagnosis.run import RunVerdict
+from rlscope.analysis.diagnosis.verdict import RunVerdict
 
 CRITICAL_SHARE = 0.4  # the longest part holds at least this share of the iterations
 MIN_CPU = 0.05  # a runner's CPU share of its sample() time is taken as at least this

@@ -5,40 +5,20 @@ one start-up entry, each with its evidence, a remedy and a bound computed from t
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rlscope.analysis.diagnosis.operations import Verdict
+from rlscope.analysis.diagnosis.oversubscription import oversubscription
+from rlscope.analysis.diagnosis.verdict import RunVerdict, in_process, library
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP
 from rlscope.analysis.processes import tasks as pool_tasks
 
 IPC_SHARE = 0.5  # IPC/scheduling holds at least this share of a vector env's step time
 LOSS_SHARE = 0.10  # lock-step loss at least this share of sampling
-MIN_BUSY_SHARE = 0.05  # a process does work: recorded busy at least this share of its wall
-OVERSTATED_BUSY = 1.5  # recorded busy at least this many times /proc's sampled CPU
 MIN_RUN_SHARE = 0.05  # start-up: at least this share of the run's wall time
-
-
-@dataclass
-class RunVerdict:
-    """One run-level verdict: what limits the run, the evidence (numbers with the table
-    they come from), the remedy for the library in use and a bound on what it saves."""
-
-    kind: str  # "ipc", "oversubscription", "lockstep-loss", "start-up"
-    verdict: str
-    evidence: list[str] = field(default_factory=list)
-    remedy: str = ""
-    bound_s: float = 0.0  # at most this much of the run's wall time saved by the remedy
-    bound_share: float = 0.0  # ... as a share of the run's wall time
-    bound_of: str = ""  # what the bound is
-    recurring: bool = True  # False: paid once (start-up), listed after the per-step costs
-    subject: str = ""  # the vector env a lock-step verdict is about
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def run_wall(tree: pd.DataFrame) -> float:
@@ -55,20 +35,6 @@ def run_cores(run: dict[str, Any], samples: Any = None) -> tuple[int | None, str
     if cpus:
         return int(cpus), "run.json host.cpus"
     return None, ""
-
-
-def _library(cls: str) -> str:
-    if cls in ("SubprocVecEnv", "DummyVecEnv"):
-        return "sb3"
-    if cls in ("AsyncVectorEnv", "SyncVectorEnv"):
-        return "gymnasium"
-    return ""
-
-
-def _in_process(cls: str) -> str:
-    """The vector env that steps the same envs in the main process."""
-    return {"sb3": "DummyVecEnv", "gymnasium": "SyncVectorEnv"}.get(
-        _library(cls), "a sequential vector env (envs stepped in the main process)")
 
 
 def _ms(s: float, steps: int) -> str:
@@ -105,7 +71,7 @@ def _ipc(v: Any, cores: int | None, wall: float) -> RunVerdict | None:
             "IPC round trip per vector step, and with at most one worker per core beside "
             "the main process" + (f" (here {n} workers, {cores} cores)" if cores else ""))
     if how == "in-process":
-        rv.remedy = (f"step the envs in the main process: {_in_process(v.cls)} instead of "
+        rv.remedy = (f"step the envs in the main process: {in_process(v.cls)} instead of "
                      f"{v.cls}" + (", or fewer worker processes than cores" if over else "")
                      + (f"; keeping the workers, more envs per each (lock-step projection "
                         f"'{best['scenario']}' saves {float(best['saved_s']):.3g} s)"
@@ -116,7 +82,7 @@ def _ipc(v: Any, cores: int | None, wall: float) -> RunVerdict | None:
     else:
         rv.remedy = (f"fewer worker processes, several envs per worker ({scenario}; "
                      f"{v.cls} has one env per worker: fewer workers, more envs each, "
-                     f"e.g. {_in_process(v.cls)} inside each); {rule}")
+                     f"e.g. {in_process(v.cls)} inside each); {rule}")
         rv.bound_of = f"the lock-step projection '{scenario}'"
     rv.bound_s = saved
     rv.bound_share = saved / wall if wall > 0 else 0.0
@@ -145,7 +111,7 @@ def _loss(v: Any, wall: float) -> RunVerdict | None:
         fix = "even out the envs' step times (resets, episode lengths)"
     asyn = ("gymnasium AsyncVectorEnv with step_async/step_wait on the envs that are ready, "
             "or an asynchronous sampler (EnvPool, Sample Factory)"
-            if _library(v.cls) == "gymnasium" else
+            if library(v.cls) == "gymnasium" else
             "an asynchronous sampler (EnvPool, Sample Factory) or batched rollouts")
     rv.remedy = f"{fix}; or stop stepping in lock-step: {asyn}"
     if v.straggler is not None and fixed > 0:
@@ -169,103 +135,6 @@ def _without_straggler(v: Any) -> float:
         return 0.0
     others = np.delete(busy, int(v.straggler), axis=1)
     return float(np.sum(busy.max(axis=1) - others.max(axis=1)))
-
-
-def _peak(intervals: list[tuple[float, float]]) -> int:
-    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    n = peak = 0
-    for _, d in edges:
-        n += d
-        peak = max(peak, n)
-    return peak
-
-
-def _oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: Any,
-                      cores: int | None, cores_from: str, main_pid: int | None,
-                      wall: float, outside_cpu_s: float | None = None) -> RunVerdict | None:
-    if cores is None or not len(tree):
-        return None
-    t = tree
-    idle = (t["idle_helper"].fillna(False).astype(bool) if "idle_helper" in t
-            else pd.Series(False, index=t.index))
-    busy = t["busy_s"].astype(float).where(~idle, 0.0)  # a helper's thread, not its work
-    if util is not None and len(util) and "sampled_cpu_s" in util:
-        # A process that burns CPU outside every operation (a prefetcher, a logger, a
-        # helper with nothing recorded) does work too: /proc's CPU time says so.
-        cpu = util.groupby("pid")["sampled_cpu_s"].sum()
-        busy = np.maximum(busy, t["pid"].map(cpu).fillna(0.0).astype(float))
-    t = t[busy >= MIN_BUSY_SHARE * t["wall_s"].clip(lower=1e-12)]
-    peak = _peak(list(zip(t["start_s"].astype(float), t["end_s"].astype(float),
-                          strict=True)))
-    if peak <= cores:
-        return None
-    roles = t["role"].value_counts() if "role" in t else pd.Series(dtype=int)
-    who = ", ".join(f"{n} {r}" + (("es" if r.endswith("s") else "s") if n > 1 else "")
-                    for r, n in roles.items())
-    rv = RunVerdict("oversubscription", f"CPU oversubscribed: {peak} processes doing work "
-                    f"at once on {cores} cores")
-    rv.evidence.append(f"process tree: {len(t)} processes with recorded busy time ({who}), "
-                       f"up to {peak} alive at once; {cores} cores ({cores_from})")
-    excess_main = runq = None
-    if util is not None and len(util) and "sampled_cpu_s" in util:
-        u = util[util["pid"].isin(t["pid"]) & (util["cpu_samples"] > 0)]
-        u = u.groupby("pid")[["rlscope_cpu_s", "sampled_cpu_s"]].sum()
-        rec, smp = float(u["rlscope_cpu_s"].sum()), float(u["sampled_cpu_s"].sum())
-        if len(u) and rec > 0:
-            line = (f"utilisation table: recorded busy {rec:.3g} s, /proc sampled CPU "
-                    f"{smp:.3g} s over these processes")
-            if rec >= OVERSTATED_BUSY * max(smp, 1e-9):
-                line += (f": recorded busy exceeds what /proc gave {rec / max(smp, 1e-9):.1f}x"
-                         " (runnable, waiting for a core)")
-            rv.evidence.append(line)
-        if main_pid is not None and main_pid in u.index:
-            m = u.loc[main_pid]
-            excess_main = max(float(m["rlscope_cpu_s"] - m["sampled_cpu_s"]), 0.0)
-            rv.evidence.append(f"utilisation table: the main process recorded busy "
-                               f"{float(m['rlscope_cpu_s']):.3g} s, /proc sampled "
-                               f"{float(m['sampled_cpu_s']):.3g} s")
-            q = util[util["pid"] == main_pid]["runq_wait_s"] if "runq_wait_s" in util \
-                else pd.Series(dtype=float)
-            if len(q) and q.notna().all():
-                runq = _runq_bound(float(q.sum()), u, main_pid, outside_cpu_s, rv)
-    workers = [v for v in (lockstep.vector_envs if lockstep is not None else []) if v.workers]
-    if workers:
-        v = workers[0]
-        rv.remedy = (f"fewer worker processes than cores: at most {max(cores - 1, 1)} "
-                     f"worker(s) beside the main process, or {_in_process(v.cls)} instead of "
-                     f"{v.cls} (no worker processes); rule: processes doing work at once "
-                     "<= cores")
-    else:
-        rv.remedy = (f"at most {cores} processes doing work at once: fewer worker processes "
-                     "(or pool size), one thread each for their ML backend "
-                     "(torch.set_num_threads(1))")
-    if runq is not None:
-        rv.bound_s, rv.bound_of = runq
-    elif excess_main is not None:
-        rv.bound_s = excess_main
-        rv.bound_of = ("the main process's recorded busy time /proc did not give it (it was "
-                       "runnable without a core)")
-    else:
-        rv.bound_of = "not measured (rls-prof's sampler was off)"
-    rv.bound_share = rv.bound_s / wall if wall > 0 else 0.0
-    return rv
-
-
-def _runq_bound(waited: float, u: pd.DataFrame, main_pid: int,
-                outside_cpu_s: float | None, rv: RunVerdict) -> tuple[float, str]:
-    """What fewer processes would give the main process back: the time it waited on a run
-    queue, in the share the run's other processes' CPU time holds among everything that
-    competed with it (the machine's other processes too, when the cores were sampled)."""
-    others = float(u.drop(index=main_pid)["sampled_cpu_s"].sum())
-    outside = outside_cpu_s or 0.0
-    share = others / (others + outside) if others + outside > 0 else 1.0
-    rv.evidence.append(
-        f"utilisation table: the main process waited {waited:.3g} s for a core (run "
-        f"queue, /proc/<pid>/schedstat); the run's other processes used {others:.3g} s "
-        "of CPU" + (f", processes outside the run {outside:.3g} s" if outside_cpu_s
-                    is not None else ""))
-    return waited * share, ("the main process's run-queue wait, in the share of the "
-                            "competing CPU time the run's own other processes used")
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
@@ -351,8 +220,8 @@ def diagnose_run(tree: pd.DataFrame, processes: pd.DataFrame, ops: pd.DataFrame,
     out: list[RunVerdict] = []
     for v in (lockstep.vector_envs if lockstep is not None else []):
         out += [r for r in (_ipc(v, cores, wall), _loss(v, wall)) if r is not None]
-    o = _oversubscription(tree, util, lockstep, cores, cores_from, main_pid, wall,
-                          outside_cpu_s)
+    o = oversubscription(tree, util, lockstep, cores, cores_from, main_pid, wall,
+                         outside_cpu_s)
     if o is not None:
         out.append(o)
     if tasks is not None and len(tasks):
