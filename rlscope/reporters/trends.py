@@ -81,8 +81,10 @@ def parts(d: TrendData, pid: int, session: int, n: int = ROWS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _metric_at(metrics: pd.DataFrame, pid: int, end_s: float) -> str:
-    m = metrics[(metrics["pid"] == pid) & (metrics["time_s"] <= end_s + 1e-9)]
+def _metric_at(metrics: pd.DataFrame, pid: int, timesteps: float) -> str:
+    """The last metrics reported at or before ``timesteps`` (by steps, not time: the
+    overhead correction moves the events, not the metrics' clock readings)."""
+    m = metrics[(metrics["pid"] == pid) & (metrics["timesteps"] <= timesteps)]
     if not len(m):
         return ""
     last = m.groupby("name")["value"].last()
@@ -103,7 +105,7 @@ def render_text(d: TrendData) -> str:
         head = ["Part", "Until s", unit.capitalize(), f"{unit}/s", *ops, "Metrics"]
         body = [[f"{r['from_pct']:.0f}-{r['to_pct']:.0f}%", f"{r['end_s']:,.1f}",
                  f"{r['timesteps']:,.0f}", f"{r['steps_per_s']:,.1f}",
-                 *(f"{r[o]:.3g}" for o in ops), _metric_at(d.metrics, pid, r["end_s"])]
+                 *(f"{r[o]:.3g}" for o in ops), _metric_at(d.metrics, pid, r["timesteps"])]
                 for r in t.to_dict("records")]
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
                   for i, h in enumerate(head)]
