@@ -24,7 +24,7 @@ from tests.conftest import REPO, run_tool
 WORKLOAD = REPO / "tests" / "integration" / "workloads" / "fanout_mix.py"
 FRAMES = ("processes", "threads", "operations", "breakdown", "process_tree", "run_summary",
           "role_operations", "iterations", "extrapolation", "gpu", "hosts", "imports",
-          "utilisation", "utilisation_over_time")
+          "utilisation", "utilisation_over_time", "trend_intervals", "trend_operations")
 
 
 @pytest.fixture(scope="module")
