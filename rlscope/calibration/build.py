@@ -234,7 +234,8 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
         inside = float(m.get("inside_ns", math.nan))
         inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else \
             cost * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
-        costs[kind] = KindCost(cost, inside, math.nan, "microbenchmark", n,
+        costs[kind] = KindCost(cost, inside, float(m.get("error_ns", math.nan)),
+                               "microbenchmark", n,
                                "the hook's tight-loop microbenchmark (a lower bound)",
                                microbenchmark_ns=cost)
     return costs

@@ -4,7 +4,8 @@ and the source of the inside/outside split (which whole-run times cannot observe
     python -m rlscope.calibration.microbench TMPDIR    # prints JSON
 
 For each kind: ``per_event_ns`` = (loop time with the hook recording - loop time with the
-hook idle) / n, medians over repeats; ``inside_ns`` = the median recorded duration of an
+hook idle) / n, medians over repeats of the thread's CPU time (``error_ns``: the repeats'
+half interquartile ranges, in quadrature); ``inside_ns`` = the median recorded duration of an
 empty interval (what lands inside the interval the hook times). A tight loop keeps the
 hook's code and data in cache, so ``per_event_ns`` is a lower bound of the cost inside a
 real workload; the inside part (the code between the two clock reads) varies less.
@@ -25,13 +26,26 @@ N = 20_000
 REPEATS = 7
 
 
+_SPREAD: dict[int, float] = {}  # id of a result -> half the IQR of its repeats, ns
+
+
 def _loop_ns(body: Callable[[int], None]) -> float:
     best = []
     for _ in range(REPEATS):
-        t0 = time.perf_counter_ns()
+        # The thread's CPU time: on a busy machine wall time adds other processes' turns
+        # (seen 2.7 µs for an idle annotation at a load of 16 on 2 cores, 0.35 µs idle).
+        t0 = time.thread_time_ns()
         body(N)
-        best.append(time.perf_counter_ns() - t0)
-    return float(np.median(best)) / N
+        best.append(time.thread_time_ns() - t0)
+    q1, med, q3 = np.percentile(np.array(best, np.float64) / N, [25, 50, 75])
+    _SPREAD[id(med)] = float(q3 - q1) / 2
+    return med
+
+
+def _error(*loops: float) -> float:
+    """One kind's error bar (ns) from the loops its cost is the difference of: their
+    repeats' half interquartile ranges, in quadrature."""
+    return math.sqrt(sum(_SPREAD.get(id(x), math.nan) ** 2 for x in loops))
 
 
 def _annotation_loop(op: object) -> Callable[[int], None]:
@@ -103,18 +117,20 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
         rlscope.stop()
     ann_in = float(np.median(_durations(tmp, fmt.OPERATION_BEGIN, fmt.OPERATION_END)))
     out["annotation"] = {"per_event_ns": rec_ann - idle_ann, "inside_ns": ann_in,
-                         "idle_ns": idle_ann}
+                         "idle_ns": idle_ann, "error_ns": _error(rec_ann, idle_ann)}
     if wrapped is not None:
         d = _durations(tmp, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END)
         inside = float(np.median(d)) if len(d) else math.nan
         # (abs() itself, a few ns, runs inside the interval too; left in.)
         out["backend_call"] = {"per_event_ns": rec_call - raw_call, "inside_ns": inside,
-                               "idle_ns": idle_call - raw_call}
+                               "idle_ns": idle_call - raw_call,
+                               "error_ns": _error(rec_call, raw_call)}
         out["simulator_call"] = dict(out["backend_call"])  # the same C wrapper
         out["wait_call"] = dict(out["backend_call"])
     d = _durations(tmp, fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END)
     out["env_call"] = {"per_event_ns": rec_step - raw_step,
-                       "inside_ns": float(np.median(d)) if len(d) else math.nan}
+                       "inside_ns": float(np.median(d)) if len(d) else math.nan,
+                       "error_ns": _error(rec_step, raw_step)}
     return out
 
 

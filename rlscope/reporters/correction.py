@@ -57,5 +57,8 @@ def _share(c: dict[str, Any]) -> str:
     """", rlscope took 2.1% of this run's CPU time (0.412 s, all processes)" or ""."""
     if "overhead_pct" not in c:
         return ""
-    return (f"; rlscope's book-keeping took {c['overhead_pct']:.1f}% of this run's CPU "
-            f"time ({c['removed_cpu_s']:.3f} s over all its processes, by the cost model)")
+    err = c.get("overhead_error_pct")
+    bar = f" ± {err:.1f}%" if err is not None and err >= 0.05 else ""
+    return (f"; rlscope's book-keeping took {c['overhead_pct']:.1f}%{bar} of this run's "
+            f"CPU time ({c['removed_cpu_s']:.3f} s over all its processes, by the cost "
+            "model)")

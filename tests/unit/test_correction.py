@@ -347,3 +347,12 @@ def test_an_unchecked_cost_model_reports_the_overhead_on_raw_numbers():
     (line,) = correction_lines(out.run)
     assert "raw numbers shown; rlscope's book-keeping took 1.0% of this run's CPU" in line
     assert "rls-prof --calibrate" in line
+
+
+def test_overhead_error_bar_is_the_costs_error_times_the_events():
+    import dataclasses
+
+    costs = dict(COSTS, annotation=dataclasses.replace(COSTS["annotation"], error_ns=10.0))
+    _, summary = correct_trace(Trace(None, {}, [process_trace(inject(TRUE))]),  # type: ignore
+                               costs)
+    assert abs(summary.tree_error_s() - 2 * 10 / 1e9) < 1e-15  # two annotation pairs

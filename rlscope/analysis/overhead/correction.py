@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlscope.analysis.engine.summary import process_span
-from rlscope.analysis.overhead.kinds import CUDA_API, GPU_ACTIVITY, PAIR_KINDS, PROCESS
+from rlscope.analysis.overhead.kinds import (
+    CUDA_API,
+    GPU_ACTIVITY,
+    PAIR_KINDS,
+    PROCESS,
+    count_process,
+)
 from rlscope.analysis.overhead.model import Calibration, KindCost
 from rlscope.trace import format as fmt
 from rlscope.trace.argv import shell_line
@@ -42,6 +48,7 @@ class ProcessCorrection:
     main_removed_ns: int  # removed from the main thread (its span shrinks by this)
     fixed_ns: float  # per-process cost (outside the recorded span)
     threads_ns: float = 0.0  # CPU of rlscope's own threads (writer, sampler): off-timeline
+    error_ns: float = 0.0  # the costs' error bars times this process's events
 
 
 @dataclass
@@ -63,6 +70,11 @@ class CorrectionSummary:
         process, and each process's fixed cost (what a process tree's CPU time holds)."""
         return sum(sum(p.removed_ns.values()) + p.fixed_ns + p.threads_ns
                    for p in self.processes) / 1e9
+
+    def tree_error_s(self) -> float:
+        """The error bar of :meth:`tree_overhead_s` from the costs' own (a sum: the
+        processes' errors come from the same costs, so they do not average out)."""
+        return sum(p.error_ns for p in self.processes) / 1e9
 
 
 def _pre_post(costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
@@ -338,7 +350,13 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
     fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
-                                  own_threads_ns(p))
+                                  own_threads_ns(p), _error_ns(p, costs))
+
+
+def _error_ns(p: ProcessTrace, costs: dict[str, KindCost]) -> float:
+    """The costs' error bars (where they have one) times this process's events."""
+    return float(sum(n * costs[k].error_ns for k, n in count_process(p).items()
+                     if k in costs and n and math.isfinite(costs[k].error_ns)))
 
 
 def _import_anchors(metadata: dict) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -449,10 +467,11 @@ def overhead_share(run: dict, summary: CorrectionSummary) -> dict:
     """rlscope's book-keeping in this run by the cost model: CPU seconds over every
     process, and their share of the run's CPU time without them (run.json's cpu_s)."""
     removed = summary.tree_overhead_s()
-    out: dict = {"removed_cpu_s": removed}
+    out: dict = {"removed_cpu_s": removed, "removed_cpu_error_s": summary.tree_error_s()}
     cpu = run.get("cpu_s")
     if cpu is not None and float(cpu) - removed > 0:
         out["overhead_pct"] = 100.0 * removed / (float(cpu) - removed)
+        out["overhead_error_pct"] = 100.0 * summary.tree_error_s() / (float(cpu) - removed)
     return out
 
 
