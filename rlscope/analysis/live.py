@@ -32,6 +32,7 @@ from rlscope.analysis.processes.roles import (
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Aggregates, Events, ProcessTrace, Progress
 from rlscope.trace.records import string_table
+from rlscope.trace.rundir import host_directories
 from rlscope.trace.tail import ProcSamples, TailFile, chunks
 
 LIVE_SPAN_NS = 1 << 62  # a recording process has no end yet
@@ -193,7 +194,8 @@ class LiveRun:
         """Read what was appended since the last poll; the run as it is now."""
         from rlscope.errors import TraceError
 
-        for f in sorted(self.directory.glob("*" + fmt.FILE_SUFFIX)):
+        dirs = [self.directory, *(self.directory / h for h in host_directories(self.directory))]
+        for f in sorted(f for d in dirs for f in d.glob("*" + fmt.FILE_SUFFIX)):
             if f not in self.files:
                 self.files[f] = _Process(f, self.paths, self.phases)
         for f in sorted(self.directory.glob("*" + fmt.SAMPLES_SUFFIX)):

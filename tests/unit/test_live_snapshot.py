@@ -151,3 +151,12 @@ def test_samples_read_as_they_grow(tmp_path: Path) -> None:
     screen = "\n".join(view.screen(snap, view.Selection()))
     assert "waiting for the run's first trace file" in screen
     assert view.scalars(snap)[1] == {"rlscope/gpu0/util_pct": 70.0}
+
+
+def test_host_directories_followed(tmp_path: Path, recorder: str) -> None:
+    """A run over several hosts: each writes into DIR/<host>/ (docs/multiprocess.md)."""
+    src = _record(tmp_path / "src", recorder)
+    (tmp_path / "run" / "node1").mkdir(parents=True)
+    (tmp_path / "run" / "node1" / src.name).write_bytes(src.read_bytes())
+    (p,) = LiveRun(tmp_path / "run").poll().processes
+    assert p.ended and p.calls[("training", "inference")] == 200
