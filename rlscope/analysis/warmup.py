@@ -4,9 +4,12 @@ gets them reported apart, and the extrapolation's rate starts after them.
 
 From the first calls the sweep keeps (engine.firstcalls, at most KEEP per thread, phase
 and operation): the steady call is the median of the later half of those calls; the
-warm-up is the calls up to the last one that took more than :data:`RATIO` times that;
-it is reported when it cost, above that many steady calls, at least :data:`MIN_S` and
-:data:`MIN_SHARE` of the operation's time.
+warm-up is the calls up to the last one that took more than :data:`RATIO` times that,
+when the first call is one of them, at least :data:`MIN_CALLS` kept calls come after
+it, and its calls took :data:`RATIO` times as many steady calls in all (slow calls scattered
+through the window are noise: a loaded machine's descheduling); it is reported when it
+cost, above that many steady calls, at least :data:`MIN_S` and :data:`MIN_SHARE` of the
+operation's time.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from rlscope.analysis.engine.process import ProcessResult
 RATIO = 2.0  # a first call over this many steady calls is still warming up
 MIN_S = 0.005  # seconds above the steady state for a warm-up to be reported...
 MIN_SHARE = 0.05  # ...and this share of the operation's time (all its calls)
-MIN_CALLS = 4  # calls kept before the steady state is judged at all
+MIN_CALLS = 4  # calls kept before the steady state is judged; steady calls after a warm-up
 
 COLUMNS = ["pid", "session", "process", "phase", "operation", "warmup_calls", "warmup_s",
            "steady_call_s", "excess_s", "share", "compile_s", "begin_ns", "end_ns"]
@@ -52,10 +55,12 @@ def warmup_table(results: Sequence[ProcessResult], sessions: Sequence[int],
             d = g["d"].to_numpy(np.int64)
             steady = float(np.median(d[len(d) // 2:]))
             slow = np.flatnonzero(d > RATIO * steady)
-            if not len(slow):
-                continue
+            if not len(slow) or slow[0] != 0:
+                continue  # a warm-up starts at the first call
             k = int(slow[-1]) + 1
             warm = int(d[:k].sum())
+            if k > len(d) - MIN_CALLS or warm < RATIO * k * steady:
+                continue  # slow calls scattered over the window: noise, not a warm-up
             excess = (warm - k * steady) / 1e9
             op, phase = str(path_names[pa]), str(phase_names[ph])
             total = wall.get((r.pid, n, phase, op), 0.0)
