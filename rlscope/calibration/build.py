@@ -114,9 +114,10 @@ def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
 
 def _worse_than_raw(v: Validation, raw: Validation) -> bool:
     """The correction moved the held-out total further from the truth than no correction
-    did, and by more than the report would accept anyway."""
+    did (the demo: -1.2% corrected against +0.4% raw, issue 22): the workload's
+    estimates give way to the cost model (microbenchmarks) where that does better."""
     c, r = abs(v.total_error_pct), abs(raw.total_error_pct)
-    return math.isfinite(c) and math.isfinite(r) and c > r and c > WARN_ERROR_PCT
+    return math.isfinite(c) and math.isfinite(r) and c > r
 
 
 def build_calibration(command: list[str], samples: list[RunSample], configs: list[Config],
