@@ -36,7 +36,7 @@ void Aggregator::reset() {
   states_emitted_ = 0;
   open_gaps_ = 0;
   for (std::string* s : {&r_thread_, &r_gap_, &r_state_, &r_ns_, &r_calls_, &r_events_,
-                         &c_thread_, &c_gap_, &c_kind_, &c_n_}) {
+                         &r_until_, &c_thread_, &c_gap_, &c_kind_, &c_n_}) {
     s->clear();
   }
 }
@@ -147,6 +147,7 @@ void Aggregator::flush_rows(uint32_t index, ThreadAgg& t) {
     pb::put_varint(r_ns_, uint64_t(r.ns));
     pb::put_varint(r_calls_, pb::zigzag(r.calls));
     pb::put_varint(r_events_, r.events);
+    pb::put_varint(r_until_, uint64_t(t.last_ts));
   }
   t.rows.clear();
   for (uint32_t k = 0; k < 32; ++k) {
@@ -187,12 +188,13 @@ void Aggregator::emit(ChunkEncoder& enc) {
   pb::put_packed(out, C::kAggNs, r_ns_);
   pb::put_packed(out, C::kAggCalls, r_calls_);
   pb::put_packed(out, C::kAggEvents, r_events_);
+  pb::put_packed(out, C::kAggUntilNs, r_until_);
   pb::put_packed(out, C::kCountThread, c_thread_);
   pb::put_packed(out, C::kCountGap, c_gap_);
   pb::put_packed(out, C::kCountKind, c_kind_);
   pb::put_packed(out, C::kCountN, c_n_);
   for (std::string* s : {&r_thread_, &r_gap_, &r_state_, &r_ns_, &r_calls_, &r_events_,
-                         &c_thread_, &c_gap_, &c_kind_, &c_n_}) {
+                         &r_until_, &c_thread_, &c_gap_, &c_kind_, &c_n_}) {
     s->clear();
   }
   enc.add_raw(out);

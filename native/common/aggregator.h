@@ -71,7 +71,7 @@ class Aggregator {
   size_t states_emitted_ = 0;
   int open_gaps_ = 0;
   // Encoded rows not yet emitted (columns).
-  std::string r_thread_, r_gap_, r_state_, r_ns_, r_calls_, r_events_;
+  std::string r_thread_, r_gap_, r_state_, r_ns_, r_calls_, r_events_, r_until_;
   std::string c_thread_, c_gap_, c_kind_, c_n_;
 };
 

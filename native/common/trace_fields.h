@@ -49,7 +49,8 @@ constexpr uint32_t kSequence = 1, kStrings = 2, kThreads = 3, kBaseTimeNs = 4,
                    kTimeDeltaNs = 5, kThread = 6, kKind = 7, kName = 8, kArgs = 9,
                    kDroppedEvents = 10, kMetadata = 11, kAggStates = 12, kAggThread = 13,
                    kAggGap = 14, kAggState = 15, kAggNs = 16, kAggCalls = 17, kAggEvents = 18,
-                   kCountThread = 19, kCountGap = 20, kCountKind = 21, kCountN = 22;
+                   kCountThread = 19, kCountGap = 20, kCountKind = 21, kCountN = 22,
+                   kAggUntilNs = 23;
 }  // namespace chunk
 
 namespace agg_state {

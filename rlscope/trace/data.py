@@ -133,6 +133,9 @@ class Aggregates:
     count_gap: np.ndarray
     count_kind: np.ndarray
     count_n: np.ndarray  # int64
+    # Per row: the time (ns) up to which it was charged when written (every 5 s and at
+    # the gap's end); zeros in files written before the field.
+    until_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return len(self.thread) + len(self.count_thread)
@@ -140,7 +143,7 @@ class Aggregates:
     @staticmethod
     def empty() -> Aggregates:
         z = np.zeros(0, np.int64)
-        return Aggregates({}, z, z, z, z, z, z, z, z, z, z)
+        return Aggregates({}, z, z, z, z, z, z, z, z, z, z, z)
 
     @staticmethod
     def concat(parts: list[Aggregates]) -> Aggregates:
@@ -160,7 +163,7 @@ class Aggregates:
 
 
 _AGG_COLUMNS = ("thread", "gap", "state", "ns", "calls", "events", "count_thread",
-                "count_gap", "count_kind", "count_n")
+                "count_gap", "count_kind", "count_n", "until_ns")
 
 
 @dataclass

@@ -219,7 +219,10 @@ def _aggregates(path: Path, c: Any) -> Aggregates | None:
         raise TraceError(f"{path} is corrupt: chunk {c.sequence} has aggregate columns of "
                          "different lengths")
     states = {int(s.id): (int(s.parent), int(s.kind), int(s.name)) for s in c.agg_states}
-    return Aggregates(states, *rows, *counts)
+    until = np.array(c.agg_until_ns, dtype=np.int64)
+    if len(until) != len(rows[0]):  # written before the field
+        until = np.zeros(len(rows[0]), np.int64)
+    return Aggregates(states, *rows, *counts, until)
 
 
 def iter_chunks(path: Path, warnings: list[str] | None = None,

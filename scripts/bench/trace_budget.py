@@ -10,8 +10,9 @@ inflation against full recording, side by side; the acceptance run; a simulated 
   under ``--trace-budget BUDGET``. Per configuration, medians over rounds (min-max in
   brackets): the loop's iterations/s, its inflation (uninstrumented rate / rate), CPU
   per iteration of the process tree (run.json cpu_s; the uninstrumented run's from
-  getrusage) relative to uninstrumented, and the directory's growth in MB per hour over
-  the second half of the run (under a budget: once the start window is over).
+  getrusage) relative to uninstrumented, and the trace files' growth in MB per hour over
+  the last 40% of their growth (under a budget: once the start window is over, before the
+  first periodic window at 30 s: what the aggregates cost).
 - --long S: one S-second run under --trace-budget BUDGET (the issue's acceptance: 90 s,
   20MB): directory size, the report's call counts against the loop's own count, and the
   correction with a calibration of known costs (annotation 200 ns) against the events.
@@ -49,6 +50,24 @@ def _dir_bytes(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
 
 
+def _trace_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.glob("python.*.rlscope"))
+
+
+def _late_rate(sizes: list[tuple[float, int]], final: int) -> float:
+    """Bytes/s of the trace files over the last 40% of their growth (from the first byte
+    to the final size): under a budget, once the start window is over."""
+    grown = [(t, b) for t, b in sizes if b > 0]
+    if not grown or final <= 0:
+        return 0.0
+    t_end = next((t for t, b in grown if b >= final), grown[-1][0])
+    lo = grown[0][0] + 0.6 * (t_end - grown[0][0])
+    late = [(t, b) for t, b in grown if lo <= t <= t_end]
+    if len(late) < 2 or late[-1][0] <= late[0][0]:
+        return 0.0
+    return (late[-1][1] - late[0][1]) / (late[-1][0] - late[0][0])
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -72,16 +91,14 @@ def run_loop(cfg: str, seconds: float, budget: str, work: Path) -> dict:
         t0 = time.monotonic()
         while proc.poll() is None:
             if out.exists():
-                sizes.append((time.monotonic() - t0, _dir_bytes(out)))
+                sizes.append((time.monotonic() - t0, _trace_bytes(out)))
             time.sleep(0.25)
         assert proc.returncode == 0
         cpu = json.loads((out / "run.json").read_text()).get("cpu_s") or \
             (_children_cpu() - cpu0)
         size = _dir_bytes(out)
     r = json.loads(result.read_text())
-    late = [x for x in sizes if x[0] >= sizes[-1][0] / 2] if sizes else []
-    rate = ((late[-1][1] - late[0][1]) / (late[-1][0] - late[0][0])
-            if len(late) > 1 and late[-1][0] > late[0][0] else 0.0)
+    rate = _late_rate(sizes, _trace_bytes(out) if sizes else 0)
     return {"iterations": r["iterations"], "seconds": r["seconds"], "cpu_s": cpu,
             "bytes": size, "out": out, "late_bytes_per_s": rate}
 

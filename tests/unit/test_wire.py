@@ -27,7 +27,7 @@ _NOT_WRITTEN = {"Record": {"cuda_chunk"},
                 # recorder keeps every event).
                 "Chunk": {"agg_states", "agg_thread", "agg_gap", "agg_state", "agg_ns",
                           "agg_calls", "agg_events", "count_thread", "count_gap",
-                          "count_kind", "count_n"},
+                          "count_kind", "count_n", "agg_until_ns"},
                 "Header": {"cupti_offset_ns", "cupti_offset_error_ns", "cupti_version"}}
 
 
