@@ -23,6 +23,7 @@ class FirstCalls:
         self.paths, self.keep = paths, keep
         self._open: dict[int, dict[int, tuple[int, int]]] = {}  # thread -> depth -> (begin, phase)
         self._kept: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        self._full: dict[int, set[tuple[int, int]]] = {}  # thread -> (phase, path) all kept
 
     def take(self, thread: int, time: np.ndarray, path: np.ndarray, phase: np.ndarray,
              n_synthetic: int) -> None:
@@ -30,8 +31,6 @@ class FirstCalls:
         first ``n_synthetic`` events re-open the calls carried from the previous batch."""
         if not len(path):
             return
-        depth_of = np.asarray(self.paths.depth, np.int32)
-        depth_of[:FIRST_OPERATION_ID] = -1  # the start-up is outside operations too
         prev = np.r_[0, path[:-1]]
         ch = np.flatnonzero(path != prev)
         carried = self._open.pop(thread, {})
@@ -39,6 +38,20 @@ class FirstCalls:
             if carried:
                 self._open[thread] = carried
             return
+        n_paths = len(self.paths)
+        full = self._full.get(thread)
+        if full is not None:  # every operation entered here has its first calls already?
+            n_phases = int(phase[ch].max()) + 1
+            table = np.zeros(n_phases * n_paths, bool)
+            for ph, pa in full:
+                if ph < n_phases:
+                    table[ph * n_paths + pa] = True
+            pc = path[ch]
+            op = pc >= FIRST_OPERATION_ID
+            if table[phase[ch][op].astype(np.int64) * n_paths + pc[op]].all():
+                return  # (calls still open are of those: their begins are not needed)
+        depth_of = np.asarray(self.paths.depth, np.int32)
+        depth_of[:FIRST_OPERATION_ID] = -1  # the start-up is outside operations too
         new, old = depth_of[path[ch]], depth_of[prev[ch]]
         begin = new > old
         level = np.where(begin, new, old)
@@ -56,11 +69,27 @@ class FirstCalls:
         if opened:
             self._open[thread] = opened
         keep = path[b_at] >= FIRST_OPERATION_ID
-        for i, j in zip(b_at[keep].tolist(), e_at[keep].tolist(), strict=True):
-            b, ph = self._real(carried, i, time, path, phase, n_synthetic, depth_of)
-            lst = self._kept.setdefault((thread, ph, int(path[i])), [])
+        b_at, e_at = b_at[keep], e_at[keep]
+        if not len(b_at):
+            return
+        bt, bp = time[b_at].astype(np.int64), phase[b_at].astype(np.int64)
+        for x in np.flatnonzero(b_at < n_synthetic).tolist():  # carried: real begins
+            bt[x], bp[x] = self._real(carried, int(b_at[x]), time, path, phase,
+                                      n_synthetic, depth_of)
+        # Only the first ``keep`` calls of each (phase, path) of the batch can be kept:
+        # the Python loop below sees at most that many per operation, not every call.
+        key = bp * n_paths + path[b_at]
+        o = np.argsort(key, kind="stable")
+        k = key[o]
+        starts = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
+        rank = np.arange(len(k)) - np.repeat(starts, np.diff(np.r_[starts, len(k)]))
+        for x in np.sort(o[rank < self.keep]).tolist():
+            lst = self._kept.setdefault((thread, int(bp[x]), int(path[b_at[x]])), [])
             if len(lst) < self.keep:
-                lst.append((b, int(time[j]) - b))
+                lst.append((int(bt[x]), int(time[e_at[x]]) - int(bt[x])))
+                if len(lst) == self.keep:
+                    self._full.setdefault(thread, set()).add((int(bp[x]),
+                                                              int(path[b_at[x]])))
 
     @staticmethod
     def _real(carried: dict[int, tuple[int, int]], i: int, time: np.ndarray,
