@@ -72,7 +72,12 @@ def oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: An
             if len(q) and q.notna().all():
                 runq = _runq_bound(float(q.sum()), u, main_pid, outside_cpu_s, rv)
     workers = [v for v in (lockstep.vector_envs if lockstep is not None else []) if v.workers]
-    if workers:
+    if workers and workers[0].cls == "EnvRunnerGroup":  # RLlib's env runners (Ray actors)
+        rv.remedy = (f"fewer env runners than cores: config.env_runners(num_env_runners="
+                     f"{max(cores - 1, 1)}) beside the driver, more envs each "
+                     "(num_envs_per_env_runner) to keep the batch; rule: processes doing "
+                     "work at once <= cores")
+    elif workers:
         v = workers[0]
         rv.remedy = (f"fewer worker processes than cores: at most {max(cores - 1, 1)} "
                      f"worker(s) beside the main process, or {in_process(v.cls)} instead of "
