@@ -62,7 +62,7 @@ def main() -> None:
             overlap.analyze_process(p, PathTable(), NameTable(), batch_events=args.batch)
             times[mode].append(time.perf_counter() - t0)
         ratios.append(times["on"][-1] / times["off"][-1])
-    overlap.FirstCalls = firstcalls.FirstCalls  # type: ignore[misc,assignment]
+    overlap.FirstCalls = firstcalls.FirstCalls  # type: ignore[misc]
     on, off = statistics.median(times["on"]), statistics.median(times["off"])
     print(f"sweep with first calls {on:.3f} s, without {off:.3f} s (medians of "
           f"{args.rounds}); per-round ratios {min(ratios):.2f} .. {max(ratios):.2f}")
