@@ -134,10 +134,13 @@ def prepare_output(out: Path, force: bool) -> None:
 def _listing(out: Path, names: list[str]) -> str:
     traces = [n for n in names if n.endswith(fmt.FILE_SUFFIX)]
     samples = [n for n in names if n.endswith(fmt.SAMPLES_SUFFIX)]
+    stacks = [n for n in names if n.endswith(fmt.STACKS_SUFFIX)]
     rest = [n + ("/" if n in rundir.RUN_DIRS or (out / n).is_dir() else "") for n in names
-            if n not in traces and n not in samples and not n.endswith(".tmp")]
+            if n not in traces and n not in samples and n not in stacks
+            and not n.endswith(".tmp")]
     head = [f"{len(traces)} trace file{'s' if len(traces) != 1 else ''}"] if traces else []
     head += ["utilisation samples"] if samples else []
+    head += ["Python stack samples"] if stacks else []
     return ", ".join(head + rest)
 
 

@@ -288,8 +288,8 @@ def host_directories(directory: str | os.PathLike[str]) -> list[str]:
 
 def previous_run(directory: str | os.PathLike[str]) -> list[str]:
     """What a previous run left in DIR (names relative to it): trace files, host
-    directories, run.json, utilisation samples, calibration, plots, timeline. Empty when
-    DIR does not exist."""
+    directories, run.json, utilisation and Python stack samples, calibration, plots,
+    timeline. Empty when DIR does not exist."""
     d = os.fspath(directory)
     try:
         names = sorted(os.listdir(d))

@@ -181,14 +181,16 @@ def test_force_clears_everything_a_previous_run_left(tmp_path: Path):
     r = run_tool("rls-prof", "-o", str(out), "--", sys.executable, "-c", "pass")
     assert r.returncode == 2
     line = _one_line(r)
-    assert ("already holds a previous run (1 trace file, utilisation samples, calibration/, "
-            "calibration.json, plots/, run.json, timeline.pftrace, trace.json)") in line
+    assert ("already holds a previous run (1 trace file, utilisation samples, Python stack "
+            "samples, calibration/, calibration.json, plots/, run.json, timeline.pftrace, "
+            "trace.json)") in line
     r = run_tool("rls-prof", "-o", str(out), "--force", "--", sys.executable, "-c", "pass")
     assert r.returncode == 0, r.stderr
     left = sorted(p.name for p in out.iterdir())
     new = [n for n in left if n.endswith((fmt.FILE_SUFFIX, fmt.SAMPLES_SUFFIX))]
     assert len(new) == 2 and not set(new) & old  # a trace and the sampler's file
-    assert left == sorted(["notes.txt", fmt.RUN_FILE, *new])
+    stacks = [n for n in left if n.endswith(fmt.STACKS_SUFFIX)]  # the new process's
+    assert left == sorted(["notes.txt", fmt.RUN_FILE, *new, *stacks]) and len(stacks) <= 1
 
 
 def test_leftover_calibration_alone_is_a_previous_run(tmp_path: Path):
