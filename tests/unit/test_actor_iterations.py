@@ -47,18 +47,23 @@ def proc(pid: int, metadata: dict, ops=(), phases=(), envs=(), progress=()) -> P
                          (np.array(progress, np.float64) * MS).astype(np.int64))
 
 
+def period(learner_ms: float) -> float:
+    """An iteration's length in job(): 1 s, longer with a long update."""
+    return max(1000.0, 800.0 + learner_ms)
+
+
 def job(iterations: int = 3, learner_ms: float = 200.0):
-    """Each iteration at base = 1000 k + 100 ms: sampling [0, 600] (one round [10, 590]),
-    training [600, 600 + learner], weight sync after it for 50, progress at 900 (or at
-    the end of the sync when later). Runner 0 samples [20, 580], runner 1 [20, 400]."""
+    """Each iteration at base = period k + 100 ms: sampling [0, 600] (one round [10, 590]),
+    training [600, 600 + learner], weight sync after it for 50, progress at period - 100.
+    Runner 0 samples [20, 580], runner 1 [20, 400]."""
     d_ops, d_ph, rounds, prog, r0, r1, s0, s1 = [], [], [], [], [], [], [], []
     for k in range(iterations):
-        b = 1000 * k + 100
+        b = period(learner_ms) * k + 100
         d_ph += [(b, b + 600, 1), (b + 600, b + 600 + learner_ms, 2)]
         d_ops += [(b + 600, b + 600 + learner_ms, 4),
                   (b + 600 + learner_ms, b + 650 + learner_ms, 3)]
         rounds.append((b + 10, b + 590, fmt.VECTOR_ENV_INDEX))
-        prog.append(max(b + 900, b + 650 + learner_ms))
+        prog.append(b + period(learner_ms) - 100)
         r0.append((b + 20, b + 580, 0))
         r1.append((b + 20, b + 400, 1))
         s0.append((b + 600 + learner_ms, b + 640 + learner_ms, 3))
@@ -130,7 +135,8 @@ def test_learner_verdict():
     assert v.kind == "actors-learner" and "local -> 2 learners" in v.verdict
     t = it.steady()
     wall, lr = float(t["wall_s"].sum()), float(t["learner_s"].sum())
-    assert f"{wall / (wall - lr / 2):.2f}x" in v.verdict
+    assert wall == pytest.approx(4.4) and lr == pytest.approx(2.8)
+    assert f"{4.4 / (4.4 - 1.4):.2f}x" in v.verdict
 
 
 def test_no_verdict_when_balanced():
@@ -166,3 +172,29 @@ def test_free_cores_from_the_samples():
     assert free_cores(s, 2, (0, 1000 * MS)) == pytest.approx(1.0)
     assert free_cores(s, 2, (250 * MS, 750 * MS)) == pytest.approx(1.0)  # interpolated
     assert free_cores(None, 2, (0, 1000 * MS)) is None
+
+
+def test_remote_learners():
+    """num_learners=2: the driver's training phase waits on two Learner actors, whose
+    backprop (Learner.update) is their update time; the verdict scales them 2 -> 4."""
+    procs = job(learner_ms=1400.0)
+    d = procs[0]
+    keep = d.ops.name != 4  # no backprop in the driver
+    d.ops = Intervals(d.ops.begin[keep], d.ops.end[keep], d.ops.thread[keep],
+                      d.ops.name[keep])
+    learners = []
+    for pid, frac in ((20, 1.0), (21, 0.5)):
+        ops = [(2200 * k + 700, 2200 * k + 700 + 1400 * frac, 4) for k in range(3)]
+        learners.append(proc(pid, {fmt.META_RAY: {"kind": "actor",
+                                                  "actor_class": "PPOTorchLearner"}}, ops))
+    it = analyze(procs + learners)
+    assert it is not None and [p for p, _ in it.learners] == [20, 21]
+    r = it.table.set_index("iteration").loc[2]
+    assert r["learner_s"] == pytest.approx(1.4) and r["update_max_s"] == pytest.approx(1.4)
+    roles = it.roles[it.roles["iteration"] == 2].set_index("pid")
+    assert roles.loc[1, "update_s"] == 0  # the driver only waits for them
+    assert roles.loc[1, "waiting_s"] == pytest.approx(0.58 + 1.4)
+    assert roles.loc[21, "update_s"] == pytest.approx(0.7)
+    assert roles.loc[21, "waiting_s"] == pytest.approx(r["wall_s"] - 0.7)
+    [v] = actor_verdicts(it, cores=None)
+    assert v.kind == "actors-learner" and "2 -> 4 learners" in v.verdict
