@@ -85,7 +85,9 @@ def install_torch(dynamo: ModuleType, p: Patcher) -> int:
                 if args else "DYNAMO"
             name = "backward" if trigger == "LAZY_BACKWARD" else _frame_name()
             stack = _local.__dict__.setdefault("torch", [])
-            stack.append((_now(), trigger, name, _graph_breaks(dynamo)))
+            # the guard failure that made dynamo compile again: found just before
+            reason = _local.__dict__.pop("torch_reason", "")
+            stack.append((_now(), trigger, name, _graph_breaks(dynamo), reason))
         except Exception:
             pass
         return run_start(*args, **kwargs)
@@ -96,8 +98,7 @@ def install_torch(dynamo: ModuleType, p: Patcher) -> int:
         finally:
             stack = _local.__dict__.get("torch")
             if stack:
-                begin, trigger, name, breaks = stack.pop()
-                reason = _local.__dict__.pop("torch_reason", "")
+                begin, trigger, name, breaks, reason = stack.pop()
                 cid = str(getattr(args[0], "compile_id", "")) if args else ""
                 kind = {"DYNAMO": "compile", "LAZY_BACKWARD": "backward"}.get(
                     trigger, trigger.lower())
