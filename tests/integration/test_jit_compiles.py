@@ -17,6 +17,7 @@ import pytest
 import rlscope.analysis
 from tests.conftest import run_tool
 
+pytestmark = pytest.mark.slow  # real compilers: seconds to a minute each
 WORKLOAD = str(Path(__file__).parent / "workloads" / "jit_compiles.py")
 
 
