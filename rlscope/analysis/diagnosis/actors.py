@@ -35,7 +35,10 @@ def _pct(x: float, w: float) -> str:
 
 
 def _n(cores: float | None) -> str:
-    return "?" if cores is None else f"{cores:.3g}"
+    """The cores counted: the run's (whole), or those other processes left it (free)."""
+    if cores is None:
+        return "?"
+    return f"{cores:.0f}" if float(cores).is_integer() else f"{cores:.2f} free"
 
 
 def _speedup(n_old: int, n_new: int, cores: float | None, per: float) -> float:
