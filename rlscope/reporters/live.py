@@ -10,6 +10,7 @@ Verdict of the last interval, for the selected process: the category holding at 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from rlscope.analysis.live import ProcessView, Snapshot
@@ -114,9 +115,9 @@ def screen(s: Snapshot, sel: Selection, width: int = 100, height: int = 40) -> l
     _, v = tree[sel.process]
     if sel.phase != ALL and sel.phase not in v.phases:
         sel.phase = ALL
-    lines.append(f"Process {sel.process + 1}/{len(tree)}: {v.name} (pid {v.pid}"
-                 f"{', ' + v.role if v.role else ''}{', ended' if v.ended else ''})   "
-                 f"phase: {sel.phase}")
+    lines.append(f"Process {sel.process + 1}/{len(tree)}, phase: {sel.phase}   "
+                 f"pid {v.pid}{' [' + v.role + ']' if v.role else ''}"
+                 f"{' (ended)' if v.ended else ''}: {v.name}")  # the name last: it may be cut
     lines.append("keys: tab/n next process, N previous, p next phase, q quit")
     if v.timesteps >= 0:
         lines.append(f"Progress: {v.timesteps:,} {v.unit}; {v.unit}/s last interval "
@@ -181,15 +182,23 @@ def _tree_order(paths: list[str], total: dict[str, dict[str, float]]) -> list[st
     return out
 
 
+def _tag(name: str) -> str:
+    """A process's name as one TensorBoard tag level: its first word (the script, or
+    what a multiprocessing child runs), without slashes."""
+    first = name.split()[0] if name.split() else "process"
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", first)
+
+
 def scalars(s: Snapshot) -> tuple[int | None, dict[str, float]]:
     """TensorBoard scalars of a snapshot: (step, {tag: value}). Step: the timesteps of the
     process that reports progress (None: none does, the caller uses wall seconds); per
-    process and top-level operation, its share of the last interval (%) and, with
+    process (``rlscope/<first word of its name>.<pid>/...``) and top-level operation, its
+    share of the last interval (%) and, with
     progress, its milliseconds per step; steps/s; CPU %."""
     step = max((v.timesteps for v in s.processes if v.timesteps >= 0), default=None)
     out: dict[str, float] = {}
     for v in s.processes:
-        who = f"{v.name}.{v.pid}"
+        who = f"{_tag(v.name)}.{v.pid}"
         last = v.last
         tot = sum(last.values())
         ops: dict[str, float] = {}
