@@ -127,6 +127,10 @@ def test_sampling_verdict_bound_from_the_trace():
     # Two cores, runners busy all their sample() time: more runners cannot help.
     [v2] = actor_verdicts(it, cores=2, run_wall=4.0)
     assert v2.bound_s == 0 and "cannot help on 2 cores" in v2.remedy
+    from rlscope.analysis.diagnosis.actors import _speedup
+
+    assert _speedup(1, 2, 0.0, 0.5) == 1.0  # no free core: no speed-up, no error
+    assert _speedup(1, 2, 0.59, 0.4) == pytest.approx(0.59 / 0.4)
 
 
 def test_learner_verdict():

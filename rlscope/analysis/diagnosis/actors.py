@@ -45,6 +45,8 @@ def _speedup(n_old: int, n_new: int, cores: float | None, per: float) -> float:
     """How much faster work split over ``n_new`` processes runs than over ``n_old``, each
     needing ``per`` cores while it works, on ``cores`` cores (None: unlimited)."""
     cap = float("inf") if cores is None else cores / max(per, MIN_CPU)
+    if cap <= 0:  # no core left to the run: more processes cannot run faster
+        return 1.0
     return min(n_new, cap) / min(max(n_old, 1), cap)
 
 
