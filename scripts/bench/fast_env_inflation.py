@@ -13,6 +13,13 @@ of the paired ratio rlscope / plain; added ns per env step = median of the paire
 differences / (steps * envs). Last line:
 
     RESULT <loop>_inflation=<ratio> <loop>_added_ns_per_env_step=<ns> ... (per loop)
+
+``--chunks N`` measures in one process per loop instead (for a loaded machine, where
+fresh processes minutes apart differ by 2x): N pairs of chunks of ``--steps`` vector
+steps, plain and instrumented in turns (order alternating), each on a fresh vector env
+after 20 warm-up steps. An instrumented chunk is a recording session of its own,
+``rlscope.start`` + ``rlscope.intercept.enable("auto")`` (what rls-prof does in a
+profiled process) and ``disable`` + ``stop`` after it, outside the timed part.
 """
 
 from __future__ import annotations
@@ -58,6 +65,62 @@ env.close()
 print(json.dumps({"loop_s": dt}))
 """
 
+CHUNKS = r"""
+import json, os, sys, time
+import numpy as np
+import torch
+import rlscope
+from rlscope import intercept
+torch.set_num_threads(1)
+torch.manual_seed(0)
+kind, steps, n, pairs, out = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                              int(sys.argv[4]), sys.argv[5])
+policy = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2))
+import gymnasium as gym
+if kind == "envpool":
+    import envpool
+elif kind == "dummy":
+    from stable_baselines3.common import vec_env
+
+
+def make():
+    if kind == "envpool":
+        env = envpool.make_gymnasium("CartPole-v1", num_envs=n, seed=0, num_threads=1)
+        return env, env.reset()[0]
+    if kind == "sync":
+        env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n)])
+        return env, env.reset(seed=0)[0]
+    env = vec_env.DummyVecEnv([lambda: gym.make("CartPole-v1") for _ in range(n)])
+    env.seed(0)
+    return env, env.reset()
+
+
+def chunk(k):
+    env, obs = make()
+    for i in range(20 + k):
+        if i == 20:
+            t0 = time.perf_counter()
+        with torch.no_grad():
+            a = policy(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
+        obs = env.step(a)[0]
+    dt = time.perf_counter() - t0
+    env.close()
+    return dt
+
+
+res = {"plain": [], "rlscope": []}
+for r in range(pairs):
+    for m in (("plain", "rlscope") if r % 2 == 0 else ("rlscope", "plain")):
+        if m == "rlscope":
+            rlscope.start(os.path.join(out, f"c{r}"))
+            intercept.enable("auto")
+        res[m].append(chunk(steps))
+        if m == "rlscope":
+            intercept.disable()
+            rlscope.stop()
+print(json.dumps(res))
+"""
+
 
 def run(mode: str, kind: str, steps: int, envs: int, tmp: str, i: int) -> float:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -72,16 +135,40 @@ def run(mode: str, kind: str, steps: int, envs: int, tmp: str, i: int) -> float:
     return float(json.loads(r.stdout.strip().splitlines()[-1])["loop_s"])
 
 
+def chunked(kind: str, steps: int, envs: int, pairs: int, tmp: str) -> dict[str, list[float]]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    script = os.path.join(tmp, "chunks.py")
+    with open(script, "w") as f:
+        f.write(CHUNKS)
+    r = subprocess.run([sys.executable, script, kind, str(steps), str(envs), str(pairs),
+                        os.path.join(tmp, kind)], capture_output=True, text=True, env=env,
+                       timeout=3000)
+    if r.returncode != 0:
+        sys.exit(f"{kind} chunks failed:\n{r.stderr[-2000:]}")
+    out: dict[str, list[float]] = json.loads(r.stdout.strip().splitlines()[-1])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--envs", type=int, default=16)
     ap.add_argument("--loops", default="envpool,sync,dummy")
+    ap.add_argument("--chunks", type=int, default=0, help="pairs of chunks in one process")
     a = ap.parse_args()
     loops = a.loops.split(",")
     modes = ["plain", "rlscope"]
     times = {(k, m): [] for k in loops for m in modes}  # type: dict[tuple[str, str], list[float]]
+    if a.chunks:
+        with tempfile.TemporaryDirectory() as tmp:
+            for k in loops:
+                got = chunked(k, a.steps, a.envs, a.chunks, tmp)
+                for m in modes:
+                    times[k, m] = got[m]
+                print(f"{k}: done", flush=True)
+        report(loops, times, a.steps * a.envs)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "workload.py"), "w") as f:
             f.write(WORKLOAD)
@@ -92,15 +179,20 @@ def main() -> None:
             print(f"round {r + 1}: " + "  ".join(
                 f"{k} {times[k, 'plain'][-1]:.3f}/{times[k, 'rlscope'][-1]:.3f}s"
                 for k in loops), flush=True)
+    report(loops, times, a.steps * a.envs)
+
+
+def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int) -> None:
     result = []
-    per = a.steps * a.envs
     for k in loops:
         p, q = times[k, "plain"], times[k, "rlscope"]
         ratios = [y / x for x, y in zip(p, q, strict=True)]
         added = [(y - x) / per * 1e9 for x, y in zip(p, q, strict=True)]
-        print(f"{k}: plain median {statistics.median(p) / per * 1e9:.0f} ns/env step, "
-              f"ratios {' '.join(f'{x:.3f}' for x in ratios)}, "
-              f"added ns/env step {' '.join(f'{x:.0f}' for x in added)}")
+        qr = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        qa = statistics.quantiles(added, n=4) if len(added) > 1 else added * 3
+        print(f"{k}: plain median {statistics.median(p) / per * 1e9:.0f} ns/env step; "
+              f"paired ratio quartiles {qr[0]:.3f} {qr[1]:.3f} {qr[2]:.3f}; added ns/env "
+              f"step quartiles {qa[0]:.0f} {qa[1]:.0f} {qa[2]:.0f} ({len(p)} pairs)")
         result += [f"{k}_inflation={statistics.median(ratios):.3f}",
                    f"{k}_added_ns_per_env_step={statistics.median(added):.0f}"]
     print("RESULT " + " ".join(result))
