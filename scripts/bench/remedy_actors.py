@@ -12,8 +12,11 @@ The measured gain: both configurations built in one plain (unprofiled) Ray sessi
 warm-up iteration each, then ``--rounds`` rounds of one iteration of each, order
 alternating; gain = median base iteration / median remedied iteration (spread: min-max
 of the per-round ratios). ``run()`` returns the rows for a caller (scripts/bench/
-remedy.py). The load column: the machine's 1-minute load average around the profiled
-run / the plain runs (mean of before and after; the runs share the machine). Last line:
+remedy.py). Predicted: the verdict's bound with every core the run's; free cores: its
+gain on the cores other processes left the run (given when the machine was shared; the
+same as predicted otherwise); in range: measured between the two. The load column: the
+machine's 1-minute load average around the profiled run / the plain runs (mean of before
+and after; the runs share the machine). Last line:
 
     RESULT sampler_predicted=<x> sampler_measured=<x> learner_predicted=<x> ...
 """
@@ -73,12 +76,13 @@ def verdict(directory: Path) -> dict[str, Any]:
         raise SystemExit(f"{directory}: no actor/learner verdict; run_diagnosis: "
                          f"{[v['kind'] for v in rd]}")
     v = actors[0]
-    m = re.search(r"(\S+) -> (\d+) (env runners|learners) bounds the gain at ([\d.]+)x",
-                  str(v["verdict"]))
+    m = re.search(r"(\S+) -> (\d+) (env runners|learners) bounds the gain at ([\d.]+)x"
+                  r"(?: \(([\d.]+)x on the)?", str(v["verdict"]))
     if m is None:
         raise SystemExit(f"{directory}: the verdict names no count to scale: {v['verdict']}")
     return {"kind": v["kind"], "verdict": v["verdict"], "first": rd[0]["kind"],
-            "scale": m.group(3), "to": int(m.group(2)), "predicted": float(m.group(4))}
+            "scale": m.group(3), "to": int(m.group(2)), "predicted": float(m.group(4)),
+            "predicted_free": float(m.group(5) or m.group(4))}
 
 
 def run(python: str, workload: str, iterations: int, rounds: int,
@@ -114,10 +118,11 @@ def run(python: str, workload: str, iterations: int, rounds: int,
     base, rem = times["base"], times["remedy"]
     ratios = [b / x for b, x in zip(base, rem, strict=True)]
     measured = statistics.median(base) / statistics.median(rem)
-    predicted = float(v["predicted"])
+    predicted, low = float(v["predicted"]), float(v["predicted_free"])
     return {"workload": workload, "base": f"{runners} runners, {learners} learners",
             "remedy": f"{r1} runners, {l1} learners", "first_verdict": v["first"],
-            "kind": v["kind"], "predicted": predicted, "measured": measured,
+            "kind": v["kind"], "predicted": predicted, "predicted_free": low,
+            "measured": measured, "in_range": low * 0.999 <= measured <= predicted * 1.001,
             "spread": (min(ratios), max(ratios)), "base_s": statistics.median(base),
             "remedy_s": statistics.median(rem), "verdict": v["verdict"],
             "error": predicted / measured - 1, "load": loads}
@@ -135,17 +140,20 @@ def main() -> None:
     py = _python(a.python)
     rows = [run(py, w, a.iterations, a.rounds, a.keep) for w in a.workloads.split(",")]
     print(f"{'workload':9} {'first verdict':17} {'actor verdict':16} {'remedy':22} "
-          f"{'iter s base':>11} {'remedied':>9} {'predicted':>9} {'measured':>9} "
-          f"{'spread':>11} {'error':>6} {'load':>9}")
+          f"{'iter s base':>11} {'remedied':>9} {'predicted':>9} {'free cores':>10} "
+          f"{'measured':>9} {'spread':>11} {'error':>6} {'in range':>8} {'load':>9}")
     for r in rows:
         lo, hi = r["spread"]
         print(f"{r['workload']:9} {r['first_verdict']:17} {r['kind']:16} "
               f"{r['base']} -> {r['remedy']}  {r['base_s']:11.3f} {r['remedy_s']:9.3f} "
-              f"{r['predicted']:8.2f}x {r['measured']:8.2f}x {lo:5.2f}-{hi:4.2f}x "
-              f"{100 * r['error']:+5.0f}% {r['load']['profile']:4.1f}/"
+              f"{r['predicted']:8.2f}x {r['predicted_free']:9.2f}x "
+              f"{r['measured']:8.2f}x {lo:5.2f}-{hi:4.2f}x "
+              f"{100 * r['error']:+5.0f}% {'yes' if r['in_range'] else 'no':>8} "
+              f"{r['load']['profile']:4.1f}/"
               f"{r['load']['measure']:<4.1f}")
         print(f"  verdict: {r['verdict']}")
     print("RESULT " + " ".join(f"{r['workload']}_predicted={r['predicted']:.2f} "
+                               f"{r['workload']}_predicted_free={r['predicted_free']:.2f} "
                                f"{r['workload']}_measured={r['measured']:.2f}"
                                for r in rows))
 

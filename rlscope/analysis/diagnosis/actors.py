@@ -128,15 +128,20 @@ def actor_verdicts(it: Iterations, cores: int | None, ops: pd.DataFrame | None =
              f"({_pct(parts['learner'], wall)}), weight sync {parts['sync']:.3g} s "
              f"({_pct(parts['sync'], wall)}), driver {parts['driver']:.3g} s "
              f"({_pct(parts['driver'], wall)})")
-    free = free_cores(samples, cores, it.window_ns())
-    avail: float | None = cores if free is None else free
     make = {"sampling": _sampling, "learner": _learner, "sync": _sync, "driver": _driver}
-    rv = make[crit](it, t, parts, wall, avail, ops, util)
+    rv = make[crit](it, t, parts, wall, cores, ops, util)
     rv.evidence.insert(0, table)
-    if free is not None and cores is not None and free < cores - 0.05:
+    free = free_cores(samples, cores, it.window_ns())
+    if free is not None and cores is not None and free < cores - 0.05 \
+            and crit in ("sampling", "learner"):
+        # The machine was shared: the same rule on the cores the others left the run, the
+        # low end (under fair scheduling more processes also take a share of theirs).
+        lo = make[crit](it, t, parts, wall, free, ops, util)
+        g = 1 / (1 - lo.bound_share) if lo.bound_share < 1 else float("inf")
+        rv.verdict += f" ({g:.2f}x on the {free:.2f} cores other processes left it)"
         rv.evidence.append(f"samples: processes outside the run used {cores - free:.2f} of "
-                           f"the {cores} cores during these iterations; the bound counts "
-                           f"{free:.2f} free")
+                           f"the {cores} cores during these iterations; on the "
+                           f"{free:.2f} left: " + lo.evidence[-1].split(": ", 1)[-1])
     rv.bound_s = rv.bound_share * total  # the steady share saved, over every iteration
     run_wall = run_wall if run_wall > 0 else total
     rv.bound_share = rv.bound_s / run_wall
