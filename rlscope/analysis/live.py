@@ -112,7 +112,7 @@ class _Process:
                 self.analyzer.add_aggregates(Aggregates(dict(self.states), *(
                     getattr(agg, f) for f in ("thread", "gap", "state", "ns", "calls",
                                               "events", "count_thread", "count_gap",
-                                              "count_kind", "count_n"))))
+                                              "count_kind", "count_n", "until_ns"))))
             pr = c.progress
             for t, s in zip(pr.time_ns.tolist(), pr.timesteps.tolist(), strict=True):
                 self.progress = (self.progress[:1] + self.progress[1:][-1:] + [(t, s)])

@@ -1,7 +1,7 @@
 """Trends of a bounded trace (rls-prof --trace-budget, detail windows and aggregated gaps):
 the gaps' aggregated time and calls are spread over the trend intervals they cover, so no
 interval is left empty where the events were aggregated, the calls per interval add up
-to the iterations the loop reported over them (+-1%) and the time to the report's."""
+to the iterations the loop reported over them (+-3%) and the time to the report's."""
 
 from __future__ import annotations
 
@@ -52,8 +52,11 @@ def test_trends_cover_the_gaps(tmp_path: Path) -> None:
     # report kept (in a gap, one per 100 ms) are its iterations there.
     steps = sum(i["steps"] for i in t["intervals"])
     assert n - 1000 - steps < 0.05 * n
+    # Inside the grid a gap's calls follow the steps reported in it; the part of a
+    # gap's rows past the last report (or before the first) is left out by time, and the
+    # loop's rate there is not even: a few % at most.
     calls = sum(o["calls"] for o in step)
-    assert calls == pytest.approx(steps, rel=0.01)
+    assert calls == pytest.approx(steps, rel=0.03)
 
     rep = run_tool("rls-analyze", "report", str(out), "--format", "json", timeout=300)
     assert rep.returncode == 0, rep.stderr

@@ -446,10 +446,7 @@ class ProcessAnalyzer:
             begins, ends = self._gap_edges.get(t, ([], []))
             lo[i] = begins[g] if g < len(begins) else self.span.end_ns
             hi[i] = ends[g] if g < len(ends) else max(self.span.end_ns, lo[i])
-        e = self.trend.edges
-        over = np.clip(np.minimum(hi[:, None], e[None, 1:])
-                       - np.maximum(lo[:, None], e[None, :-1]), 0, None).astype(np.float64)
-        frac = over / np.maximum(hi - lo, 1)[:, None]
+        frac = self._gap_fractions(lo, hi)
         time = r[:, 4] >= 0
         ri, bi = np.nonzero(frac * time[:, None])
         if len(ri):
@@ -462,6 +459,26 @@ class ProcessAnalyzer:
             ci, bi = np.nonzero(n)
             rows = r[calls]
             self._trend_calls.append(np.stack([bi, rows[ci, 2], rows[ci, 3], n[ci, bi]], 1))
+
+    def _gap_fractions(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """[row, interval]: the share of a row charged over [lo, hi] that goes to each
+        interval. The part outside the grid is left out by time; inside, a grid cut at
+        progress reports shares it by the steps reported (in a gap too: one report per
+        100 ms is kept), so its time per step is the stretch's average, not the rate's
+        noise; a time grid shares it by time."""
+        e = self.trend.edges
+        a = np.maximum(lo[:, None], e[None, :-1])
+        b = np.minimum(hi[:, None], e[None, 1:])
+        over = np.clip(b - a, 0, None).astype(np.float64)
+        frac = over / np.maximum(hi - lo, 1)[:, None]
+        if not self.trend.by_progress:
+            return frac
+        st = self.trend.steps.astype(np.float64)
+        steps = np.where(b > a, np.interp(b, e, st) - np.interp(a, e, st), 0.0)
+        steps = np.clip(steps, 0, None)
+        total = steps.sum(axis=1, keepdims=True)
+        by_steps = np.divide(steps, total, out=np.zeros_like(steps), where=total > 0)
+        return np.where(total > 0, by_steps * frac.sum(axis=1, keepdims=True), frac)
 
     def _trend_result(self) -> dict[str, np.ndarray]:
         """The trend fields of the result: rows summed over threads and batches."""

@@ -2,11 +2,13 @@
 the whole run, so the time of each operation can be followed over training.
 
 A process that reports progress (``rlscope.report_progress``) is cut at its progress
-records (every k-th record when there are more than MAX_BUCKETS), so each bucket is a
-number of timesteps and per-step costs follow; one that does not (a vector-env worker)
-is cut into equal slices of its recorded span, which the analysis maps onto the run's
-progress by time. The sweep inserts the edges as cuts, so a CPU interval is charged to
-the bucket it lies in; GPU-only time is charged to the bucket where it starts.
+records (when there are more than MAX_BUCKETS, at those nearest to equal numbers of
+timesteps apart), so each bucket is a number of timesteps and per-step costs follow; one
+that does not (a vector-env worker) is cut into equal slices of its recorded span, which
+the analysis maps onto the run's progress by time. The sweep inserts the edges as cuts,
+so a CPU interval is charged to the bucket it lies in; GPU-only time is charged to the
+bucket where it starts; a bounded trace's aggregated stretches are shared out by the
+sweep (engine.overlap: by the steps reported in them).
 Time before the first edge and after the last one is in no bucket.
 """
 
@@ -55,7 +57,14 @@ def trend_grid(progress: Progress, start_ns: int, end_ns: int,
     steps = steps[first]
     if len(t) >= 2:
         n = min(len(t) - 1, max_buckets)
-        idx = np.unique(np.rint(np.linspace(0, len(t) - 1, n + 1)).astype(np.int64))
+        if steps[-1] > steps[0] and np.all(np.diff(steps) >= 0):
+            # Equal numbers of steps per interval, wherever the reports are dense (a
+            # bounded trace keeps one per 100 ms in its gaps, all in its windows).
+            target = np.linspace(steps[0], steps[-1], n + 1)
+            idx = np.searchsorted(steps, target, side="left")
+        else:  # a count that restarts: equal numbers of reports
+            idx = np.rint(np.linspace(0, len(t) - 1, n + 1)).astype(np.int64)
+        idx = np.unique(np.clip(idx, 0, len(t) - 1))
         return TrendGrid(t[idx], steps[idx])
     length = max(int(end_ns) - int(start_ns), 0)
     n = int(min(max_buckets, length // MIN_BUCKET_NS))
