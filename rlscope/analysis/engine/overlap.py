@@ -127,7 +127,7 @@ class ProcessAnalyzer:
         # Bounded traces: each thread's gap edges, and the aggregate rows charged to the
         # totals as (thread, gap, phase, path, category | -1 for calls, ns, calls).
         self._gap_edges: dict[int, tuple[list[int], list[int]]] = {}
-        self._trend_gaps: list[tuple[int, int, int, int, int, int, int]] = []
+        self._trend_gaps: list[tuple[int, int, int, int, int, int, int, int]] = []
         self.api_thread, wait, self.extra = api_threads(p)
         api = p.api_calls
         self.api_events: dict[int, list] = {}
@@ -381,9 +381,13 @@ class ProcessAnalyzer:
 
         inherited = int(self.info.main_phase_ids[-1]) if len(self.info.main_phase_ids) else 0
         rows, counts = [], []
-        for t, g, s, ns, calls, n in zip(agg.thread.tolist(), agg.gap.tolist(),
-                                         agg.state.tolist(), agg.ns.tolist(),
-                                         agg.calls.tolist(), agg.events.tolist(), strict=True):
+        # When each row was written (0: unknown, a file from before the field).
+        until = (agg.until_ns.tolist() if len(agg.until_ns) == len(agg.thread)
+                 else [0] * len(agg.thread))
+        for t, g, s, ns, calls, n, u in zip(agg.thread.tolist(), agg.gap.tolist(),
+                                            agg.state.tolist(), agg.ns.tolist(),
+                                            agg.calls.tolist(), agg.events.tolist(), until,
+                                            strict=True):
             phase, path, cat, kind = state(s)
             main = t == self.main
             if not phase and not main and t not in self.info.phase_threads:
@@ -391,11 +395,11 @@ class ProcessAnalyzer:
             if ns and (main or path > 0 or cat in (C.BACKEND, C.SIMULATOR)):
                 rows.append((t, phase, path, cat, C.CPU_ONLY, ns))
                 if self.trend.n:
-                    self._trend_gaps.append((t, g, phase, path, cat, ns, 0))
+                    self._trend_gaps.append((t, g, phase, path, cat, ns, 0, u))
             if calls and kind == fmt.OPERATION_BEGIN:
                 counts.append((t, phase, path, -1, calls))
                 if self.trend.n:
-                    self._trend_gaps.append((t, g, phase, path, -1, 0, calls))
+                    self._trend_gaps.append((t, g, phase, path, -1, 0, calls, u))
             elif calls and kind in _CALL_CATEGORY:
                 counts.append((t, phase, path, cat, calls))
             self.events_seen[t] = self.events_seen.get(t, 0) + n
@@ -435,17 +439,31 @@ class ProcessAnalyzer:
             ends += e.tolist()
 
     def _trend_gap_rows(self) -> None:
-        """Aggregated stretches in the trends: a gap's rows say how much, not when, so
-        each is spread over the intervals in proportion to their overlap with the gap
-        (calls rounded so that they still add up)."""
+        """Aggregated stretches in the trends. A row says how much, not exactly when: it
+        was charged between the previous write of its gap's rows (or the gap's start) and
+        its own ``until_ns`` (rows are written every 5 s and at the gap's end; the whole
+        gap for files without the field), so it is spread over the intervals in
+        proportion to their overlap with that stretch (calls rounded so that they still
+        add up)."""
         if not self._trend_gaps:
             return
         r = np.array(self._trend_gaps, np.int64)
         lo, hi = np.zeros(len(r), np.int64), np.zeros(len(r), np.int64)
-        for i, (t, g) in enumerate(r[:, :2].tolist()):
+        writes: dict[tuple[int, int], list[int]] = {}
+        for t, g, u in r[:, [0, 1, 7]].tolist():
+            writes.setdefault((t, g), []).append(u)
+        writes = {k: sorted(set(v)) for k, v in writes.items()}
+        for i, (t, g, u) in enumerate(r[:, [0, 1, 7]].tolist()):
             begins, ends = self._gap_edges.get(t, ([], []))
-            lo[i] = begins[g] if g < len(begins) else self.span.end_ns
-            hi[i] = ends[g] if g < len(ends) else max(self.span.end_ns, lo[i])
+            g0 = begins[g] if g < len(begins) else self.span.end_ns
+            g1 = ends[g] if g < len(ends) else max(self.span.end_ns, g0)
+            if u <= 0:  # no write time: the whole gap
+                lo[i], hi[i] = g0, g1
+                continue
+            w = writes[(t, g)]
+            k = w.index(u)
+            hi[i] = min(max(u, g0), g1)
+            lo[i] = min(max(w[k - 1] if k > 0 else g0, g0), hi[i])
         frac = self._gap_fractions(lo, hi)
         time = r[:, 4] >= 0
         ri, bi = np.nonzero(frac * time[:, None])
