@@ -105,12 +105,9 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
         told = why_not is not None  # rls-prof said it already (not with CUDA)
         if why_not is None:
             records, why = run_chunks(command, configs, out, rec, chunk_s, max_chunks,
-                                      echo=None, status=status)
+                                      echo=say, status=status)
             n = len({r.sample.round for r in records})
             if n >= MIN_CHUNKS:
-                if echo:
-                    echo(f"{n} chunks of {len({r.sample.config for r in records})} "
-                         f"configurations ({why})")
                 return _finish(command, out, records, configs, n, recorder, "chunks",
                                status)
             why_not = (why[len(CANNOT_FORK):] if why.startswith(CANNOT_FORK) else

@@ -102,7 +102,7 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Record
                                            r["thread_cpu_ns"] / 1e9, counts,
                                            r["wall_ns"] / 1e9, int(r["boundaries"])),
                                  str(d), 0))
-    if echo:
+    if echo and not why.startswith(ch.CANNOT_FORK):  # that one, rls-prof says itself
         n = len({x.sample.round for x in records})
         echo(f"{n} chunks of {len({x.sample.config for x in records})} configurations in "
              f"{time.monotonic() - t0:.1f} s ({why})")
