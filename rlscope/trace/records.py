@@ -222,7 +222,10 @@ def _aggregates(path: Path, c: Any) -> Aggregates | None:
     until = np.array(c.agg_until_ns, dtype=np.int64)
     if len(until) != len(rows[0]):  # written before the field
         until = np.zeros(len(rows[0]), np.int64)
-    return Aggregates(states, *rows, *counts, until)
+    thread, gap, state, ns, calls, events = rows
+    c_thread, c_gap, c_kind, c_n = counts
+    return Aggregates(states, thread, gap, state, ns, calls, events, c_thread, c_gap, c_kind,
+                      c_n, until)
 
 
 def iter_chunks(path: Path, warnings: list[str] | None = None,
