@@ -98,10 +98,10 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
         print(f"rlscope: not recording this process: {e}", file=sys.stderr)
         return
     _enable_intercept(os.environ.get(envvars.INTERCEPT, "auto"))
+    _start_python_sampler(out)  # first: its own import is not one of the user's
     from rlscope.inprocess import import_timer
 
     import_timer.install()  # the user's imports, for the start-up row (docs/analysis.md)
-    _start_python_sampler(out)
 
 
 def _start_python_sampler(out: str) -> None:
