@@ -34,6 +34,13 @@ _FLAG = "_rlscope_duck"
 _user: dict[str, bool] = {}  # file name -> user code
 
 
+def _function() -> None:
+    """Its type is types.FunctionType (no ``types`` import at start-up)."""
+
+
+_FUNCTION = type(_function)
+
+
 def _is_user_file(path: str) -> bool:
     hit = _user.get(path)
     if hit is None:
@@ -87,7 +94,9 @@ def _marked(func: Callable[..., Any], c: _Candidate) -> Callable[..., Any]:
 def consider(cls: type, p: Patcher) -> int:
     """Mark ``cls``'s own step/reset if it has both (a class of the user's code)."""
     d = vars(cls)
-    if not (callable(d.get("step")) and callable(d.get("reset"))):
+    # Plain functions only: a staticmethod/classmethod replaced by a function would bind
+    # differently.
+    if not (isinstance(d.get("step"), _FUNCTION) and isinstance(d.get("reset"), _FUNCTION)):
         return 0
     if any(getattr(d[a], "_rlscope_op", None) or getattr(d[a], _FLAG, False)
            for a in ("step", "reset")):
