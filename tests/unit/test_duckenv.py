@@ -62,10 +62,11 @@ def _simulations(out: Path) -> int:
 
 def test_env_like_class_is_simulation_and_others_are_restored(recording: Path):
     p = Patcher()
+    original = vars(Counter)["step"]
     try:
         assert duckenv.consider(Env, p) == 2 and duckenv.consider(Counter, p) == 2
         assert duckenv.consider(Static, p) == 0  # not plain functions: left alone
-        original = vars(Counter)["step"]
+        assert vars(Counter)["step"] is not original
         env, c = Env(), Counter()
         env.reset()
         for _ in range(3):
