@@ -458,7 +458,10 @@ def withheld_entry(cal: Calibration, run: dict | None = None,
     failed, or there was none), with what it would have removed when known."""
     out: dict = {"applied": False, "withheld": withheld_reason(cal), "mode": cal.mode,
                  "metric": cal.metric}
-    if summary is not None:
+    # The unchecked cost model's share is its best figure; costs that failed their own
+    # check give none worth showing.
+    if summary is not None and cal.mode == "model" and not cal.validation.get(
+            "validation_rounds"):
         out.update(overhead_share(run or {}, summary))
     return out
 
