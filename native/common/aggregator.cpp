@@ -122,20 +122,27 @@ bool Aggregator::aggregate(ChunkEncoder& enc, uint32_t thread, int64_t ts, uint3
 }
 
 void Aggregator::close_gaps(ChunkEncoder& enc) {
-  for (auto& [index, t] : threads_) {
-    if (!t.in_gap) continue;
-    enc.add_event(t.last_ts, index, AGGREGATED_END, 0);
-    for (size_t i = 0; i < t.stack.size(); ++i) {
-      if (t.stack[i].kind == PHASE_BEGIN) continue;
-      enc.add_event(t.last_ts, index, t.stack[i].kind, t.stack[i].name);
-      t.rows[t.prefix[i]].calls -= 1;  // the analysis counts this BEGIN as a call
-      t.counts[t.stack[i].kind & 31] -= 1;
-    }
-    flush_rows(index, t);
-    t.in_gap = false;
-    ++t.gap;
-    --open_gaps_;
+  for (auto& [index, t] : threads_) close(enc, index, t);
+}
+
+void Aggregator::close_gap(ChunkEncoder& enc, uint32_t thread) {
+  auto it = threads_.find(thread);
+  if (it != threads_.end()) close(enc, thread, it->second);
+}
+
+void Aggregator::close(ChunkEncoder& enc, uint32_t index, ThreadAgg& t) {
+  if (!t.in_gap) return;
+  enc.add_event(t.last_ts, index, AGGREGATED_END, 0);
+  for (size_t i = 0; i < t.stack.size(); ++i) {
+    if (t.stack[i].kind == PHASE_BEGIN) continue;
+    enc.add_event(t.last_ts, index, t.stack[i].kind, t.stack[i].name);
+    t.rows[t.prefix[i]].calls -= 1;  // the analysis counts this BEGIN as a call
+    t.counts[t.stack[i].kind & 31] -= 1;
   }
+  flush_rows(index, t);
+  t.in_gap = false;
+  ++t.gap;
+  --open_gaps_;
 }
 
 void Aggregator::flush_rows(uint32_t index, ThreadAgg& t) {

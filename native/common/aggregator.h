@@ -29,6 +29,8 @@ class Aggregator {
                  uint32_t name);
   // Closes every open gap: AGGREGATED_END and the re-opening BEGINs into `enc`.
   void close_gaps(ChunkEncoder& enc);
+  // Closes the thread's gap, if open (before its first detail event after the gap).
+  void close_gap(ChunkEncoder& enc, uint32_t thread);
   bool any_gap() const { return open_gaps_ > 0; }
   // Encodes the state definitions not yet written and the accumulated rows into
   // `enc` (Chunk fields 12-22), then forgets the rows.
@@ -60,6 +62,7 @@ class Aggregator {
   void apply(ThreadAgg& t, uint32_t kind, uint32_t name);
   uint32_t push_state(uint32_t parent, uint32_t kind, uint32_t name);
   void flush_rows(uint32_t index, ThreadAgg& t);
+  void close(ChunkEncoder& enc, uint32_t index, ThreadAgg& t);
 
   std::unordered_map<uint32_t, ThreadAgg> threads_;
   // State interning: (parent state, kind, name) -> state; each state's definition.

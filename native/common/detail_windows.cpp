@@ -1,5 +1,7 @@
 #include "detail_windows.h"
 
+#include <algorithm>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -32,7 +34,8 @@ int64_t mtime_ns(const std::string& path) {
 }
 
 // Shares of the budget: detail stops at 80% of it (the rest is for aggregates and
-// the other files), the start window at 25%, a later window takes at most 5%.
+// the other files), the start window at 25%, a window on demand takes at most 5%, and
+// none opens within 5% of the 80%.
 constexpr double kDetailShare = 0.80, kStartShare = 0.25, kWindowShare = 0.05;
 
 }  // namespace
@@ -93,12 +96,14 @@ bool DetailWindows::detail(int64_t now_ns, uint64_t own_bytes) {
   uint64_t bytes = estimate(now_ns, own_bytes);
   auto share = [&](double s) { return uint64_t(double(budget_) * s); };
   if (reason_ != NONE) {
-    bool over = bytes >= share(kDetailShare) ||
-                (reason_ == START ? bytes >= share(kStartShare)
-                                  : bytes - begin_bytes_ >= share(kWindowShare)) ||
-                now_ns >= end_ns_;
-    if (!over) return true;
-    close(now_ns);
+    // A periodic window ends on time only (at the same time in every process, for the
+    // lock-step tables), the others on their share of the budget too.
+    bool over = bytes >= share(kDetailShare) || now_ns >= end_ns_ ||
+                (reason_ == START && bytes >= share(kStartShare)) ||
+                (reason_ == DEMAND && bytes - begin_bytes_ >= share(kWindowShare));
+    if (!over) return reason_ != PERIODIC;
+    if (reason_ == PERIODIC) range_end_ = std::min(range_end_, now_ns);
+    close(reason_ == PERIODIC ? range_end_ : now_ns);
     skip_past(now_ns);  // a periodic window due while another one was open: the next
     return false;
   }
@@ -108,9 +113,14 @@ bool DetailWindows::detail(int64_t now_ns, uint64_t own_bytes) {
     return true;
   }
   if (now_ns >= next_periodic_ns_) {
+    // At its scheduled time, to the record, in every process alike: the flush's records
+    // from then on are detail (in_range), those before it aggregates.
+    int64_t at = next_periodic_ns_;
     skip_past(now_ns);
-    open(PERIODIC, now_ns, bytes);
-    return true;
+    open(PERIODIC, at, bytes);
+    range_begin_ = at;
+    range_end_ = at + window_ns;
+    if (now_ns >= range_end_) close(range_end_);  // a flush later than the whole window
   }
   return false;
 }

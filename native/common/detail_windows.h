@@ -24,6 +24,9 @@ class DetailWindows {
   // The window that just ended (reason NONE when none did), for its metadata.
   Reason ended(int64_t* begin_ns, int64_t* end_ns);
   Reason current() const { return reason_; }
+  // Whether an event at `ts` falls in the current (or just closed) periodic window:
+  // those are detail to the record, at the same times in every process of the run.
+  bool in_range(int64_t ts) const { return ts >= range_begin_ && ts < range_end_; }
   int64_t window_begin() const { return begin_ns_; }
 
   // Tunables (tests may shorten them through the environment: recorder.cpp).
@@ -45,6 +48,7 @@ class DetailWindows {
   std::string dir_, demand_path_;
   Reason reason_ = NONE;
   int64_t begin_ns_ = 0, end_ns_ = 0;  // the open window's start and planned end
+  int64_t range_begin_ = 0, range_end_ = 0;  // the last periodic window's [begin, end)
   uint64_t begin_bytes_ = 0;
   int64_t next_periodic_ns_ = 0, period_ns_ = 0;
   int64_t last_scan_ns_ = -1;

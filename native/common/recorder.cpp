@@ -158,11 +158,16 @@ void flush_locked(Recorder& r, bool final = false) {
             enc = &r.chunks[nchunks++];
             enc->reset();
           }
-          if (!detail) {
+          if (!detail && !r.windows.in_range(rec.ts)) {
             keep_args = r.agg.aggregate(*enc, t.index, rec.ts, rec.kind, rec.name);
             if (!keep_args) continue;
           } else if (bounded) {
+            if (!detail) {  // a periodic window begins inside this flush
+              r.agg.close_gap(*enc, t.index);
+              rows_due = true;
+            }
             r.agg.detail(t.index, rec.ts, rec.kind, rec.name);
+            keep_args = true;
           }
           enc->add_event(rec.ts, t.index, rec.kind, rec.name);
           ++events;
