@@ -3,8 +3,8 @@
 training loop (make_trace.py's step/update template, one thread) of --hours hours.
 
 Detail windows as the writer opens them (the start window until 25% of the budget or 60 s, then
-2 s windows at 30 s, 90 s, 210 s, ... of the run (the period doubling), each at most 5% of
-the budget, none past 80%), every event of the loop inside them; between them the
+2 s windows at 30 s, 90 s, 210 s, ... of the run (the period doubling), none opened
+past 75% of the budget), every event of the loop inside them; between them the
 aggregate rows of the gap every 5 s (time, calls and events per shadow-stack state, event
 counts per kind), progress thinned to one per 100 ms, and the gap edges. Windows start
 and end at loop iterations (only the phase is open then; phases stay open across gaps).
@@ -99,7 +99,7 @@ def windows(hours: float, budget: int, loop: Loop, bytes_per_event: float
         t = nxt
         if t >= end_ns or used >= 0.75 * budget:
             break
-        n_events = min(WINDOW_NS * ev_per_ns, 0.05 * budget / bytes_per_event)
+        n_events = WINDOW_NS * ev_per_ns  # periodic windows end on time only
         a = int(t // loop.ns)
         b = a + max(1, int(n_events / loop.per_iter))
         out.append(("periodic", a, b))
