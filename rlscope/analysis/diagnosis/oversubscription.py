@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from rlscope.analysis.diagnosis.verdict import RunVerdict, in_process
@@ -33,10 +32,13 @@ def oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: An
             else pd.Series(False, index=t.index))
     busy = t["busy_s"].astype(float).where(~idle, 0.0)  # a helper's thread, not its work
     if util is not None and len(util) and "sampled_cpu_s" in util:
-        # A process that burns CPU outside every operation (a prefetcher, a logger, a
-        # helper with nothing recorded) does work too: /proc's CPU time says so.
-        cpu = util.groupby("pid")["sampled_cpu_s"].sum()
-        busy = np.maximum(busy, t["pid"].map(cpu).fillna(0.0).astype(float))
+        # Sampled, /proc's CPU time says which processes work: a helper burning CPU
+        # outside every operation does; an actor whose recorded busy time is its
+        # lifetime (Ray), or a worker asleep in its env step, does not.
+        cpu = util[util["cpu_samples"] > 0].groupby("pid")["sampled_cpu_s"].sum() \
+            if "cpu_samples" in util else util.groupby("pid")["sampled_cpu_s"].sum()
+        sampled = t["pid"].map(cpu)
+        busy = sampled.fillna(busy).astype(float)
     t = t[busy >= MIN_BUSY_SHARE * t["wall_s"].clip(lower=1e-12)]
     peak = _peak(list(zip(t["start_s"].astype(float), t["end_s"].astype(float),
                           strict=True)))
@@ -47,7 +49,7 @@ def oversubscription(tree: pd.DataFrame, util: pd.DataFrame | None, lockstep: An
                     for r, n in roles.items())
     rv = RunVerdict("oversubscription", f"CPU oversubscribed: {peak} processes doing work "
                     f"at once on {cores} cores")
-    rv.evidence.append(f"process tree: {len(t)} processes with recorded busy time ({who}), "
+    rv.evidence.append(f"process tree: {len(t)} processes doing work ({who}), "
                        f"up to {peak} alive at once; {cores} cores ({cores_from})")
     excess_main = runq = None
     if util is not None and len(util) and "sampled_cpu_s" in util:
