@@ -155,3 +155,61 @@ def test_bad_budget_is_one_line(tmp_path: Path, value: str) -> None:
     assert r.returncode == 2
     assert "--trace-budget" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
+
+
+WORKERS = """
+import multiprocessing as mp, os, sys, rlscope
+
+def loop(stop):
+    n = 0
+    while True:
+        with rlscope.operation("work"):
+            n += 1
+        if n % 1000 == 0 and os.path.exists(stop):
+            return
+
+if __name__ == "__main__":
+    ps = [mp.Process(target=loop, args=(sys.argv[1],)) for _ in range(2)]
+    for p in ps:
+        p.start()
+    loop(sys.argv[1])
+    for p in ps:
+        p.join()
+"""
+
+
+def test_periodic_windows_line_up_across_processes(tmp_path: Path) -> None:
+    script, out, stop = tmp_path / "workers.py", tmp_path / "run", tmp_path / "stop"
+    script.write_text(WORKERS)
+    env = dict(os.environ, RLSCOPE_TRACE_PERIOD_MS="1500", RLSCOPE_TRACE_WINDOW_MS="300")
+    cmd = [sys.executable, "-m", "rlscope.cli.prof", "-o", str(out), "-q",
+           "--trace-budget", "20MB", "--", sys.executable, str(script), str(stop)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def periodic_everywhere() -> bool:
+        files = list(out.glob("python.*" + fmt.FILE_SUFFIX))
+        if len(files) < 3:
+            return False
+        for f in files:
+            try:
+                meta = {k: v for c in iter_chunks(f) for k, v in c.metadata.items()}
+            except TraceError:
+                return False
+            if "periodic" not in _reasons(meta):
+                return False
+        return True
+
+    try:
+        wait_until(periodic_everywhere, "a periodic window in every process", interval_s=0.5)
+    finally:
+        stop.touch()
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    trace = read_trace(out)
+    assert len(trace.processes) == 3
+    firsts = set()
+    for p in trace.processes:
+        periodic = [w for w in _windows(p.metadata) if w["reason"] == "periodic"]
+        firsts.add((periodic[0]["begin_ns"], periodic[0]["end_ns"]))
+    assert len(firsts) == 1, firsts  # the same [begin, end) in every process
