@@ -24,7 +24,15 @@ from rlscope.analysis.diagnosis import (
 )
 from rlscope.analysis.diagnosis.critical import critical_path
 from rlscope.analysis.frames import Analysis
-from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, LOCKSTEP, Run, RunOptions, open_run
+from rlscope.analysis.pipeline.run import (
+    ANALYSIS,
+    EVENTS,
+    LOCKSTEP,
+    SAMPLES,
+    Run,
+    RunOptions,
+    open_run,
+)
 from rlscope.analysis.processes.utilisation import outside_cpu_s
 from rlscope.analysis.timeline import select as sel
 from rlscope.analysis.timeline.slices import CALL_KINDS, COUNTERS, TRACK_KINDS
@@ -44,7 +52,6 @@ from rlscope.reporters import trends as trends_report
 from rlscope.reporters.dump import dump_lines
 from rlscope.reporters.section import Report, Section
 from rlscope.trace.format import TIMELINE_FILES
-from rlscope.trace.pystacks_reader import read_stacks, stack_files
 
 _PROGRESS_MIN_EVENTS = 2_000_000  # show a progress bar above this many events
 
@@ -205,18 +212,10 @@ def flame(directory: Path, operation: str | None, output: Path | None,
 
 
 def _python_samples(directory: Path, opts: RunOptions) -> hotspots.Samples | None:
-    """The run's Python stack samples joined to its operations (None: none taken). The
-    events are read once more, as recorded: samples carry the recorded clock."""
-    files = stack_files(directory)
-    if not files:
-        return None
-    stacks = [read_stacks(f) for f in files]
-    for s in stacks:
-        for w in s.warnings:
-            click.echo(f"rls-analyze: warning: {w}", err=True)
-    run = open_run(directory, RunOptions(correct=False, infer=opts.infer), (EVENTS,))
-    assert run.trace is not None
-    return hotspots.join(run.trace, stacks)
+    """The run's Python stack samples joined to its operations (None: none taken), on the
+    events as recorded (the samples' clock)."""
+    return _open(directory, RunOptions(correct=False, infer=opts.infer),
+                 (EVENTS, SAMPLES)).python_samples
 
 
 @analyze.command()
@@ -234,7 +233,8 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     if which is not None and fmt not in ("csv", "markdown"):
         raise click.UsageError("--table selects one table for --format csv or markdown")
     tables_only = fmt in ("csv", "markdown")
-    run = _open(directory, opts, (ANALYSIS,) if tables_only else (ANALYSIS, LOCKSTEP))
+    run = _open(directory, opts,
+                (ANALYSIS,) if tables_only else (ANALYSIS, LOCKSTEP, SAMPLES))
     a = run.analysis
     assert a is not None
     if tables_only:
@@ -255,7 +255,7 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
     trend = trends_report.data_of(a)
     if trends_report.main_processes(trend):  # a process reports progress
         sections.append(trends_report.section(trend))
-    samples = _python_samples(directory, opts)
+    samples = run.python_samples
     if samples is not None and len(samples):  # rls-prof --sample-python (on by default)
         sections.append(hotspots_report.section(samples))
     sections.append(_diagnosis_section(a, run))

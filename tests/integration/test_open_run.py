@@ -10,11 +10,13 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rlscope.analysis.pipeline.stream as stream
 import rlscope.trace.reader as reader
 from rlscope.analysis import load_lockstep
+from rlscope.analysis.pipeline.run import ANALYSIS, EVENTS, SAMPLES, RunOptions, open_run
 from rlscope.cli import analyze
 from rlscope.trace import format as fmt
 from tests.conftest import run_tool
@@ -61,11 +63,11 @@ def test_report_reads_each_trace_file_once(vec_run: Path, monkeypatch: pytest.Mo
     assert len(files) >= 3  # the main process and its two env workers
     reads = _count_reads(monkeypatch)
     report = json.loads(_report(str(vec_run), "--format", "json"))
-    # Once for the tables; Python stack samples (on by default) are joined to the events
-    # in a second pass over the files as recorded (docs/rls-analyze.md; to be folded into
-    # the sweep's pass).
-    passes = 2 if list(vec_run.glob("*" + fmt.STACKS_SUFFIX)) else 1
-    assert sorted(reads) == files and set(reads.values()) == {passes}, reads
+    # Once, Python stack samples (on by default) included: they are joined to the events
+    # the sweep is fed (rlscope.analysis.pipeline.run).
+    assert list(vec_run.glob("*" + fmt.STACKS_SUFFIX))
+    assert sorted(reads) == files and set(reads.values()) == {1}, reads
+    assert report["python_hotspots"]
     # The lock-step section came from that one pass, and agrees with the lock-step API.
     (v,) = report["lockstep"]["vector_envs"]
     (want,) = load_lockstep(vec_run, correct=False).vector_envs
@@ -74,8 +76,8 @@ def test_report_reads_each_trace_file_once(vec_run: Path, monkeypatch: pytest.Mo
     assert {"operations", "processes", "diagnosis"} <= set(report)
 
     reads.clear()
-    text = _report(str(vec_run))  # the text report too: the same passes
-    assert set(reads.values()) == {passes} and "Vector envs" in text
+    text = _report(str(vec_run))  # the text report too: one pass per file
+    assert set(reads.values()) == {1} and "Vector envs" in text
 
 
 def _without_matplotlib(tmp_path: Path) -> dict[str, str]:
@@ -88,6 +90,24 @@ def _without_matplotlib(tmp_path: Path) -> dict[str, str]:
         "raise ModuleNotFoundError(\"No module named 'matplotlib'\")\n")
     return dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(block), *filter(None, [os.environ.get("PYTHONPATH")])]))
+
+
+@pytest.mark.parametrize("opts", [RunOptions(correct=False, batch_events=500),
+                                  RunOptions(correct=False, jobs=2)])
+def test_samples_joined_alike_on_every_path(vec_run: Path, opts: RunOptions):
+    """The stack samples joined in the streamed sweep's pass (kept events, or a file over
+    the batch read again) and in the fanned-out path as on the whole trace."""
+
+    def per_op(o: RunOptions, want: tuple[str, ...]) -> list[tuple[str, int]]:
+        s = open_run(vec_run, o, want).python_samples
+        assert s is not None and len(s)
+        ops, n = np.unique(s.operation, return_counts=True)
+        return sorted((s.operations[i] if i >= 0 else "", int(k))
+                      for i, k in zip(ops, n, strict=True))
+
+    whole = per_op(RunOptions(correct=False), (EVENTS, SAMPLES))
+    assert per_op(RunOptions(correct=False), (ANALYSIS, SAMPLES)) == whole
+    assert per_op(opts, (ANALYSIS, SAMPLES)) == whole
 
 
 def test_no_matplotlib_is_one_line(vec_run: Path, tmp_path: Path):

@@ -11,6 +11,11 @@ Three ways through, chosen here and nowhere else:
   takes the events batch by batch (rlscope.analysis.pipeline.stream);
 - **fanned out**: ``jobs``/``ray``: one task per process (rlscope.analysis.pipeline.fanout),
   merged into exactly the serial results.
+
+Python stack samples (SAMPLES) are joined to the events as recorded in the same read: on
+the whole path before the correction moves them, on the streamed path to the events the
+sweep is fed. Only a file too large to keep in one batch (the sweep reads it twice
+already) and the fanned-out path read events once more for them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rlscope.analysis import inferred
+from rlscope.analysis import hotspots, inferred
 from rlscope.analysis.actors import Iterations
 from rlscope.analysis.actors import analyze as analyze_iterations
 from rlscope.analysis.engine.overlap import analyze_process
@@ -44,11 +49,13 @@ from rlscope.analysis.overhead.model import Calibration, find_calibration
 from rlscope.analysis.pipeline import fanout
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, scan_files, sweep
 from rlscope.analysis.processes.utilisation import GpuTruth, gpu_truth
-from rlscope.trace.data import Trace
+from rlscope.trace.data import Events, ProcessTrace, Trace
+from rlscope.trace.pystacks_reader import read_stacks, stack_files
 from rlscope.trace.reader import read_files, read_progress, trace_files
 from rlscope.trace.samples_reader import read_samples, sample_files
 
 ANALYSIS, LOCKSTEP, EVENTS = "analysis", "lockstep", "events"  # what a caller wants
+SAMPLES = "samples"  # the Python stack samples joined to the operations (Run.python_samples)
 Progress = Callable[[int], None]
 
 
@@ -87,6 +94,8 @@ class Run:
     # input; None: not asked for, or no driver reported progress
     iterations: Iterations | None = None
     trace: Trace | None = None  # the events, corrected and inferred (EVENTS)
+    # Python stack samples joined to the operations (SAMPLES; None: none were taken)
+    python_samples: hotspots.Samples | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -119,13 +128,18 @@ def _whole(d: Path, run: dict[str, Any], files: list[Path], cal: Calibration | N
            options: RunOptions, want: Collection[str], progress: Progress | None,
            on_total: Progress | None) -> Run:
 
-    trace = read_files(d, run, files)
+    recorded = trace = read_files(d, run, files)
     if options.correct:
         trace = apply_correction(trace, cal)  # marks it not corrected without one
     trace = replace(trace, processes=[inferred.apply(p, options.infer)
                                       for p in trace.processes])
     out = Run(d, trace.run, trace=trace if EVENTS in want else None,
               warnings=list(trace.warnings))
+    if SAMPLES in want:  # on the recorded times, the samples' clock
+        as_recorded = trace if not out.corrected else replace(
+            recorded, processes=[inferred.apply(p, options.infer)
+                                 for p in recorded.processes])
+        _join_samples(out, as_recorded)
     if ANALYSIS in want:
         if on_total:
             on_total(total_events(trace))
@@ -155,8 +169,14 @@ def _streamed(d: Path, run: dict[str, Any], files: list[Path], options: RunOptio
     if on_total:
         on_total(sum(s.events + 2 * len(s.trace.api_calls) for s in scanned))
     results = []
+    fed: list[ProcessTrace] = []  # for SAMPLES: each process's events as the sweep had them
+    stacks = stack_files(d) if SAMPLES in want else []
     for s in scanned:
-        results.append(sweep(s, paths, phases, progress, batch))
+        keep: list[Events] | None = [] if stacks and s.kept is not None else None
+        results.append(sweep(s, paths, phases, progress, batch, keep))
+        if stacks:
+            fed.append(replace(s.trace, events=Events.concat(keep)) if keep is not None
+                       else _read_again(d, run, s.trace, options.infer))
         s.kept = None  # the events are done with: free them before the next process
     metas = [ProcessMeta(s.trace.pid, s.trace.header.ppid, s.trace.header.process_name,
                          s.trace.header.recorder, s.complete, s.events, s.trace.metadata,
@@ -164,7 +184,25 @@ def _streamed(d: Path, run: dict[str, Any], files: list[Path], options: RunOptio
                          file=s.trace.path.name, gpu_truth=_truth(s.trace.gpu, r))
              for s, r in zip(scanned, results, strict=True)]
     out.analysis = _analysis(d, run, results, metas, paths, phases, out.warnings)
+    if stacks:
+        _join_samples(out, Trace(d, run, fed), stacks)
     return out
+
+
+def _read_again(d: Path, run: dict[str, Any], p: ProcessTrace, infer: str) -> ProcessTrace:
+    """A file too large to keep in one batch, read once more for its samples' join."""
+    (again,) = [q for q in read_files(d, run, [p.path]).processes if q.pid == p.pid]
+    return inferred.apply(again, infer)
+
+
+def _join_samples(out: Run, recorded: Trace, files: list[Path] | None = None) -> None:
+    """Run.python_samples from the run's stack files and its events as recorded."""
+    files = stack_files(out.directory) if files is None else files
+    if not files:
+        return
+    stacks = [read_stacks(f) for f in files]
+    out.warnings += [w for st in stacks for w in st.warnings]
+    out.python_samples = hotspots.join(recorded, stacks)
 
 
 def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int], n: int,
@@ -214,6 +252,10 @@ def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int]
             [o.lockstep for o in m.outs if o.lockstep is not None], cal is not None)
     if ANALYSIS in want:
         out.analysis = _analysis(d, run, m.results, metas, m.paths, m.phases, warnings)
+    if SAMPLES in want and stack_files(d):  # the tasks keep no events: read them again
+        again = read_files(d, run, trace_files(d)[2])
+        _join_samples(out, replace(again, processes=[inferred.apply(p, options.infer)
+                                                     for p in again.processes]))
     return out
 
 

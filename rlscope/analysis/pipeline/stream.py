@@ -216,13 +216,21 @@ def scan_files(files: list[Path], run: dict[str, Any], phases: NameTable, infer:
 
 
 def sweep(s: ScannedProcess, paths: PathTable, phases: NameTable,
-          progress: Callable[[int], None] | None, batch_events: int) -> ProcessResult:
-    """The second stage: the process's events, batch by batch, through the sweep."""
+          progress: Callable[[int], None] | None, batch_events: int,
+          fed: list[Events] | None = None) -> ProcessResult:
+    """The second stage: the process's events, batch by batch, through the sweep;
+    ``fed`` collects them as fed (inferred operations merged in)."""
     a = ProcessAnalyzer(s.trace, s.info, paths, phases, progress)
     plan = s.inferred
+
+    def feed(ev: Events) -> None:
+        a.feed(ev)
+        if fed is not None:
+            fed.append(ev)
+
     if s.events:
         for ev in events_of(s, batch_events):
-            a.feed(ev if plan is None else plan.batch(ev))
+            feed(ev if plan is None else plan.batch(ev))
         if plan is not None:
-            a.feed(plan.rest())
+            feed(plan.rest())
     return a.finish()
