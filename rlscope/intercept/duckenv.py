@@ -7,10 +7,12 @@ Installed at start (``builtins`` is always imported; this module, in ``intercept
 (``builtins.__build_class__``, a class statement only: extension types and ``type(...)``
 calls are not seen), and only those defined in
 files outside the Python installation and its site-packages (the user's code; libraries
-have integrations of their own or none). A candidate is confirmed by its first ``step`` or
-``reset`` result: a tuple whose first item has a ``shape`` (a numpy, torch or JAX array:
-observations, batched or not), or such an array itself. A class whose first result is
-anything else gets its methods back (that first call stays a ``simulation``).
+have integrations of their own or none) whose step/reset override no library's (a user's
+gymnasium.Env or Wrapper is left to the gymnasium integration). A candidate is confirmed
+by its first ``step`` or ``reset`` result: a tuple whose first item has a ``shape`` (a
+numpy, torch or JAX array: observations, batched or not), or such an array itself. A
+class whose first result is anything else gets its methods back (that first call stays a
+``simulation``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,20 @@ def _is_user_file(path: str) -> bool:
             path.startswith("<") or "site-packages" in path or "dist-packages" in path
             or any(path.startswith(r + "/lib") for r in roots))
     return hit
+
+
+def _library_env(cls: type) -> bool:
+    """Whether ``cls`` overrides a library's step/reset (a gymnasium.Env or Wrapper, an SB3
+    VecEnv): that library's integration covers it where it is used (gymnasium.make, the
+    vector envs), and a vector env steps it through its plain methods, at no cost per env
+    step, which a wrapper here would add back."""
+    for k in cls.__mro__[1:]:
+        if "step" in vars(k) or "reset" in vars(k):
+            mod = sys.modules.get(k.__module__)
+            path = getattr(mod, "__file__", None) or "<built-in>"
+            if not _is_user_file(path):
+                return True
+    return False
 
 
 def looks_like_env_output(result: Any) -> bool:
@@ -100,6 +116,8 @@ def consider(cls: type, p: Patcher) -> int:
         return 0
     if any(getattr(d[a], "_rlscope_op", None) or getattr(d[a], _FLAG, False)
            for a in ("step", "reset")):
+        return 0
+    if _library_env(cls):
         return 0
     c = _Candidate(cls)
     for attr in ("step", "reset"):

@@ -17,7 +17,10 @@ differences / (steps * envs). Last line:
 ``--chunks N`` measures in one process per loop instead (for a loaded machine, where
 fresh processes minutes apart differ by 2x): N pairs of chunks of ``--steps`` vector
 steps, plain and instrumented in turns (order alternating), each on a fresh vector env
-after 20 warm-up steps. An instrumented chunk is a recording session of its own,
+after 20 warm-up steps, timed by ``--clock``: wall (perf_counter), thread (the main
+thread's CPU time: what rlscope adds on the loop's thread, without the time the thread
+was descheduled) or process (CPU time of every thread: EnvPool's pool threads and
+rlscope's writer thread too). An instrumented chunk is a recording session of its own,
 ``rlscope.start`` + ``rlscope.intercept.enable("auto")`` (what rls-prof does in a
 profiled process) and ``disable`` + ``stop`` after it, outside the timed part.
 """
@@ -95,15 +98,20 @@ def make():
     return env, env.reset()
 
 
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time,
+          "process": time.process_time}
+clock = CLOCKS[sys.argv[6]]
+
+
 def chunk(k):
     env, obs = make()
     for i in range(20 + k):
         if i == 20:
-            t0 = time.perf_counter()
+            t0 = clock()
         with torch.no_grad():
             a = policy(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
         obs = env.step(a)[0]
-    dt = time.perf_counter() - t0
+    dt = clock() - t0
     env.close()
     return dt
 
@@ -135,13 +143,15 @@ def run(mode: str, kind: str, steps: int, envs: int, tmp: str, i: int) -> float:
     return float(json.loads(r.stdout.strip().splitlines()[-1])["loop_s"])
 
 
-def chunked(kind: str, steps: int, envs: int, pairs: int, tmp: str) -> dict[str, list[float]]:
+def chunked(kind: str, steps: int, envs: int, pairs: int, tmp: str, clock: str
+            ) -> dict[str, list[float]]:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     script = os.path.join(tmp, "chunks.py")
     with open(script, "w") as f:
         f.write(CHUNKS)
     r = subprocess.run([sys.executable, script, kind, str(steps), str(envs), str(pairs),
-                        os.path.join(tmp, kind)], capture_output=True, text=True, env=env,
+                        os.path.join(tmp, kind), clock], capture_output=True, text=True,
+                       env=env,
                        timeout=3000)
     if r.returncode != 0:
         sys.exit(f"{kind} chunks failed:\n{r.stderr[-2000:]}")
@@ -156,6 +166,9 @@ def main() -> None:
     ap.add_argument("--envs", type=int, default=16)
     ap.add_argument("--loops", default="envpool,sync,dummy")
     ap.add_argument("--chunks", type=int, default=0, help="pairs of chunks in one process")
+    ap.add_argument("--clock", default="wall", choices=("wall", "thread", "process"),
+                    help="with --chunks: what a chunk's time is (thread: the main thread's "
+                    "CPU time, not the time it was descheduled on a loaded machine)")
     a = ap.parse_args()
     loops = a.loops.split(",")
     modes = ["plain", "rlscope"]
@@ -163,7 +176,7 @@ def main() -> None:
     if a.chunks:
         with tempfile.TemporaryDirectory() as tmp:
             for k in loops:
-                got = chunked(k, a.steps, a.envs, a.chunks, tmp)
+                got = chunked(k, a.steps, a.envs, a.chunks, tmp, a.clock)
                 for m in modes:
                     times[k, m] = got[m]
                 print(f"{k}: done", flush=True)
