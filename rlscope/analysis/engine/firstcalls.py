@@ -31,8 +31,12 @@ class FirstCalls:
         first ``n_synthetic`` events re-open the calls carried from the previous batch."""
         if not len(path):
             return
-        prev = np.r_[0, path[:-1]]
-        ch = np.flatnonzero(path != prev)
+        # Where the path changes, and what it was before (no batch-size temporaries: the
+        # sweep is at its peak memory here).
+        ch = np.flatnonzero(path[1:] != path[:-1]) + 1
+        if path[0] != 0:
+            ch = np.r_[0, ch]
+        prev_ch = np.where(ch > 0, path[np.maximum(ch - 1, 0)], 0)
         carried = self._open.pop(thread, {})
         if not len(ch):
             if carried:
@@ -52,7 +56,7 @@ class FirstCalls:
                 return  # (calls still open are of those: their begins are not needed)
         depth_of = np.asarray(self.paths.depth, np.int32)
         depth_of[:FIRST_OPERATION_ID] = -1  # the start-up is outside operations too
-        new, old = depth_of[path[ch]], depth_of[prev[ch]]
+        new, old = depth_of[path[ch]], depth_of[prev_ch]
         begin = new > old
         level = np.where(begin, new, old)
         o = np.lexsort((ch, level))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlscope.analysis.engine import categories as C
-from rlscope.analysis.engine.aggregate import aggregate, aggregate_keys, encode
+from rlscope.analysis.engine.aggregate import aggregate, aggregate_keys
 from rlscope.analysis.engine.compiles import CompileJoin, compile_records
 from rlscope.analysis.engine.firstcalls import FirstCalls
 from rlscope.analysis.engine.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
@@ -80,6 +80,9 @@ def _insert_times(te: _ThreadEvents, times: np.ndarray, append: bool = False) ->
     te.time = np.insert(te.time, pos, inside)
     te.kind = np.insert(te.kind, pos, np.uint8(0))
     te.name = np.insert(te.name, pos, np.uint32(0))
+
+
+_TREND_BLOCK = 1 << 16  # pieces per block of the trend sums (bounds their temporaries)
 
 
 @dataclass
@@ -317,29 +320,19 @@ class ProcessAnalyzer:
                                              sizes[:2], np.ones(len(pth)))
                 self._counts.append(np.stack([np.full(len(n), t), ph_k, pa_k,
                                               np.full(len(n), w), n.astype(np.int64)], 1))
-        self._named_calls(t, s, np.diff(s.time))
+        self._named_calls(s)
         self.carry[t] = _Carry(int(s.time[-1]), self.paths.ancestors(s.end_path)[::-1],
                                s.end_phases, s.end_calls, s.end_call_names, s.end_api,
                                s.end_wait)
 
-    def _named_calls(self, t: int, s: ThreadState, seg: np.ndarray) -> None:
-        """Time and outermost calls per named backend/simulator call: (category, phase,
-        path, string id) -> [calls, ns]. A segment counts for the call whose category
-        the thread is in (a simulator call inside a backend call is the simulator's)."""
-        sizes = [len(self.phases.names), len(self.paths), len(self.p.strings)]
-        for cat, (after, outer) in s.call_name.items():
-            on = np.flatnonzero((s.category[:-1] == cat) & s.active[:-1] & (after[:-1] > 0))
-            if not len(on) and not len(outer):
-                continue
-            key = encode([np.r_[s.phase[on], s.phase[outer]], np.r_[s.path[on], s.path[outer]],
-                          np.r_[after[on], after[outer]]], sizes)
-            uniq, inv = np.unique(key, return_inverse=True)
-            ns = np.bincount(inv, np.r_[seg[on], np.zeros(len(outer))], len(uniq))
-            n = np.bincount(inv[len(on):], minlength=len(uniq))
-            for k, c, d in zip(uniq.tolist(), n.tolist(), ns.tolist(), strict=True):
-                entry = self._calls.setdefault((cat, k // (sizes[1] * sizes[2]),
-                                                k // sizes[2] % sizes[1], k % sizes[2]),
-                                               [0, 0.0])
+    def _named_calls(self, s: ThreadState) -> None:
+        """Accumulate the batch's named backend/simulator calls (aggregated in
+        thread_state): (category, phase, path, string id) -> [calls, ns]."""
+        _, pa_s, nm_s = s.call_sizes
+        for cat, (keys, ns, n) in s.call_name.items():
+            for k, d, c in zip(keys.tolist(), ns.tolist(), n.tolist(), strict=True):
+                entry = self._calls.setdefault((cat, k // (pa_s * nm_s), k // nm_s % pa_s,
+                                                k % nm_s), [0, 0.0])
                 entry[0] += c
                 entry[1] += d
 
@@ -413,13 +406,15 @@ class ProcessAnalyzer:
                    sizes: list[int]) -> None:
         """This batch's pieces and operation begins per trend bucket (regions summed)."""
         nb = self.trend.n
-        bk = self.trend.bucket(b)
-        ok = bk >= 0
-        if ok.any():
-            inner = sizes[0] * sizes[1] * sizes[2]
-            k = bk[ok].astype(np.int64) * inner + key[ok] // sizes[3]
-            (tb, tph, tpa, tc), ns = aggregate_keys(k, [nb, *sizes[:3]], dur[ok])
-            self._trend.append(np.stack([tb, tph, tpa, tc, ns.astype(np.int64)], 1))
+        inner = sizes[0] * sizes[1] * sizes[2]
+        for lo in range(0, len(b), _TREND_BLOCK):  # in blocks: the sweep is at its peak
+            sl = slice(lo, lo + _TREND_BLOCK)
+            bk = self.trend.bucket(b[sl])
+            ok = bk >= 0
+            if ok.any():
+                k = bk[ok].astype(np.int64) * inner + key[sl][ok] // sizes[3]
+                (tb, tph, tpa, tc), ns = aggregate_keys(k, [nb, *sizes[:3]], dur[sl][ok])
+                self._trend.append(np.stack([tb, tph, tpa, tc, ns.astype(np.int64)], 1))
         if len(s.op_begin_time):
             cb = self.trend.bucket(s.op_begin_time)
             ok = cb >= 0
@@ -663,3 +658,5 @@ def analyze_process(p: ProcessTrace, paths: PathTable, phases: NameTable,
             ev = p.events
             a.feed(Events(ev.time_ns[sl], ev.thread[sl], ev.kind[sl], ev.name[sl]))
     return a.finish()
+
+

@@ -68,7 +68,6 @@ class ProcessResult:
     # The first calls of each operation (engine.firstcalls): thread, phase, path, begin_ns,
     # duration_ns (inclusive) per row, at most firstcalls.KEEP per (thread, phase, path).
     first_calls: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), np.int64))
-    calls: list[NamedCall] = field(default_factory=list)
     # Trends (engine.trendbins): the buckets' edges (ns) and timesteps at the edges (empty:
     # time-based buckets); self ns per (bucket, phase, path, category), summed over
     # threads; operation calls per (bucket, phase, path) by begin time.
@@ -78,6 +77,7 @@ class ProcessResult:
     trend_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
     trend_call_rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
     trend_call_n: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    calls: list[NamedCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,11 @@ class ThreadState:
     call_phase: dict[int, np.ndarray]
     phase_times: np.ndarray  # times where the thread's phase changes (for inheritance)
     phase_ids: np.ndarray
-    # Named calls (backend, simulator): category -> (string id of the outermost open call
-    # after each event, 0 none; positions of the outermost call begins, real ones only).
-    call_name: dict[int, tuple[np.ndarray, np.ndarray]]
+    # Named calls (backend, simulator), aggregated here so no per-event array outlives
+    # this function: category -> (keys encoding (phase, path, string id) in ``sizes``,
+    # ns in that category inside the call, outermost calls).
+    call_name: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    call_sizes: tuple[int, int, int]
     # State after the last event, to carry into the next batch of events:
     end_calls: list[int]  # kinds of the open backend/simulator/wait calls, in begin order
     end_call_names: list[int]  # the string id to re-open each of end_calls with
@@ -104,6 +106,47 @@ def _outer_names(kind: np.ndarray, names: np.ndarray, begin: int, end: int
     last = np.maximum.accumulate(np.where(outer, np.arange(len(idx)), -1))
     val = np.where((depth > 0) & (last >= 0), names[idx][np.maximum(last, 0)], 0)
     return _ffill(idx, val.astype(np.uint32), n, np.uint32(0)), idx[outer]
+
+
+_BLOCK = 1 << 16  # events per block of the named-call sums (bounds their temporaries)
+
+
+def _named_totals(time: np.ndarray, phase: np.ndarray, path: np.ndarray,
+                  category: np.ndarray, active: np.ndarray, cat: int, after: np.ndarray,
+                  outer: np.ndarray, sizes: tuple[int, int, int]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (phase, path, call name) key: ns of the thread's segments in category ``cat``
+    inside the call, and the outermost call begins at ``outer``. In blocks of events:
+    the sweep is near its peak memory here."""
+    _, pa_s, nm_s = sizes
+
+    def key(i: np.ndarray) -> np.ndarray:
+        return (phase[i].astype(np.int64) * pa_s + path[i]) * nm_s + after[i]
+
+    sums: dict[int, list[float]] = {}
+
+    def add(k: np.ndarray, ns: np.ndarray, n: np.ndarray) -> None:
+        uniq, inv = np.unique(k, return_inverse=True)
+        s_ns = np.bincount(inv, ns, minlength=len(uniq))
+        s_n = np.bincount(inv, n, minlength=len(uniq))
+        for u, a, c in zip(uniq.tolist(), s_ns.tolist(), s_n.tolist(), strict=True):
+            e = sums.setdefault(u, [0.0, 0.0])
+            e[0] += a
+            e[1] += c
+
+    last = len(time) - 1
+    for lo in range(0, last, _BLOCK):
+        hi = min(lo + _BLOCK, last)
+        on = lo + np.flatnonzero((category[lo:hi] == cat) & active[lo:hi]
+                                 & (after[lo:hi] > 0))
+        if len(on):
+            add(key(on), (time[on + 1] - time[on]).astype(np.float64), np.zeros(len(on)))
+    for lo in range(0, len(outer), _BLOCK):
+        o = outer[lo:lo + _BLOCK]
+        add(key(o), np.zeros(len(o)), np.ones(len(o)))
+    keys = np.fromiter(sums, np.int64, len(sums))
+    vals = np.array(list(sums.values()), np.float64).reshape(-1, 2)
+    return keys, vals[:, 0], vals[:, 1].astype(np.int64)
 
 
 def innermost_ops(kind: np.ndarray, name: np.ndarray, strings: list[str],
@@ -264,14 +307,17 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
                         (*calls, (0, gap_on, gap_begins, gap_end, fmt.AGGREGATED_BEGIN))
                         if e)
     end_calls = [k for _, k, e in open_calls for _ in range(e)]
-    call_name: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    call_name: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     outer_end: dict[int, int] = {}
+    sizes = (len(phases.names), len(paths), len(strings))
     for cat, begin, end in ((C.BACKEND, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END),
                             (C.SIMULATOR, fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END)):
         if cat in (c for c, _, b, _, _ in calls if len(b)):
             after, outer = _outer_names(kind, names, begin, end)
-            call_name[cat] = (after, outer[outer >= n_synthetic])
             outer_end[begin] = int(after[-1])
+            call_name[cat] = _named_totals(time, phase, path, category, active, cat, after,
+                                           outer[outer >= n_synthetic], sizes)
+            del after
     # Re-opened calls keep their name: the outermost of each kind carries it.
     end_call_names, seen = [], set()
     for k in end_calls:
@@ -281,7 +327,7 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
         index, tid, name, main, time, path, phase, category, active, wait_on | wc_on,
         op_begin_path[real], phase[op_b[real]],
         {c: path[p] for c, p in call_pos.items()}, {c: phase[p] for c, p in call_pos.items()},
-        ph_times, ph_ids, call_name, end_calls, end_call_names, api_end - wait_end,
+        ph_times, ph_ids, call_name, sizes, end_calls, end_call_names, api_end - wait_end,
         wait_end, ph_stack, end_path,
         _first_times(firsts, time), op_begin_time=time[op_b[real]])
 
