@@ -95,17 +95,19 @@ def _active_flags(kind: np.ndarray, begin: int, end: int
 def _outer_names(kind: np.ndarray, names: np.ndarray, begin: int, end: int
                  ) -> tuple[np.ndarray, np.ndarray]:
     """(string id of the outermost open call after each event, 0 outside every call;
-    positions of the begins that open an outermost call)."""
+    positions of the begins that open an outermost call). The name only changes where
+    an outermost call opens or the last open one closes."""
     n = len(kind)
     idx = np.flatnonzero((kind == begin) | (kind == end))
     if not len(idx):
         return np.zeros(n, np.uint32), idx
     is_b = kind[idx] == begin
     depth = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
-    outer = is_b & (depth == 1)
-    last = np.maximum.accumulate(np.where(outer, np.arange(len(idx)), -1))
-    val = np.where((depth > 0) & (last >= 0), names[idx][np.maximum(last, 0)], 0)
-    return _ffill(idx, val.astype(np.uint32), n, np.uint32(0)), idx[outer]
+    opens = is_b & (depth == 1)
+    edges = np.flatnonzero(opens | (~is_b & (depth == 0)))
+    del depth
+    vals = np.where(opens[edges], names[idx[edges]], 0).astype(np.uint32)
+    return _ffill(idx[edges], vals, n, np.uint32(0)), idx[opens]
 
 
 _BLOCK = 1 << 16  # events per block of the named-call sums (bounds their temporaries)
