@@ -93,37 +93,42 @@ def _active_flags(kind: np.ndarray, begin: int, end: int
 
 
 def _outer_names(kind: np.ndarray, names: np.ndarray, begin: int, end: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(string id of the outermost open call after each event, 0 outside every call;
-    positions of the begins that open an outermost call). The name only changes where
-    an outermost call opens or the last open one closes."""
-    n = len(kind)
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the outermost open call's name changes: (event positions, the string id from
+    each on, 0 outside every call), and the positions of the begins that open an
+    outermost call. The name only changes where an outermost call opens or the last open
+    one closes; no per-event array is made (the sweep is near its peak memory here)."""
     idx = np.flatnonzero((kind == begin) | (kind == end))
     if not len(idx):
-        return np.zeros(n, np.uint32), idx
+        return idx, np.zeros(0, np.uint32), idx
     is_b = kind[idx] == begin
     depth = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
     opens = is_b & (depth == 1)
     edges = np.flatnonzero(opens | (~is_b & (depth == 0)))
     del depth
     vals = np.where(opens[edges], names[idx[edges]], 0).astype(np.uint32)
-    return _ffill(idx[edges], vals, n, np.uint32(0)), idx[opens]
+    return idx[edges], vals, idx[opens]
 
 
 _BLOCK = 1 << 16  # events per block of the named-call sums (bounds their temporaries)
 
 
 def _named_totals(time: np.ndarray, phase: np.ndarray, path: np.ndarray,
-                  category: np.ndarray, active: np.ndarray, cat: int, after: np.ndarray,
-                  outer: np.ndarray, sizes: tuple[int, int, int]
+                  category: np.ndarray, active: np.ndarray, cat: int,
+                  edge_pos: np.ndarray, edge_val: np.ndarray, outer: np.ndarray,
+                  sizes: tuple[int, int, int]
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (phase, path, call name) key: ns of the thread's segments in category ``cat``
-    inside the call, and the outermost call begins at ``outer``. In blocks of events:
-    the sweep is near its peak memory here."""
+    inside the call, and the outermost call begins at ``outer``; the name after an event
+    is the value of the last edge at or before it. In blocks of events."""
     _, pa_s, nm_s = sizes
 
-    def key(i: np.ndarray) -> np.ndarray:
-        return (phase[i].astype(np.int64) * pa_s + path[i]) * nm_s + after[i]
+    def name_at(i: np.ndarray) -> np.ndarray:
+        j = np.searchsorted(edge_pos, i, side="right") - 1
+        return np.where(j >= 0, edge_val[np.maximum(j, 0)], 0)
+
+    def key(i: np.ndarray, nm: np.ndarray) -> np.ndarray:
+        return (phase[i].astype(np.int64) * pa_s + path[i]) * nm_s + nm
 
     sums: dict[int, list[float]] = {}
 
@@ -139,13 +144,15 @@ def _named_totals(time: np.ndarray, phase: np.ndarray, path: np.ndarray,
     last = len(time) - 1
     for lo in range(0, last, _BLOCK):
         hi = min(lo + _BLOCK, last)
-        on = lo + np.flatnonzero((category[lo:hi] == cat) & active[lo:hi]
-                                 & (after[lo:hi] > 0))
+        on = lo + np.flatnonzero((category[lo:hi] == cat) & active[lo:hi])
+        nm = name_at(on)
+        on, nm = on[nm > 0], nm[nm > 0]
         if len(on):
-            add(key(on), (time[on + 1] - time[on]).astype(np.float64), np.zeros(len(on)))
+            add(key(on, nm), (time[on + 1] - time[on]).astype(np.float64),
+                np.zeros(len(on)))
     for lo in range(0, len(outer), _BLOCK):
         o = outer[lo:lo + _BLOCK]
-        add(key(o), np.zeros(len(o)), np.ones(len(o)))
+        add(key(o, name_at(o)), np.zeros(len(o)), np.ones(len(o)))
     keys = np.fromiter(sums, np.int64, len(sums))
     vals = np.array(list(sums.values()), np.float64).reshape(-1, 2)
     return keys, vals[:, 0], vals[:, 1].astype(np.int64)
@@ -315,11 +322,11 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
     for cat, begin, end in ((C.BACKEND, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END),
                             (C.SIMULATOR, fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END)):
         if cat in (c for c, _, b, _, _ in calls if len(b)):
-            after, outer = _outer_names(kind, names, begin, end)
-            outer_end[begin] = int(after[-1])
-            call_name[cat] = _named_totals(time, phase, path, category, active, cat, after,
-                                           outer[outer >= n_synthetic], sizes)
-            del after
+            edge_pos, edge_val, outer = _outer_names(kind, names, begin, end)
+            outer_end[begin] = int(edge_val[-1]) if len(edge_val) else 0
+            call_name[cat] = _named_totals(time, phase, path, category, active, cat,
+                                           edge_pos, edge_val, outer[outer >= n_synthetic],
+                                           sizes)
     # Re-opened calls keep their name: the outermost of each kind carries it.
     end_call_names, seen = [], set()
     for k in end_calls:
