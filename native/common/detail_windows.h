@@ -38,6 +38,7 @@ class DetailWindows {
   int64_t scan_interval_ns = 1'000'000'000;
 
  private:
+  bool scan_due(int64_t now_ns, uint64_t own_bytes) const;
   uint64_t estimate(int64_t now_ns, uint64_t own_bytes);
   bool demanded();
   void open(Reason why, int64_t now_ns, uint64_t bytes);

@@ -4,6 +4,7 @@
 //
 // Usage: rlscope_native_tests [scratch-dir]   (default: /tmp). Exit 0 = pass.
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "check.h"
+#include "detail_windows.h"
 #include "pb_encode.h"
 #include "recorder.h"
 #include "trace_writer.h"
@@ -365,6 +367,55 @@ void test_thread_registry() {
   });
 }
 
+// Three processes of a run writing densely (5 MB/s each) under one budget: each start
+// window ends near the run's 25% although another process's writes are seen only at
+// its scans, and periodic windows still open afterwards in every process.
+void test_detail_windows_share_the_budget(const std::string& dir) {
+  const std::string d = dir + "/rlscope-windows-test";
+  mkdir(d.c_str(), 0755);
+  const uint64_t budget = 20'000'000, dense = 50'000, sparse = 500;  // bytes per 10 ms
+  const int n = 3;
+  rlscope::DetailWindows w[n];
+  uint64_t own[n] = {0, 0, 0};
+  std::string files[n];
+  int64_t start_end[n] = {0, 0, 0};
+  bool periodic[n] = {false, false, false};
+  const int64_t ms = 1'000'000, t0 = 1000 * ms;
+  for (int p = 0; p < n; ++p) {
+    files[p] = d + "/python." + std::to_string(p) + ".rlscope";
+    std::ofstream(files[p], std::ios::trunc).close();
+    w[p].first_period_ns = 1500 * ms;
+    w[p].window_ns = 100 * ms;
+    w[p].configure(budget, d, t0, t0);
+  }
+  uint64_t at_start_end = 0;
+  for (int64_t now = t0 + 10 * ms; now < t0 + 4000 * ms; now += 10 * ms) {
+    for (int p = 0; p < n; ++p) {
+      bool detail = w[p].detail(now, own[p]) || w[p].in_range(now - 5 * ms);
+      int64_t b, e;
+      auto why = w[p].ended(&b, &e);
+      if (why == rlscope::DetailWindows::START) {
+        start_end[p] = e;
+        uint64_t total = 0;
+        for (int q = 0; q < n; ++q) total += own[q];
+        at_start_end = std::max(at_start_end, total);
+      }
+      if (why == rlscope::DetailWindows::PERIODIC) periodic[p] = true;
+      own[p] += detail ? dense : sparse;
+      CHECK(truncate(files[p].c_str(), off_t(own[p])) == 0);
+    }
+  }
+  for (int p = 0; p < n; ++p) {
+    CHECK(start_end[p] > 0);
+    CHECK(periodic[p]);
+    std::remove(files[p].c_str());
+  }
+  // 25% of the budget, plus what each process wrote between two of its scans (1% and
+  // a flush) that the others did not see yet.
+  CHECK(at_start_end <= uint64_t(budget * 0.25) + n * (budget / 100 + 2 * dense));
+  rmdir(d.c_str());
+}
+
 void test_not_active() {
   rlscope::ThreadState* me = rlscope::current_thread();
   CHECK(!rlscope::is_active());
@@ -383,6 +434,7 @@ int main(int argc, char** argv) {
   test_not_active();
   test_multithreaded_recording(dir);
   test_chunk_split(dir);
+  test_detail_windows_share_the_budget(dir);
   test_not_active();
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);

@@ -3,7 +3,7 @@
 calls) under rls-prof, its trace read back and compared with what the loop measured.
 
 - the vector step is ``simulation`` (sync: one call per ``step``; async: a ``recv`` and a
-  ``send`` per batch), its time mostly inside EnvPool's native calls (Simulator; in async
+  ``send`` per batch), every call reaching EnvPool's native code (Simulator; in async
   mode the wait for a batch is Waiting);
 - ``inference`` calls = the loop's policy forwards (±5%), ``backprop`` within 10% of the
   loop's own timing of its updates.
@@ -41,7 +41,14 @@ def check_operations(measured: dict[str, float], ops) -> None:  # type: ignore[n
     # The loop's perf_counter pair sits just outside the operation.
     assert sim["wall_s"] <= measured["env_s"] * 1.01
     assert sim["wall_s"] >= measured["env_s"] * 0.7
-    assert sim["simulator_s"] + sim["waiting_s"] > 0.5 * sim["self_s"], sim
+    # Every env call reaches EnvPool's native code (sync: its send and recv; async: the
+    # recv is a wait), and the step's self time splits into native, waiting and Python
+    # without a gap. (How much is Python is EnvPool's: its wrapper converts every batch
+    # to numpy and dicts, ~40 us a call, more than CartPole's native step.)
+    assert sim["simulator_calls"] + sim["wait_calls"] >= measured["env_calls"], sim
+    assert sim["simulator_s"] > 0, sim
+    parts = sim["python_s"] + sim["simulator_s"] + sim["waiting_s"] + sim["backend_s"]
+    assert parts == pytest.approx(sim["self_s"], rel=0.02), sim
     assert t.loc["inference", "calls"] == pytest.approx(measured["forwards"], rel=0.05)
     assert t.loc["backprop", "calls"] == 4
     assert t.loc["backprop", "wall_s"] == pytest.approx(measured["backprop_s"], rel=0.10)

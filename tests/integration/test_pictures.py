@@ -96,10 +96,11 @@ def test_figures_label_full_paths_in_the_table_order(run: tuple[Path, dict],
     main = _main_pid(out)
     helper = own["helper_pid"]
     # The forked helper did nothing: no figure for it, and a line that says so.
-    # (and utilisation.*: rls-prof sampled the run)
+    # (and utilisation.*: rls-prof sampled the run; trends.*: the main process's loop
+    # counted its steps)
     assert sorted(p.name for p in plots.iterdir() if not p.name.startswith("utilisation")) \
         == sorted(
-        f"{kind}.{main}.{ext}" for kind in ("breakdown", "transitions")
+        f"{kind}.{main}.{ext}" for kind in ("breakdown", "transitions", "trends")
         for ext in ("png", "svg"))
     assert str(helper) in r.stderr and "no figures" in r.stderr
     breakdown = plots / f"breakdown.{main}.svg"
