@@ -12,6 +12,7 @@ import pandas as pd
 
 from rlscope.analysis import compile_rows as comprows
 from rlscope.analysis import operation_rows as oprows
+from rlscope.analysis import progress_rows as progrows
 from rlscope.analysis import trends
 from rlscope.analysis import warmup as warm
 from rlscope.analysis.engine import categories as C
@@ -26,6 +27,7 @@ from rlscope.analysis.engine.startup import without_imports
 from rlscope.analysis.processes import runsummary as multiprocess
 from rlscope.analysis.processes import tasks as pool_tasks
 from rlscope.analysis.processes.utilisation import GpuTruth, contrast, contrast_frame, over_time
+from rlscope.analysis.progress_rows import progress_unit
 from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header, Progress
@@ -104,7 +106,7 @@ class Analysis:
                     without_imports(m.metadata)).items()
                     if not trends.is_metric_key(k) and not is_compile_key(k)},
                 "seconds": (r.span[1] - r.span[0]) / 1e9, "covered_s": r.covered_ns / 1e9,
-                **{f"{_col(n)}_s": r.regions_ns[i] / 1e9
+                **{f"{oprows.column(n)}_s": r.regions_ns[i] / 1e9
                    for i, n in enumerate(C.REGION_NAMES)},
                 "startup_s": r.startup_ns / 1e9, "imports_s": r.imports_ns / 1e9,
                 "session": m.session,
@@ -251,49 +253,9 @@ class Analysis:
         each, operations depth-first, siblings in the order they first began, and
         "(unannotated)" last. Figures use the same order.
         """
-        fine = self._fine()
-        cols = ["pid", "session", "phase", "path_id"]
-        # No fill_value= in pivot_table: pandas < 2 then downcasts floats within 1e-8 of
-        # an integer, turning times under 10 ns into 0; the fillna below fills instead.
-        cat = fine.assign(key=fine["category"].map(_CAT_COL)).pivot_table(
-            index=cols, columns="key", values="seconds", aggfunc="sum")
-        reg = fine.assign(key=fine["region"].map(lambda n: f"{_col(n)}_s")).pivot_table(
-            index=cols, columns="key", values="seconds", aggfunc="sum")
-        wide = cat.join(reg, how="outer").fillna(0.0)
-        for c in [*_CAT_COLS, *_REGION_COLS]:
-            if c not in wide:
-                wide[c] = 0.0
-        wide["self_s"] = wide[list(_REGION_COLS)].sum(axis=1)
-        counts = self._counts()
-        if len(counts):
-            cnt = counts.pivot_table(index=cols, columns="what", values="n", aggfunc="sum",
-                                     fill_value=0)
-        else:
-            cnt = pd.DataFrame(index=wide.index)
-        cnt = cnt.rename(columns={-1: "calls", C.BACKEND: "backend_calls",
-                                  C.SIMULATOR: "simulator_calls", C.CUDA_API: "cuda_api_calls",
-                                  C.WAITING: "wait_calls"})
-        wide = wide.join(cnt, how="outer").fillna(0)
-        for c in _COUNT_COLS:
-            wide[c] = wide[c].astype(np.int64) if c in wide else 0
-        wide = wide.reset_index()
-        wide = oprows.add_ancestors(self.paths, wide)
-        wide["wall_s"] = oprows.inclusive(self.paths, wide)
         meta = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
-        names = dict(zip(meta, self.process_names(), strict=True))
-        keys = list(zip(wide["pid"], wide["session"], strict=True))
-        wide["process"] = [names[k] for k in keys]
-        covered = np.array([max(meta[k].covered_ns, 1) / 1e9 for k in keys], np.float64)
-        wide["wall_pct"] = 100.0 * wide["wall_s"] / covered
-        wide["self_pct"] = 100.0 * wide["self_s"] / covered
-        wide["operation"] = self._path_names[wide["path_id"].to_numpy(np.int64)]
-        wide["depth"] = [max(self.paths.depth[i], 0) for i in wide["path_id"]]
-        order = {k: i for i, k in enumerate(meta)}
-        wide["_p"] = [order[k] for k in keys]
-        wide["_tree"] = [oprows.tree_key(self.paths, meta[k].first_ns, int(i))
-                         for k, i in zip(keys, wide["path_id"], strict=True)]
-        wide["_ph"] = oprows.group_key(self.phases, wide, [meta[k] for k in keys])
-        wide = wide.sort_values(["_p", "_ph", "phase", "_tree"], kind="stable")
+        wide = oprows.operation_table(self._fine(), self._counts(), self.paths, self.phases,
+                                      meta, self.process_names(), self._path_names)
         wide = self._with_compiles(wide)
         return wide[OPERATION_COLUMNS].reset_index(drop=True)
 
@@ -396,25 +358,9 @@ class Analysis:
         """One row per progress record: time since recording start, timesteps, and the
         interval since the previous record (steps/s); ``unit``: what the process counts
         (``rlscope.report_progress(..., unit=)``: timesteps, episodes, ...)."""
-        frames = []
-        for r, m in zip(self.results, self._metas, strict=True):
-            pr = m.progress
-            if not len(pr.time_ns):
-                continue
-            o = np.argsort(pr.time_ns, kind="stable")
-            t, steps = pr.time_ns[o], pr.timesteps[o]
-            dt = np.diff(t, prepend=r.span[0]) / 1e9
-            dsteps = np.diff(steps, prepend=0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rate = np.where(dt > 0, dsteps / dt, np.nan)
-            frames.append(pd.DataFrame({"pid": r.pid, "time_s": (t - r.span[0]) / 1e9,
-                                        "timesteps": steps,
-                                        "total_timesteps": pr.total_timesteps[o],
-                                        "interval_s": dt, "steps_per_s": rate,
-                                        "session": m.session, "unit": progress_unit(m)}))
-        cols = ["pid", "time_s", "timesteps", "total_timesteps", "interval_s", "steps_per_s",
-                "session", "unit"]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+        return progrows.iteration_table(
+            (r.pid, r.span[0], m.progress, m.session, progress_unit(m.metadata))
+            for r, m in zip(self.results, self._metas, strict=True))
 
     # -- trends (docs/analysis.md#trends) ---------------------------------------------
     def trend_intervals(self) -> pd.DataFrame:
@@ -434,7 +380,7 @@ class Analysis:
                                    self._t0())
 
     def _trend_keys(self) -> list[trends.ProcessKey]:
-        return [trends.ProcessKey(m.pid, m.session, name, progress_unit(m),
+        return [trends.ProcessKey(m.pid, m.session, name, progress_unit(m.metadata),
                                   m.header.host if m.header is not None else "")
                 for m, name in zip(self._metas, self.process_names(), strict=True)]
 
@@ -448,54 +394,9 @@ class Analysis:
         and starts at the first record after the operations' warm-up (``steady_from_s``,
         seconds from the process's start; :meth:`warmup`) when two or more come after
         it: neither is the steady state the rest of the run goes at."""
-        rows = []
-        it = self.iterations()
-        comp = self.compiles()
-        wu = self.warmup()
-        warm_end = wu.groupby(["pid", "session"])["end_ns"].max().to_dict() if len(wu) else {}
-        results = {(r.pid, n): r for r, n in zip(self.results, self._session, strict=True)}
-        for (pid, session), g in it.groupby(["pid", "session"], sort=False):
-            r = results[(pid, session)]
-            done = int(g["timesteps"].iloc[-1])
-            total = int(g["total_timesteps"].max())
-            elapsed = (r.span[1] - r.span[0]) / 1e9
-            # The rate from the steady part: after the operations' warm-up ...
-            s = g
-            end = warm_end.get((pid, session))
-            if end is not None:
-                later = g[g["time_s"] * 1e9 + r.span[0] >= end]
-                s = later if len(later) >= 2 else g
-            span = s["time_s"].iloc[-1] - s["time_s"].iloc[0]
-            # ... and without compiling (not the steady state either).
-            compiling = comprows.compile_in(
-                comp, pid, session, r.span[0] + int(s["time_s"].iloc[0] * 1e9),
-                r.span[0] + int(s["time_s"].iloc[-1] * 1e9)) if len(comp) else 0.0
-            span -= compiling
-            steps = done - int(s["timesteps"].iloc[0])
-            rate = steps / span if span > 0 and steps > 0 else np.nan
-            remaining = max(total - done, 0) if total > 0 else np.nan
-            est = elapsed + remaining / rate if rate == rate and remaining == remaining \
-                else np.nan
-            rows.append({"pid": pid, "timesteps": done, "total_timesteps": total,
-                         "recorded_s": elapsed, "steps_per_s": rate,
-                         # at most 1: loops finish their last rollout past the target
-                         "fraction_done": min(done / total, 1.0) if total > 0 else np.nan,
-                         "estimated_total_s": est, "session": session,
-                         "unit": g["unit"].iloc[-1], "compile_s": compiling,
-                         "steady_from_s": float(s["time_s"].iloc[0])})
-        cols = ["pid", "timesteps", "total_timesteps", "recorded_s", "steps_per_s",
-                "fraction_done", "estimated_total_s", "compile_s", "steady_from_s",
-                "session", "unit"]
-        return pd.DataFrame(rows, columns=cols)
-
-
-
-
-def progress_unit(m: ProcessMeta) -> str:
-    """What the process's progress records count: the unit it named last
-    (``rlscope.report_progress(..., unit="episodes")``), else timesteps."""
-    unit = m.metadata.get(fmt.META_PROGRESS_UNIT)
-    return unit if isinstance(unit, str) and unit else fmt.PROGRESS_UNIT
+        spans = {(r.pid, n): r.span for r, n in zip(self.results, self._session, strict=True)}
+        return progrows.extrapolation_table(self.iterations(), self.compiles(),
+                                            self.warmup(), spans)
 
 
 def _header(m: ProcessMeta) -> Header:
@@ -505,19 +406,7 @@ def _header(m: ProcessMeta) -> Header:
                   fmt.ClockPair(0, 0, 0), m.recorder, "")
 
 
-def _col(name: str) -> str:
-    return name.lower().replace(" + ", "_").replace(" ", "_")
-
-
-_CAT_COL = {"Python": "python_s", "Backend": "backend_s", "Simulator": "simulator_s",
-            "CUDA API": "cuda_api_s", "GPU kernel": "gpu_s", "GPU memcpy": "gpu_s",
-            "GPU memset": "gpu_s", "Waiting": "waiting_s"}
-_CAT_COLS = ("python_s", "backend_s", "simulator_s", "cuda_api_s", "waiting_s", "gpu_s")
-_REGION_COLS = tuple(f"{_col(n)}_s" for n in C.REGION_NAMES)  # cpu_only_s, gpu_only_s, cpu_gpu_s
-_COUNT_COLS = oprows.COUNT_COLS
-OPERATION_COLUMNS = ["pid", "process", "phase", "operation", "depth", "calls", "wall_s",
-                     "self_s", "wall_pct", "self_pct", *_CAT_COLS, *_REGION_COLS,
-                     *_COUNT_COLS[1:], "compile_s", "compiles", "session"]
+OPERATION_COLUMNS = oprows.OPERATION_COLUMNS
 UNANNOTATED_NAME = UNANNOTATED
 HOST_COLUMNS = ["host", "processes", "reference", "shift_s", "error_bound_s",
                 "pair_uncertainty_s", "offset_spread_s"]

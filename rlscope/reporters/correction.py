@@ -1,5 +1,5 @@
 """Report lines about overhead correction, from the ``correction`` entry that
-:func:`rlscope.analysis.overhead.correction.apply_correction` puts in a trace's run dict."""
+:func:`rlscope.analysis.overhead.applied.apply_correction` puts in a trace's run dict."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from rlscope.analysis import analyze
-from rlscope.analysis.overhead.correction import correct_trace, scaled_costs, withheld_reason
+from rlscope.analysis.overhead.applied import scaled_costs, withheld_reason
+from rlscope.analysis.overhead.correction import correct_trace
 from rlscope.analysis.overhead.model import read_calibration
 from rlscope.trace.reader import read_trace
 

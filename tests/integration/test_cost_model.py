@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlscope.analysis.overhead.correction import withheld_reason
+from rlscope.analysis.overhead.applied import withheld_reason
 from rlscope.analysis.overhead.model import find_calibration
 from rlscope.calibration import cost_model
 from rlscope.launch.child_env import Recording

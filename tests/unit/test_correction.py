@@ -181,7 +181,7 @@ def test_random_nested_timelines_are_corrected_exactly(spec, nest_every):
 
 
 def test_chunk_costs_follow_the_runs_speed():
-    from rlscope.analysis.overhead.correction import apply_correction, speed_scale
+    from rlscope.analysis.overhead.applied import apply_correction, speed_scale
     from rlscope.analysis.overhead.model import Calibration
 
     # The run took 2 s for progress reports 0->2 and 1 s for 2->3; the calibration's
@@ -238,7 +238,7 @@ def test_blocks_change_nothing(rows, block, with_api):
 def test_check_against_runs_is_like_for_like():
     """Issue 22 item 4: the whole tree's CPU time less what was removed from every
     process, against runs' whole-tree CPU; the main process's wall less its own."""
-    from rlscope.analysis.overhead.correction import apply_correction
+    from rlscope.analysis.overhead.applied import apply_correction
     from rlscope.analysis.overhead.model import Calibration
 
     main = process_trace(inject(TRUE))
@@ -309,7 +309,7 @@ def test_start_up_rows_keep_their_events():
 def test_correction_withheld_where_its_check_shows_no_gain():
     """Issue 22: never worse than raw. The demo's chunk check, -1.2% corrected against
     +0.4% raw: raw numbers, and one line saying why; +0.1% against +1.9%: corrected."""
-    from rlscope.analysis.overhead.correction import apply_correction
+    from rlscope.analysis.overhead.applied import apply_correction
     from rlscope.analysis.overhead.model import Calibration
     from rlscope.reporters.correction import correction_lines
 
@@ -333,7 +333,7 @@ def test_correction_withheld_where_its_check_shows_no_gain():
 def test_an_unchecked_cost_model_reports_the_overhead_on_raw_numbers():
     """rls-prof's cost model (costs.json, no check against runs without rlscope): the
     report shows raw numbers and rlscope's share of the run's CPU time by the model."""
-    from rlscope.analysis.overhead.correction import apply_correction
+    from rlscope.analysis.overhead.applied import apply_correction
     from rlscope.analysis.overhead.model import Calibration
     from rlscope.reporters.correction import correction_lines
 

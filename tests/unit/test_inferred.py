@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlscope.analysis import api, inferred
+from rlscope.analysis import api, inferred, inferred_events
 from rlscope.analysis.engine.overlap import ProcessAnalyzer
 from rlscope.analysis.engine.paths import NameTable, PathTable
 from rlscope.analysis.engine.process import process_info
 from rlscope.analysis.engine.scopes import operation_intervals
 from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.analysis.frames import Analysis, ProcessMeta
+from rlscope.analysis.inferred_events import Collector
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Events, Trace
 
@@ -194,7 +195,7 @@ def test_streamed_batches_match_the_whole_process(tmp_path: Path):
     whole = whole.sort_values("operation", ignore_index=True)
     for batch in (3, 17, 64):
         p = process_trace(ev)
-        c = inferred.Collector()
+        c = Collector()
         c.add(p.events, dict(enumerate(p.strings)))
         plan = inferred.infer_ops(c, p.strings)
         assert plan is not None
@@ -253,8 +254,8 @@ def test_a_bounded_collector_keeps_what_an_unbounded_one_does(
         for c in chunks:
             yield SimpleNamespace(events=c)
 
-    monkeypatch.setattr(inferred, "iter_chunks", iter_chunks)
-    whole, bounded = inferred.Collector(), inferred.Collector(Path("f"), limit=10)
+    monkeypatch.setattr(inferred_events, "iter_chunks", iter_chunks)
+    whole, bounded = Collector(), Collector(Path("f"), limit=10)
     for i, c in enumerate(chunks):
         for col in (whole, bounded):
             col.add(c, strings if i == 0 else {})

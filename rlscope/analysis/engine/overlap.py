@@ -23,12 +23,12 @@ streams (every instant counted once).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from rlscope.analysis.engine import categories as C
 from rlscope.analysis.engine.aggregate import aggregate, aggregate_keys
+from rlscope.analysis.engine.aggregated import aggregated_rows
 from rlscope.analysis.engine.compiles import CompileJoin, compile_records
 from rlscope.analysis.engine.firstcalls import FirstCalls
 from rlscope.analysis.engine.gpuwork import GpuIndex, api_threads, gpu_launch_times, gpu_table
@@ -43,59 +43,24 @@ from rlscope.analysis.engine.process import (
 from rlscope.analysis.engine.regions import process_regions, runs, thread_regions
 from rlscope.analysis.engine.startup import imports
 from rlscope.analysis.engine.summary import ProcessSpan
+from rlscope.analysis.engine.threadevents import (
+    Carry,
+    ThreadEvents,
+    api_events,
+    by_thread,
+    insert_times,
+    reopening_events,
+)
 from rlscope.analysis.engine.threadstate import (
-    API_BEGIN,
-    API_END,
-    WAIT_BEGIN,
-    WAIT_END,
     Startup,
     ThreadState,
     thread_state,
 )
 from rlscope.analysis.engine.timebins import TimeBins
 from rlscope.analysis.engine.trendbins import TrendGrid, trend_grid
+from rlscope.analysis.engine.trendsums import TrendSums
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Aggregates, Events, ProcessTrace
-
-DENSE_LIMIT = 1 << 22  # bincount over a dense key space up to this size, else np.unique
-# An aggregate state's innermost call kind -> its CPU category.
-_CALL_CATEGORY = {fmt.BACKEND_CALL_BEGIN: C.BACKEND, fmt.SIMULATOR_CALL_BEGIN: C.SIMULATOR,
-                  fmt.WAIT_CALL_BEGIN: C.WAITING}
-
-
-class _ThreadEvents:
-    """A thread's events (and its CUDA API calls) in time order."""
-
-    def __init__(self, time: np.ndarray, kind: np.ndarray, name: np.ndarray) -> None:
-        self.time, self.kind, self.name = time, kind, name
-
-
-def _insert_times(te: _ThreadEvents, times: np.ndarray, append: bool = False) -> None:
-    """Insert no-op events at ``times`` inside the thread's time range (or after it,
-    with ``append``)."""
-    inside = times[(times > te.time[0]) & ((times < te.time[-1]) | append)]
-    if not len(inside):
-        return
-    pos = np.searchsorted(te.time, inside, side="right")
-    te.time = np.insert(te.time, pos, inside)
-    te.kind = np.insert(te.kind, pos, np.uint8(0))
-    te.name = np.insert(te.name, pos, np.uint32(0))
-
-
-_TREND_BLOCK = 1 << 16  # pieces per block of the trend sums (bounds their temporaries)
-
-
-@dataclass
-class _Carry:
-    """A thread's state after the last event of the previous batch."""
-
-    last_time: int
-    ops: list[int]  # open operations, path ids outermost first (innermost last)
-    phases: list[int]  # open phases (phase ids)
-    calls: list[int]  # open backend/simulator/wait call kinds, in begin order
-    call_names: list[int]  # string id each of ``calls`` re-opens with (0: unnamed)
-    api: int
-    wait: int
 
 
 class ProcessAnalyzer:
@@ -123,25 +88,11 @@ class ProcessAnalyzer:
                 span = info.span = ProcessSpan(int(t.min()), int(t.max()), -1)
         self.span, self.main = span, span.main_thread
         self.cpu_bins = TimeBins(span.start_ns, span.start_ns if live else span.end_ns)
-        self.trend = (TrendGrid(np.zeros(0, np.int64)) if live
-                      else trend_grid(p.progress, span.start_ns, span.end_ns))
-        self._trend: list[np.ndarray] = []  # (bucket, phase, path, category, ns) per batch
-        self._trend_calls: list[np.ndarray] = []  # (bucket, phase, path, n)
-        # Bounded traces: each thread's gap edges, and the aggregate rows charged to the
-        # totals as (thread, gap, phase, path, category | -1 for calls, ns, calls).
-        self._gap_edges: dict[int, tuple[list[int], list[int]]] = {}
-        self._trend_gaps: list[tuple[int, int, int, int, int, int, int, int]] = []
+        self.trend = TrendSums(TrendGrid(np.zeros(0, np.int64)) if live
+                               else trend_grid(p.progress, span.start_ns, span.end_ns),
+                               span.end_ns)
         self.api_thread, wait, self.extra = api_threads(p)
-        api = p.api_calls
-        self.api_events: dict[int, list] = {}
-        for t in np.unique(self.api_thread).tolist():
-            sel = np.flatnonzero(self.api_thread == t)
-            w = wait[sel]
-            times = np.r_[api.start_ns[sel], api.end_ns[sel]]
-            kinds = np.r_[np.where(w, WAIT_BEGIN, API_BEGIN),
-                          np.where(w, WAIT_END, API_END)].astype(np.uint8)
-            o = np.argsort(times, kind="stable")
-            self.api_events[t] = [times[o], kinds[o], 0]
+        self.api_events = api_events(p.api_calls, self.api_thread, wait)
         g = p.gpu
         self.g_thread, self.g_when = gpu_launch_times(p, self.api_thread, self.main)
         self.g_path = np.zeros(len(g), np.int32)
@@ -159,7 +110,7 @@ class ProcessAnalyzer:
         self.first_calls = FirstCalls(paths)
         self.first_ns: dict[int, int] = {}
         self.phase_first_ns: dict[int, int] = {}
-        self.carry: dict[int, _Carry] = {}
+        self.carry: dict[int, Carry] = {}
         self.events_seen: dict[int, int] = {}
         self._sid: dict[str, int] = {}
         self._rows: list[list[np.ndarray]] = []
@@ -186,7 +137,7 @@ class ProcessAnalyzer:
 
     # -- feeding -----------------------------------------------------------------------
     def feed(self, ev: Events) -> None:
-        groups = _by_thread(ev)
+        groups = by_thread(ev)
         for t in sorted(groups, key=lambda t: (t != self.main, t)):
             tt, kk, nn = groups[t]
             self._window(t, tt, kk, nn, final=False)
@@ -211,28 +162,13 @@ class ProcessAnalyzer:
             sid = self._sid[s]
         return sid
 
-    def _synthetic(self, c: _Carry | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Events that re-open the carried scopes at the previous batch's last time."""
-        if c is None:
-            z = np.zeros(0, np.int64)
-            return z, z.astype(np.uint8), z.astype(np.uint32)
-        # A no-op first, so the batch starts where the previous one stopped.
-        kinds = ([0] + [fmt.OPERATION_BEGIN] * len(c.ops) + [fmt.PHASE_BEGIN] * len(c.phases)
-                 + c.calls + [API_BEGIN] * c.api + [WAIT_BEGIN] * c.wait)
-        names = ([0] + [self._string_id(self.paths.name[x]) for x in c.ops]
-                 + [self._string_id(self.phases.names[x]) for x in c.phases]
-                 + c.call_names + [0] * (c.api + c.wait))
-        n = len(kinds)
-        return (np.full(n, c.last_time, np.int64), np.array(kinds, np.uint8),
-                np.array(names, np.uint32))
-
     def _window(self, t: int, time: np.ndarray, kind: np.ndarray, name: np.ndarray,
                 final: bool) -> None:
         if len(time) > 1 and np.any(time[1:] < time[:-1]):
             o = np.argsort(time, kind="stable")
             time, kind, name = time[o], kind[o], name[o]
         if self.trend.n and len(kind):
-            self._gap_times(t, time, kind)
+            self.trend.gap_times(t, time, kind)
         c = self.carry.get(t)
         if c is not None and len(time) and time[0] < c.last_time:
             time = np.maximum(time, c.last_time)  # late event: no negative durations
@@ -249,8 +185,8 @@ class ProcessAnalyzer:
             api[2] = j
         else:
             api_t = api_k = np.zeros(0, np.int64)
-        syn_t, syn_k, syn_n = self._synthetic(c)
-        te = _ThreadEvents(np.r_[syn_t, time, api_t], np.r_[syn_k, kind, api_k].astype(np.uint8),
+        syn_t, syn_k, syn_n = reopening_events(c, self._string_id, self.paths, self.phases)
+        te = ThreadEvents(np.r_[syn_t, time, api_t], np.r_[syn_k, kind, api_k].astype(np.uint8),
                            np.r_[syn_n, name, np.zeros(len(api_t), np.uint32)].astype(np.uint32))
         if len(api_t) and len(te.time) > 1 and np.any(te.time[1:] < te.time[:-1]):
             o = np.argsort(te.time, kind="stable")
@@ -260,25 +196,25 @@ class ProcessAnalyzer:
                 return
             # Nothing left but GPU work running on: one no-op event to start from.
             t0 = c.last_time if c is not None else int(self.g_index[t].starts[0])
-            te = _ThreadEvents(np.array([t0], np.int64), np.zeros(1, np.uint8),
+            te = ThreadEvents(np.array([t0], np.int64), np.zeros(1, np.uint8),
                                np.zeros(1, np.uint32))
         own_phases = t in self.info.phase_threads or t == self.main
         inherited = None
         if not own_phases and len(self.info.main_phase_times):
             inherited = (self.info.main_phase_times, self.info.main_phase_ids)
-            _insert_times(te, self.info.main_phase_times)
+            insert_times(te, self.info.main_phase_times)
         end = self.span.end_ns
         if final and te.time[-1] < end:  # threads stop at the process end
-            _insert_times(te, np.array([end]), append=True)
+            insert_times(te, np.array([end]), append=True)
         else:
-            _insert_times(te, np.array([end]))
+            insert_times(te, np.array([end]))
         startup = self.startup if t == self.main else None
         if startup is not None and te.time[0] < startup.end_ns:
-            _insert_times(te, self._startup_cuts)
+            insert_times(te, self._startup_cuts)
         else:
             startup = None
         if self.trend.n:
-            _insert_times(te, self.trend.edges)  # a CPU interval lies in one bucket
+            insert_times(te, self.trend.grid.edges)  # a CPU interval lies in one bucket
         info = self.p.threads.get(t)
         tid, tname = (info.tid, info.name) if info else self.extra.get(t, (0, f"thread {t}"))
         s = thread_state(t, tid, tname, t == self.main, te.time, te.kind, te.name,
@@ -305,7 +241,7 @@ class ProcessAnalyzer:
                                                  self.g_index.get(t), bottom, top)
         cols, sums = aggregate_keys(key, sizes, dur)
         if self.trend.n:
-            self._trend_add(key, dur, b, s, sizes)
+            self.trend.add(key, dur, b, s, sizes)
         del key
         if not self.live:
             self.cpu_bins.add(b, dur, busy)
@@ -321,7 +257,7 @@ class ProcessAnalyzer:
                 self._counts.append(np.stack([np.full(len(n), t), ph_k, pa_k,
                                               np.full(len(n), w), n.astype(np.int64)], 1))
         self._named_calls(s)
-        self.carry[t] = _Carry(int(s.time[-1]), self.paths.ancestors(s.end_path)[::-1],
+        self.carry[t] = Carry(int(s.time[-1]), self.paths.ancestors(s.end_path)[::-1],
                                s.end_phases, s.end_calls, s.end_call_names, s.end_api,
                                s.end_wait)
 
@@ -336,7 +272,7 @@ class ProcessAnalyzer:
                 entry[0] += c
                 entry[1] += d
 
-    def _main_gaps(self, te: _ThreadEvents) -> None:
+    def _main_gaps(self, te: ThreadEvents) -> None:
         """The main thread's aggregated stretches in this batch (it is busy through them:
         the process-wide partition counts them as CPU time)."""
         b = te.time[te.kind == fmt.AGGREGATED_BEGIN]
@@ -347,170 +283,18 @@ class ProcessAnalyzer:
             self._gaps.append((b, e[:len(b)]))
 
     def _aggregated(self) -> None:
-        """Rows and counts of a bounded trace's aggregates (docs/trace-format.md): each
-        state's time and calls, charged as the sweep charges the same state."""
-        agg = self.p.aggregates
-        if not len(agg.thread):
-            return
-        strings = self.p.strings
-        resolved: dict[int, tuple[int, int, int, int]] = {0: (0, 0, C.PYTHON, 0)}
-
-        def state(s: int) -> tuple[int, int, int, int]:
-            """(phase id, path id, category, innermost kind) of a state."""
-            got = resolved.get(s)
-            if got is not None:
-                return got
-            parent, kind, name = agg.states.get(s, (0, 0, 0))
-            phase, path, cat, _ = state(parent) if parent != s else resolved[0]
-            label = strings[name] if 0 <= name < len(strings) else f"<string {name}>"
-            if kind == fmt.OPERATION_BEGIN:
-                path = self.paths.intern(path, label)
-            elif kind == fmt.PHASE_BEGIN:
-                phase = self.phases.intern(label)
-            elif kind in _CALL_CATEGORY:
-                cat = _CALL_CATEGORY[kind]
-            resolved[s] = (phase, path, cat, kind)
-            return resolved[s]
-
-        inherited = int(self.info.main_phase_ids[-1]) if len(self.info.main_phase_ids) else 0
-        rows, counts = [], []
-        # When each row was written (0: unknown, a file from before the field).
-        until = (agg.until_ns.tolist() if len(agg.until_ns) == len(agg.thread)
-                 else [0] * len(agg.thread))
-        for t, g, s, ns, calls, n, u in zip(agg.thread.tolist(), agg.gap.tolist(),
-                                            agg.state.tolist(), agg.ns.tolist(),
-                                            agg.calls.tolist(), agg.events.tolist(), until,
-                                            strict=True):
-            phase, path, cat, kind = state(s)
-            main = t == self.main
-            if not phase and not main and t not in self.info.phase_threads:
-                phase = inherited  # as the sweep: the main thread's phase (its last)
-            if ns and (main or path > 0 or cat in (C.BACKEND, C.SIMULATOR)):
-                rows.append((t, phase, path, cat, C.CPU_ONLY, ns))
-                if self.trend.n:
-                    self._trend_gaps.append((t, g, phase, path, cat, ns, 0, u))
-            if calls and kind == fmt.OPERATION_BEGIN:
-                counts.append((t, phase, path, -1, calls))
-                if self.trend.n:
-                    self._trend_gaps.append((t, g, phase, path, -1, 0, calls, u))
-            elif calls and kind in _CALL_CATEGORY:
-                counts.append((t, phase, path, cat, calls))
+        """Rows and counts of a bounded trace's aggregates (engine.aggregated)."""
+        ids = self.info.main_phase_ids
+        got = aggregated_rows(self.p.aggregates, self.p.strings, self.paths, self.phases,
+                              self.main, self.info.phase_threads,
+                              int(ids[-1]) if len(ids) else 0,
+                              self.trend if self.trend.n else None)
+        if got.rows is not None:
+            self._rows.append(got.rows)
+        if got.counts is not None:
+            self._counts.append(got.counts)
+        for t, n in got.events.items():
             self.events_seen[t] = self.events_seen.get(t, 0) + n
-        if rows:
-            r = np.array(rows, np.float64)
-            self._rows.append([r[:, i].astype(np.int64) for i in range(5)] + [r[:, 5]])
-        if counts:
-            self._counts.append(np.array(counts, np.int64))
-
-    def _trend_add(self, key: np.ndarray, dur: np.ndarray, b: np.ndarray, s: ThreadState,
-                   sizes: list[int]) -> None:
-        """This batch's pieces and operation begins per trend bucket (regions summed)."""
-        nb = self.trend.n
-        inner = sizes[0] * sizes[1] * sizes[2]
-        for lo in range(0, len(b), _TREND_BLOCK):  # in blocks: the sweep is at its peak
-            sl = slice(lo, lo + _TREND_BLOCK)
-            bk = self.trend.bucket(b[sl])
-            ok = bk >= 0
-            if ok.any():
-                k = bk[ok].astype(np.int64) * inner + key[sl][ok] // sizes[3]
-                (tb, tph, tpa, tc), ns = aggregate_keys(k, [nb, *sizes[:3]], dur[sl][ok])
-                self._trend.append(np.stack([tb, tph, tpa, tc, ns.astype(np.int64)], 1))
-        if len(s.op_begin_time):
-            cb = self.trend.bucket(s.op_begin_time)
-            ok = cb >= 0
-            if ok.any():
-                (tb, tph, tpa), n = aggregate([cb[ok], s.op_begin_phase[ok].astype(np.int64),
-                                               s.op_begin_path[ok].astype(np.int64)],
-                                              [nb, *sizes[:2]], np.ones(int(ok.sum())))
-                self._trend_calls.append(np.stack([tb, tph, tpa, n.astype(np.int64)], 1))
-
-    def _gap_times(self, t: int, time: np.ndarray, kind: np.ndarray) -> None:
-        """The thread's gap edges in this batch's own events (not the re-opening ones)."""
-        b = time[kind == fmt.AGGREGATED_BEGIN]
-        e = time[kind == fmt.AGGREGATED_END]
-        if len(b) or len(e):
-            begins, ends = self._gap_edges.setdefault(t, ([], []))
-            begins += b.tolist()
-            ends += e.tolist()
-
-    def _trend_gap_rows(self) -> None:
-        """Aggregated stretches in the trends. A row says how much, not exactly when: it
-        was charged between the previous write of its gap's rows (or the gap's start) and
-        its own ``until_ns`` (rows are written every 5 s and at the gap's end; the whole
-        gap for files without the field), so it is spread over the intervals in
-        proportion to their overlap with that stretch (calls rounded so that they still
-        add up)."""
-        if not self._trend_gaps:
-            return
-        r = np.array(self._trend_gaps, np.int64)
-        lo, hi = np.zeros(len(r), np.int64), np.zeros(len(r), np.int64)
-        writes: dict[tuple[int, int], list[int]] = {}
-        for t, g, u in r[:, [0, 1, 7]].tolist():
-            writes.setdefault((t, g), []).append(u)
-        writes = {k: sorted(set(v)) for k, v in writes.items()}
-        for i, (t, g, u) in enumerate(r[:, [0, 1, 7]].tolist()):
-            begins, ends = self._gap_edges.get(t, ([], []))
-            g0 = begins[g] if g < len(begins) else self.span.end_ns
-            g1 = ends[g] if g < len(ends) else max(self.span.end_ns, g0)
-            if u <= 0:  # no write time: the whole gap
-                lo[i], hi[i] = g0, g1
-                continue
-            w = writes[(t, g)]
-            k = w.index(u)
-            hi[i] = min(max(u, g0), g1)
-            lo[i] = min(max(w[k - 1] if k > 0 else g0, g0), hi[i])
-        frac = self._gap_fractions(lo, hi)
-        time = r[:, 4] >= 0
-        ri, bi = np.nonzero(frac * time[:, None])
-        if len(ri):
-            ns = np.rint(r[ri, 5] * frac[ri, bi]).astype(np.int64)
-            self._trend.append(np.stack([bi, r[ri, 2], r[ri, 3], r[ri, 4], ns], 1))
-        calls = ~time
-        if calls.any():
-            cum = np.rint(np.cumsum(frac[calls] * r[calls, 6][:, None], axis=1))
-            n = np.diff(np.c_[np.zeros(int(calls.sum())), cum], axis=1).astype(np.int64)
-            ci, bi = np.nonzero(n)
-            rows = r[calls]
-            self._trend_calls.append(np.stack([bi, rows[ci, 2], rows[ci, 3], n[ci, bi]], 1))
-
-    def _gap_fractions(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """[row, interval]: the share of a row charged over [lo, hi] that goes to each
-        interval. The part outside the grid is left out by time; inside, a grid cut at
-        progress reports shares it by the steps reported (in a gap too: one report per
-        100 ms is kept), so its time per step is the stretch's average, not the rate's
-        noise; a time grid shares it by time."""
-        e = self.trend.edges
-        a = np.maximum(lo[:, None], e[None, :-1])
-        b = np.minimum(hi[:, None], e[None, 1:])
-        over = np.clip(b - a, 0, None).astype(np.float64)
-        frac = over / np.maximum(hi - lo, 1)[:, None]
-        if not self.trend.by_progress:
-            return frac
-        st = self.trend.steps.astype(np.float64)
-        steps = np.where(b > a, np.interp(b, e, st) - np.interp(a, e, st), 0.0)
-        steps = np.clip(steps, 0, None)
-        total = steps.sum(axis=1, keepdims=True)
-        by_steps = np.divide(steps, total, out=np.zeros_like(steps), where=total > 0)
-        return np.where(total > 0, by_steps * frac.sum(axis=1, keepdims=True), frac)
-
-    def _trend_result(self) -> dict[str, np.ndarray]:
-        """The trend fields of the result: rows summed over threads and batches."""
-        self._trend_gap_rows()
-        nb, sizes = max(self.trend.n, 1), [len(self.phases.names), len(self.paths)]
-        out: dict[str, np.ndarray] = {"trend_edges": self.trend.edges,
-                                      "trend_steps": self.trend.steps}
-        if self._trend:
-            r = np.concatenate(self._trend)
-            cols, ns = aggregate([r[:, 0], r[:, 1], r[:, 2], r[:, 3]],
-                                 [nb, *sizes, C.N_CATEGORIES], r[:, 4].astype(np.float64))
-            out["trend_rows"], out["trend_ns"] = np.stack(cols, 1), ns
-        if self._trend_calls:
-            r = np.concatenate(self._trend_calls)
-            cols, n = aggregate([r[:, 0], r[:, 1], r[:, 2]], [nb, *sizes],
-                                r[:, 3].astype(np.float64))
-            out["trend_call_rows"] = np.stack(cols, 1)
-            out["trend_call_n"] = np.rint(n).astype(np.int64)
-        return out
 
     def _firsts(self, s: ThreadState) -> None:
         """Keep the first begin of each operation path and phase (row order by time)."""
@@ -543,26 +327,32 @@ class ProcessAnalyzer:
         the breakdown's (thread, phase, path, category, region) columns and ns, and the
         counts' rows (thread, phase, path, what) and n. The batches' rows are compacted
         into one, so memory stays bounded by the distinct keys."""
-        sizes = [max(self.carry, default=0) + 1 + len(self.extra), len(self.phases.names),
-                 len(self.paths), C.N_CATEGORIES, C.N_REGIONS]
+        keys, ns, count_rows, count_n = self._summed()
+        if self._rows:
+            self._rows = [[*keys, ns]]
+        if self._counts:
+            self._counts = [np.concatenate([count_rows, count_n[:, None]], 1)]
+        return keys, ns, count_rows, count_n
+
+    def _summed(self) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+        """The batches' rows and counts summed by key (snapshot's fields)."""
+        n_phases, n_paths = len(self.phases.names), len(self.paths)
         if self._rows:
             cols = [np.concatenate([r[i] for r in self._rows]) for i in range(6)]
-            keys, ns = aggregate(cols[:5], sizes, cols[5])
-            self._rows = [[*keys, ns]]
+            keys, ns = aggregate(cols[:5], [max(self.carry, default=0) + 1 + len(self.extra),
+                                             n_phases, n_paths, C.N_CATEGORIES,
+                                             C.N_REGIONS], cols[5])
         else:
             keys, ns = [np.zeros(0, np.int64)] * 5, np.zeros(0)
         if self._counts:
             cnt = np.concatenate(self._counts)
             (ct, cph, cpa, cw), cn = aggregate(
                 [cnt[:, 0], cnt[:, 1], cnt[:, 2], cnt[:, 3] + 1],
-                [int(cnt[:, 0].max()) + 1, *sizes[1:3], C.N_CATEGORIES + 1],
+                [int(cnt[:, 0].max()) + 1, n_phases, n_paths, C.N_CATEGORIES + 1],
                 cnt[:, 4].astype(np.float64))
-            count_rows = np.stack([ct, cph, cpa, cw - 1], 1)
-            count_n = np.rint(cn).astype(np.int64)
-            self._counts = [np.concatenate([count_rows, count_n[:, None]], 1)]
-        else:
-            count_rows, count_n = np.zeros((0, 4), np.int64), np.zeros(0, np.int64)
-        return list(keys), ns, count_rows, count_n
+            return list(keys), ns, np.stack([ct, cph, cpa, cw - 1], 1), \
+                np.rint(cn).astype(np.int64)
+        return list(keys), ns, np.zeros((0, 4), np.int64), np.zeros(0, np.int64)
 
     def add_aggregates(self, agg: Aggregates) -> None:
         """Live mode: a bounded trace's aggregate rows as they arrive (``agg.states``:
@@ -573,23 +363,7 @@ class ProcessAnalyzer:
     def _result(self) -> ProcessResult:
         p, g = self.p, self.p.gpu
         n_paths, n_phases = len(self.paths), len(self.phases.names)
-        if self._rows:
-            cols = [np.concatenate([r[i] for r in self._rows]) for i in range(6)]
-            keys, ns = aggregate(cols[:5], [max(self.carry, default=0) + 1 + len(self.extra),
-                                             n_phases, n_paths, C.N_CATEGORIES,
-                                             C.N_REGIONS], cols[5])
-        else:
-            keys, ns = [np.zeros(0, np.int64)] * 5, np.zeros(0)
-        if self._counts:
-            cnt = np.concatenate(self._counts)
-            size_t = int(cnt[:, 0].max()) + 1
-            (ct, cph, cpa, cw), cn = aggregate(
-                [cnt[:, 0], cnt[:, 1], cnt[:, 2], cnt[:, 3] + 1],
-                [size_t, n_phases, n_paths, C.N_CATEGORIES + 1], cnt[:, 4].astype(np.float64))
-            count_rows = np.stack([ct, cph, cpa, cw - 1], 1)
-            count_n = np.rint(cn).astype(np.int64)
-        else:
-            count_rows, count_n = np.zeros((0, 4), np.int64), np.zeros(0, np.int64)
+        keys, ns, count_rows, count_n = self._summed()
         z = np.zeros(0, np.int64)
         cols_runs = list(zip(*self._activity, strict=True)) if self._activity else [[z]] * 4
         act_s, act_e, busy_s, busy_e = (np.concatenate(r) for r in cols_runs)
@@ -616,30 +390,10 @@ class ProcessAnalyzer:
             imports=[(n, int(e - b)) for n, b, e in zip(imp.names, imp.begin.tolist(),
                                                          imp.end.tolist(), strict=True)],
             first_ns=self.first_ns, phase_first_ns=self.phase_first_ns,
-            **self._trend_result(),
+            **self.trend.result(n_phases, n_paths),
             compiles=self.compiles.finish(), first_calls=self.first_calls.result(),
             calls=[NamedCall(cat, ph, pa, p.strings[nm], int(n), ns)
                    for (cat, ph, pa, nm), (n, ns) in self._calls.items()])
-
-
-def _by_thread(ev: Events) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Each thread's events (a view when the batch has one thread)."""
-    if not len(ev):
-        return {}
-    th = ev.thread
-    lo, hi = int(th.min()), int(th.max())
-    if lo == hi:
-        return {lo: (ev.time_ns, ev.kind, ev.name)}
-    key = th.astype(np.uint16) if hi < 1 << 16 else th
-    order = np.argsort(key, kind="stable")
-    bounds = np.searchsorted(th[order], np.arange(lo, hi + 2))
-    out = {}
-    for t in range(lo, hi + 1):
-        a, b = bounds[t - lo], bounds[t - lo + 1]
-        if b > a:
-            idx = order[a:b]
-            out[t] = (ev.time_ns[idx], ev.kind[idx], ev.name[idx])
-    return out
 
 
 def analyze_process(p: ProcessTrace, paths: PathTable, phases: NameTable,

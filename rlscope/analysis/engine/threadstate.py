@@ -92,22 +92,21 @@ def _active_flags(kind: np.ndarray, begin: int, end: int
     return _ffill(idx, depth > 0, n, False), idx[is_b], int(depth[-1])
 
 
-def _outer_names(kind: np.ndarray, names: np.ndarray, begin: int, end: int
+def _outer_names(on: np.ndarray, names: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where the outermost open call's name changes: (event positions, the string id from
     each on, 0 outside every call), and the positions of the begins that open an
-    outermost call. The name only changes where an outermost call opens or the last open
-    one closes; no per-event array is made (the sweep is near its peak memory here)."""
-    idx = np.flatnonzero((kind == begin) | (kind == end))
-    if not len(idx):
-        return idx, np.zeros(0, np.uint32), idx
-    is_b = kind[idx] == begin
-    depth = _clipped_depth(np.where(is_b, 1, -1).astype(np.int8))
-    opens = is_b & (depth == 1)
-    edges = np.flatnonzero(opens | (~is_b & (depth == 0)))
-    del depth
-    vals = np.where(opens[edges], names[idx[edges]], 0).astype(np.uint32)
-    return idx[edges], vals, idx[opens]
+    outermost call. ``on``: inside a call of the kind after each event (_active_flags);
+    the name changes only where it turns on (an outermost call opens) or off (the last
+    open one closes), so no per-call-event array is made (the sweep is near its peak
+    memory here)."""
+    if not len(on):
+        return np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    edges = np.flatnonzero(on[1:] != on[:-1]) + 1
+    if on[0]:
+        edges = np.r_[0, edges]
+    opens = on[edges]
+    return edges, np.where(opens, names[edges], 0).astype(np.uint32), edges[opens]
 
 
 _BLOCK = 1 << 16  # events per block of the named-call sums (bounds their temporaries)
@@ -319,10 +318,10 @@ def thread_state(index: int, tid: int, name: str, main: bool, time: np.ndarray,
     call_name: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     outer_end: dict[int, int] = {}
     sizes = (len(phases.names), len(paths), len(strings))
-    for cat, begin, end in ((C.BACKEND, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END),
-                            (C.SIMULATOR, fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END)):
+    for cat, on, begin in ((C.BACKEND, bk_on, fmt.BACKEND_CALL_BEGIN),
+                           (C.SIMULATOR, sim_on, fmt.SIMULATOR_CALL_BEGIN)):
         if cat in (c for c, _, b, _, _ in calls if len(b)):
-            edge_pos, edge_val, outer = _outer_names(kind, names, begin, end)
+            edge_pos, edge_val, outer = _outer_names(on, names)
             outer_end[begin] = int(edge_val[-1]) if len(edge_val) else 0
             call_name[cat] = _named_totals(time, phase, path, category, active, cat,
                                            edge_pos, edge_val, outer[outer >= n_synthetic],

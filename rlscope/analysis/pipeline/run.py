@@ -37,14 +37,14 @@ from rlscope.analysis.lockstep import Lockstep
 from rlscope.analysis.lockstep import analyze as analyze_lockstep
 from rlscope.analysis.lockstep import from_trace as lockstep_input
 from rlscope.analysis.lockstep.reader import ProcessEvents
-from rlscope.analysis.overhead.correction import (
-    CorrectionSummary,
+from rlscope.analysis.overhead.applied import (
     apply_correction,
     correction_entry,
     scaled_costs,
     withheld_entry,
     withheld_reason,
 )
+from rlscope.analysis.overhead.correction import CorrectionSummary
 from rlscope.analysis.overhead.model import Calibration, find_calibration
 from rlscope.analysis.pipeline import fanout
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, scan_files, sweep

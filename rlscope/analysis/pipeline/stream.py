@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from rlscope.analysis import inferred
+from rlscope.analysis import inferred, inferred_events
 from rlscope.analysis.engine.overlap import ProcessAnalyzer
 from rlscope.analysis.engine.paths import NameTable, PathTable
 from rlscope.analysis.engine.process import ProcessInfo, ProcessResult, process_info
@@ -81,7 +81,7 @@ def scan(path: Path, header: Header, phases: NameTable, infer: str = "auto",
     first_user: int | None = None
     max_name = 0
     torn: list[int] = []
-    collector = inferred.Collector(path)
+    collector = inferred_events.Collector(path)
     lockstep_in = LockstepCollector() if lockstep else None
     kept: list[Events] | None = [] if keep_events > 0 else None
     aggs: list[Aggregates] = []
@@ -183,10 +183,13 @@ def batches(path: Path, batch_events: int) -> Iterator[Events]:
             parts.append(c.events)
             n += len(c.events)
         if n >= batch_events:
-            yield Events.concat(parts)
-            parts, n = [], 0
+            # The chunks let go before the batch is swept: else they double its memory.
+            batch, parts, n = Events.concat(parts), [], 0
+            yield batch
+            del batch
     if parts:
-        yield Events.concat(parts)
+        batch, parts = Events.concat(parts), []
+        yield batch
 
 
 def scan_files(files: list[Path], run: dict[str, Any], phases: NameTable, infer: str,
