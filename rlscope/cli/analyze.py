@@ -29,13 +29,14 @@ from rlscope.analysis.pipeline.run import (
     EVENTS,
     LOCKSTEP,
     SAMPLES,
+    STACKS,
     Run,
     RunOptions,
     open_run,
 )
 from rlscope.analysis.processes.utilisation import outside_cpu_s
 from rlscope.analysis.timeline import select as sel
-from rlscope.analysis.timeline.slices import CALL_KINDS, COUNTERS, TRACK_KINDS
+from rlscope.analysis.timeline.slices import CALL_KINDS, COUNTERS, PYTHON, TRACK_KINDS
 from rlscope.cli import common
 from rlscope.errors import RLScopeError
 from rlscope.reporters import calls as calls_report
@@ -422,7 +423,8 @@ _TIMELINE_FORMATS = ("perfetto", "json")
                    "worker, ...) or part of its name.")
 @click.option("--tracks", "tracks", multiple=True, metavar="LIST",
               help="Kinds of track, comma-separated: phases, operations, backend, "
-                   "simulator, wait (calls: all three), env, cuda-api, gpu, counters; "
+                   "simulator, wait (calls: all three), env, cuda-api, gpu, counters, "
+                   "python (stack samples, a flame chart per thread); "
                    "all; -KIND removes one [default: all, less native calls when they "
                    "would take the file over --max-size].")
 @click.option("--max-size", "max_mb", type=click.FloatRange(min=0), default=100.0,
@@ -444,13 +446,13 @@ def timeline(directory: Path, output: Path | None, fmt: str | None, window: str 
     if fmt is None:
         fmt = "json" if output is not None and output.name.endswith((".json", ".json.gz")) \
             else "perfetto"
-    run = _open(directory, opts, (EVENTS,))
+    run = _open(directory, opts, (EVENTS, STACKS) if PYTHON in kinds else (EVENTS,))
     trace = run.trace
     assert trace is not None
     if not any(len(p.events) or len(p.api_calls) or len(p.gpu) for p in trace.processes):
         raise RLScopeError(empty_message(directory, {p.path.name: p.torn_bytes
                                                      for p in trace.processes}))
-    plan = sel.plan_timeline(trace, kinds, spec, processes)
+    plan = sel.plan_timeline(trace, kinds, spec, processes, run.python_stacks or ())
     writer = perfetto if fmt == "perfetto" else tl
     if not tracks:
         counts = plan.counts()

@@ -8,6 +8,7 @@ in-memory document. Times are µs from the timeline's zero (the run's first even
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import IO
@@ -62,8 +63,8 @@ def write_chrome_trace(plan: TimelinePlan, out: IO[str], directory: str = "") ->
         suffix = pp.name[pp.name.rindex(" ["):] if later and pp.name.endswith("]") else ""
         tid0 = tids.get(pid, 0)
         n = 0
-        for n, tr in enumerate(process_tracks(p, plan.kinds, plan.window, pp.ordinal),
-                               start=1):
+        for n, tr in enumerate(itertools.chain(
+                process_tracks(p, plan.kinds, plan.window, pp.ordinal), pp.samples), start=1):
             emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid0 + n,
                   "args": {"name": tr.name + suffix}})
             emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid0 + n,

@@ -111,7 +111,8 @@ def write_perfetto(plan: TimelinePlan, out: IO[bytes]) -> Stats:
                     *[field(PD_CMDLINE, a) for a in p.header.argv],
                     field(PD_PROCESS_NAME, pp.name)),
             field(TD_CHILD_ORDERING, CHILD_ORDERING_EXPLICIT))))
-        for tr in process_tracks(p, plan.kinds, plan.window, pp.ordinal):
+        for tr in itertools.chain(process_tracks(p, plan.kinds, plan.window, pp.ordinal),
+                                  pp.samples):
             for chunk in _slice_track(tr, next(uuids), proc_uuid, next(sequences),
                                       plan.origin_ns, stats):
                 out.write(chunk)

@@ -95,3 +95,45 @@ def test_flame_files(recorded: tuple[Path, dict[str, float]], tmp_path: Path) ->
     r = run_tool("rls-analyze", "flame", str(out), "--operation", "nope")
     assert r.returncode == 2 and "sampled operations: " in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_timeline_carries_the_samples(recorded: tuple[Path, dict[str, float]],
+                                      tmp_path: Path) -> None:
+    """``--tracks python``: a flame chart per sampled thread; each run of samples starts
+    at a sample taken in that function, so the helpers' runs start inside the operation
+    that called them (the operations' track of the same export says where those are)."""
+    out = recorded[0]
+    tl = tmp_path / "tl.json"
+    r = run_tool("rls-analyze", "timeline", str(out), "-o", str(tl), "--tracks",
+                 "operations,python")
+    assert r.returncode == 0, r.stderr
+    events = json.loads(tl.read_text())["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e["name"] == "thread_name"}
+    slices = [e for e in events if e.get("ph") == "X"]
+
+    def on(track: str, prefix: str) -> list[dict]:
+        return [e for e in slices if names[(e["pid"], e["tid"])] == track
+                and e["name"].startswith(prefix)]
+
+    pids = {e["pid"] for e in on("MainThread: operations", "inference")}
+    assert len(pids) == 1  # the main process's main thread
+
+    def starts_inside(fn: str, op: str) -> tuple[int, int]:
+        ops = [(e["ts"], e["ts"] + e["dur"]) for e in on("MainThread: operations", op)
+               if e["pid"] in pids]
+        runs = [e["ts"] for e in on("MainThread: Python samples", fn) if e["pid"] in pids]
+        return sum(any(a <= s <= b for a, b in ops) for s in runs), len(runs)
+
+    inside, n = starts_inside("slow_helper (hot_helper.py:14)", "inference")
+    assert n > 0 and inside == n
+    inside, n = starts_inside("env_physics", "simulation")
+    assert n > 0 and inside == n
+    assert starts_inside("slow_helper", "simulation")[0] == 0
+    # The thread's own track, and the frames above the helper nest over it.
+    assert any(v == "Thread-1 (background): Python samples" for v in names.values())
+    main_runs = on("MainThread: Python samples", "")
+    top = [e for e in main_runs if e["name"].startswith("main (hot_helper.py")]
+    helper = on("MainThread: Python samples", "slow_helper")
+    assert all(any(t["ts"] <= h["ts"] and h["ts"] + h["dur"] <= t["ts"] + t["dur"]
+                   for t in top) for h in helper)

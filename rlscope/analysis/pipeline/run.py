@@ -50,12 +50,13 @@ from rlscope.analysis.pipeline import fanout
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, scan_files, sweep
 from rlscope.analysis.processes.utilisation import GpuTruth, gpu_truth
 from rlscope.trace.data import Events, ProcessTrace, Trace
-from rlscope.trace.pystacks_reader import read_stacks, stack_files
+from rlscope.trace.pystacks_reader import PyStacks, read_stacks, stack_files
 from rlscope.trace.reader import read_files, read_progress, trace_files
 from rlscope.trace.samples_reader import read_samples, sample_files
 
 ANALYSIS, LOCKSTEP, EVENTS = "analysis", "lockstep", "events"  # what a caller wants
 SAMPLES = "samples"  # the Python stack samples joined to the operations (Run.python_samples)
+STACKS = "stacks"  # the Python stack samples as recorded, per process (Run.python_stacks)
 Progress = Callable[[int], None]
 
 
@@ -96,6 +97,8 @@ class Run:
     trace: Trace | None = None  # the events, corrected and inferred (EVENTS)
     # Python stack samples joined to the operations (SAMPLES; None: none were taken)
     python_samples: hotspots.Samples | None = None
+    # Python stack samples as recorded, one per sampled process (STACKS; the timeline)
+    python_stacks: list[PyStacks] | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -108,8 +111,19 @@ def open_run(directory: str | os.PathLike[str], options: RunOptions = RunOptions
              on_total: Progress | None = None) -> Run:
     """Open a run directory, reading each trace file once. ``want``: any of ANALYSIS (the
     tables), LOCKSTEP (the vector envs' lock-step analysis), EVENTS (the whole trace, for
-    the timeline and dump). ``progress(n)`` is called as events are done, ``on_total(n)``
-    once with their number (with ``jobs``/``ray``: trace bytes, a process at a time)."""
+    the timeline and dump), SAMPLES (the Python stack samples joined to the operations),
+    STACKS (those samples as recorded). ``progress(n)`` is called as events are done,
+    ``on_total(n)`` once with their number (with ``jobs``/``ray``: trace bytes, a process
+    at a time)."""
+    out = _open_run(directory, options, want, progress, on_total)
+    if STACKS in want:
+        out.python_stacks = [read_stacks(f) for f in stack_files(out.directory)]
+    return out
+
+
+def _open_run(directory: str | os.PathLike[str], options: RunOptions,
+              want: Collection[str], progress: Progress | None,
+              on_total: Progress | None) -> Run:
     d, run, files = trace_files(directory)  # the directory's errors first
     cal = find_calibration(d) if options.correct else None
     if EVENTS not in want and (options.ray is not None or options.jobs != 1):

@@ -16,20 +16,24 @@ import numpy as np
 
 from rlscope.analysis.processes import roles
 from rlscope.analysis.processes import tree as proctree
+from rlscope.analysis.timeline import pysamples
 from rlscope.analysis.timeline.counters import CounterGroup, gpu_busy_tracks, sample_tracks
 from rlscope.analysis.timeline.slices import (
     CALL_KINDS,
     COUNTERS,
     GPU,
+    PYTHON,
     TRACK_KINDS,
     CounterTrack,
+    Track,
     Window,
     count_slices,
 )
 from rlscope.errors import UserError
 from rlscope.trace import format as fmt
-from rlscope.trace.clocks import on_run_clock
+from rlscope.trace.clocks import RunClock, on_run_clock
 from rlscope.trace.data import ProcessTrace, Trace
+from rlscope.trace.pystacks_reader import PyStacks
 
 TRACK_GROUPS = {"all": TRACK_KINDS, "calls": CALL_KINDS}
 _ALIASES = {"ops": "operations", "cuda": "cuda-api", "api": "cuda-api",
@@ -234,6 +238,7 @@ class PlannedProcess:
     name: str  # shown: role and display name
     sort: int
     counters: list[CounterTrack] = field(default_factory=list)  # see plan()
+    samples: list[Track] = field(default_factory=list)  # Python samples (PYTHON)
 
 
 @dataclass
@@ -256,11 +261,18 @@ class TimelinePlan:
             + sum(len(c) for g in self.groups for c in g.tracks)
         if extra and COUNTERS in self.kinds:
             total[COUNTERS] = total.get(COUNTERS, 0) + extra
+        samples = sum(len(t) for pp in self.processes for t in pp.samples)
+        if samples and PYTHON in self.kinds:
+            total[PYTHON] = samples
         return total
 
 
 def plan_timeline(trace: Trace, kinds: frozenset[str] = frozenset(TRACK_KINDS),
-         window: WindowSpec | None = None, processes: Sequence[str] = ()) -> TimelinePlan:
+                  window: WindowSpec | None = None, processes: Sequence[str] = (),
+                  stacks: Sequence[PyStacks] = ()) -> TimelinePlan:
+    """The timeline of ``trace``'s chosen processes; ``stacks``: the run's Python stack
+    samples (each process's on its track of samples, with PYTHON)."""
+    clock = RunClock.of(trace.run, [p.header for p in trace.processes])
     trace = on_run_clock(trace)  # several hosts: every process on the run's clock
     origin = origin_ns(trace)
     chosen = select_processes(trace, processes)
@@ -286,6 +298,14 @@ def plan_timeline(trace: Trace, kinds: frozenset[str] = frozenset(TRACK_KINDS),
             pp.counters += sampled.pop(pp.trace.pid, [])  # a pid's first session only
         if processes:  # only the chosen processes' own counters
             groups = []
+    if PYTHON in kinds and stacks:
+        by_pid = {st.pid: st for st in stacks}
+        for pp in out:
+            st = by_pid.get(pp.trace.pid)
+            if st is not None:
+                st = pysamples.shifted(st, clock.shift(pp.trace.header.host))
+                pp.samples = pysamples.sample_tracks(
+                    pp.trace, pysamples.for_process(st, pp.trace, span), span)
     return TimelinePlan(origin, span, kinds, out, groups=groups)
 
 

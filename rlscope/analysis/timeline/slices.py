@@ -31,7 +31,9 @@ ENV = "env"
 CUDA_API = "cuda-api"
 GPU = "gpu"
 COUNTERS = "counters"
-TRACK_KINDS = (PHASES, OPERATIONS, BACKEND, SIMULATOR, WAIT, ENV, CUDA_API, GPU, COUNTERS)
+PYTHON = "python"  # Python stack samples (analysis.timeline.pysamples)
+TRACK_KINDS = (PHASES, OPERATIONS, BACKEND, SIMULATOR, WAIT, ENV, CUDA_API, GPU, COUNTERS,
+               PYTHON)
 CALL_KINDS = (BACKEND, SIMULATOR, WAIT)  # one "native calls" track per thread
 _CALL_BEGIN = {BACKEND: fmt.BACKEND_CALL_BEGIN, SIMULATOR: fmt.SIMULATOR_CALL_BEGIN,
                WAIT: fmt.WAIT_CALL_BEGIN}
@@ -40,7 +42,7 @@ _BEGIN_KINDS = {PHASES: (fmt.PHASE_BEGIN,), OPERATIONS: (fmt.OPERATION_BEGIN,),
                 BACKEND: (fmt.BACKEND_CALL_BEGIN,), SIMULATOR: (fmt.SIMULATOR_CALL_BEGIN,),
                 WAIT: (fmt.WAIT_CALL_BEGIN,),
                 ENV: (fmt.ENV_STEP_BEGIN, fmt.ENV_RESET_BEGIN)}
-_PER_THREAD = 5  # display slots per thread: phases, operations, calls, env (+1 spare)
+_PER_THREAD = 5  # display slots per thread: phases, operations, calls, env, Python samples
 _FLOW_SHIFT = 32  # flow id = (process ordinal + 1) << 32 | CUPTI correlation id
 
 
