@@ -6,12 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def correction_lines(run: dict[str, Any]) -> list[str]:
-    """The report's lines about the correction (empty when no correction info)."""
+def correction_lines(run: dict[str, Any], worst: dict[str, Any] | None = None) -> list[str]:
+    """The report's lines about the correction (empty when no correction info);
+    ``worst``: the operation rlscope inflated most (analysis.overhead.per_operation)."""
     c = run.get("correction")
     if not c:
         return []
     share = _share(c)
+    if share and worst is not None:
+        share += (f"; per operation at most {worst['overhead_pct']:.1f}% "
+                  f"({worst['operation']})")
     if not c.get("applied") and c.get("withheld"):
         return [f"Overhead: not corrected, raw numbers shown{share}: {c['withheld']}"]
     if not c.get("applied"):

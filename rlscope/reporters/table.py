@@ -13,6 +13,7 @@ import pandas as pd
 
 from rlscope.analysis import Analysis
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP, UNANNOTATED
+from rlscope.analysis.overhead import per_operation
 from rlscope.reporters import compiles, gpuwork, hosts, processes, warmup
 from rlscope.reporters import utilisation as util_report
 from rlscope.reporters.correction import correction_lines
@@ -125,7 +126,7 @@ def render_text(a: Analysis) -> str:
                      + (f", exit status {run['exit_status']}" if "exit_status" in run else "")
                      + "]")
     if run:
-        lines.extend(correction_lines(run))
+        lines.extend(correction_lines(run, overhead_worst(ops, run)))
     lines.extend(hosts.host_lines(a))  # several hosts: their clock alignment
     lines.extend(processes.overview_lines(a))  # tree and run summary, before the tables
     folded = processes.folded_indices(a)
@@ -211,7 +212,30 @@ def to_dict(a: Analysis) -> dict[str, Any]:
             **processes.json_sections(a), **_utilisation_json(a),
             **({"gpu_work": gpuwork.to_dict(a)} if len(a.gpu()) else {}),
             **compiles.json_section(a), **warmup.json_section(a),
-            **hosts.json_section(a), "warnings": a.warnings}
+            **hosts.json_section(a), **_overhead_json(a), "warnings": a.warnings}
+
+
+def _costs_ns(run: dict[str, Any]) -> dict[str, float]:
+    """The per-event costs the run's correction entry carries (empty: none known)."""
+    c = run.get("correction")
+    return dict(c.get("costs_ns") or {}) if isinstance(c, dict) else {}
+
+
+def overhead_worst(ops: pd.DataFrame, run: dict[str, Any]) -> dict[str, Any] | None:
+    """The operation rlscope's book-keeping inflated most, by the cost model."""
+    costs = _costs_ns(run)
+    return per_operation.worst(per_operation.operation_overhead(ops, costs), ops) \
+        if costs else None
+
+
+def _overhead_json(a: Analysis) -> dict[str, Any]:
+    costs = _costs_ns(a.run)
+    if not costs:
+        return {}
+    ops = a.operations()
+    per_op = per_operation.operation_overhead(ops, costs)
+    return {"overhead_per_operation": _records(per_op),
+            "overhead_worst_operation": per_operation.worst(per_op, ops)}
 
 
 def section(a: Analysis) -> Section:

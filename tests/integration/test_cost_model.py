@@ -25,3 +25,35 @@ def test_cost_model_is_measured_and_found(tmp_path: Path):
         assert c.per_event_ns > 0 and 0 <= c.inside_ns <= c.per_event_ns, (kind, c)
     assert "not been checked" in withheld_reason(found)  # raw numbers until --calibrate
     assert "an annotation" in cost_model.summary(found)
+
+
+def test_report_names_the_operation_rlscope_inflated_most(tmp_path: Path):
+    """A real run with the machine's cost model beside it: the report's overhead line
+    names the operation with the largest share of book-keeping, and the JSON report
+    carries the per-operation figures (each operation's own counted calls x costs)."""
+    import json
+    import sys
+
+    from tests.conftest import run_tool
+
+    out = tmp_path / "run"
+    workload = Path(__file__).parent / "workloads" / "nested_ops.py"
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--", sys.executable, str(workload),
+                 timeout=300)
+    assert r.returncode == 0, r.stderr
+    cal, _ = cost_model.measure(["python", str(workload)], out,
+                                Recording(str(out), cuda=False))
+    assert cal is not None
+    doc = json.loads(run_tool("rls-analyze", "report", "--format", "json", str(out)).stdout)
+    per_op = {(o["pid"], o["operation"]): o for o in doc["overhead_per_operation"]}
+    ops = {(o["pid"], o["operation"]): o for o in doc["operations"]}
+    costs = doc["run"]["correction"]["costs_ns"]
+    for key, o in per_op.items():
+        own = ops[key]["calls"] * costs["annotation"] \
+            + ops[key]["backend_calls"] * costs.get("backend_call", 0)
+        assert o["overhead_s"] >= own / 1e9 * (1 - 1e-9)  # its own, and its subtree's
+    w = doc["overhead_worst_operation"]
+    assert w is not None and (w["pid"], w["operation"]) in per_op
+    assert 0 < w["overhead_pct"] < 100
+    text = run_tool("rls-analyze", "report", str(out)).stdout
+    assert f"per operation at most {w['overhead_pct']:.1f}% ({w['operation']})" in text

@@ -70,9 +70,10 @@ def withheld_entry(cal: Calibration, run: dict | None = None,
                  "metric": cal.metric}
     # The unchecked cost model's share is its best figure; costs that failed their own
     # check give none worth showing.
-    if summary is not None and cal.mode == "model" and not cal.validation.get(
-            "validation_rounds"):
-        out.update(overhead_share(run or {}, summary))
+    if cal.mode == "model" and not cal.validation.get("validation_rounds"):
+        out["costs_ns"] = {k: round(c.per_event_ns, 1) for k, c in cal.costs.items()}
+        if summary is not None:
+            out.update(overhead_share(run or {}, summary))
     return out
 
 
