@@ -167,16 +167,21 @@ def _imap(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _single(orig: Callable[..., Any]) -> Callable[..., Any]:
-    """apply_async / submit: the function is the first argument after self."""
+    """apply_async / submit: the function is the first argument after self (or
+    ``func=``: Pool.apply_async's parameter can be given by keyword)."""
 
     @functools.wraps(orig)
     def submit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        fn = args[0] if args else None
+        keyword = not args and "func" in kwargs
+        fn = kwargs["func"] if keyword else args[0] if args else None
         if (fn is None or annotate.active_recorder() is None or isinstance(fn, Task)
                 or (isinstance(fn, functools.partial) and fn.args
                     and isinstance(fn.args[0], Task))):  # an executor.map chunk
             return orig(self, *args, **kwargs)
-        return orig(self, Task(fn, FIXED, 0, next(_singles)), *args[1:], **kwargs)
+        task = Task(fn, FIXED, 0, next(_singles))
+        if keyword:
+            return orig(self, **dict(kwargs, func=task))
+        return orig(self, task, *args[1:], **kwargs)
 
     return submit
 

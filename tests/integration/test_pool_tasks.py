@@ -98,7 +98,8 @@ def test_pool_straggler_named(tmp_path: Path, how: str, tasks: int) -> None:
 
 
 def test_apply_async_counted(tmp_path: Path) -> None:
-    """apply_async: one task per call, indexed by the submitting process's count."""
+    """apply_async: one task per call (the function given by position or as func=),
+    indexed by the submitting process's count."""
     out = tmp_path / "run"
     record(out, "pool_tasks.py", "apply")
     r = run_tool("rls-analyze", "report", str(out), "--format", "json")

@@ -1,6 +1,7 @@
 """A pool of 2 workers mapping a function over 20 items, one of them slow (item 13
 sleeps 0.3 s, the others ~0.02 s). argv[1]: pool (multiprocessing.Pool.map, chunksize
-2), imap (Pool.imap_unordered), apply (Pool.apply_async) or executor
+2), imap (Pool.imap_unordered), apply (Pool.apply_async, func by position and by
+keyword) or executor
 (ProcessPoolExecutor.map, chunksize 2, and one submit)."""
 
 import concurrent.futures
@@ -32,7 +33,10 @@ def main() -> None:
         elif how == "imap":
             assert sorted(pool.imap_unordered(slow_square, range(ITEMS))) == want
         else:
-            assert [pool.apply_async(slow_square, (x,)).get() for x in range(3)] == want[:3]
+            # The function passed by position and by keyword.
+            assert [pool.apply_async(slow_square, (0,)).get(),
+                    pool.apply_async(func=slow_square, args=(1,)).get(),
+                    pool.apply_async(slow_square, args=(2,)).get()] == want[:3]
         pool.close()
         pool.join()
 
