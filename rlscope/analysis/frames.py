@@ -190,7 +190,7 @@ class Analysis:
                                                  m.session)
                        for m in self._metas]
             self._process_table = multiprocess.process_table(self.results, entries,
-                                                             self.run)
+                                                             self.run, self.samples)
         return self._process_table.copy()
 
     def process_names(self) -> list[str]:

@@ -5,7 +5,9 @@ Per process: wall = its recorded span; busy / waiting = CPU seconds (summed over
 outside / inside the waiting category; idle = wall time with no thread active and no GPU
 work; operations = time inside any operation. An *idle helper* is a process other than
 the main one that recorded no operation, no backend/simulator/CUDA call, no GPU work and
-no progress (the forkserver, the resource tracker, workers never given work): reports
+no progress (the forkserver, the resource tracker, workers never given work), and that
+rls-prof's sampler did not see busy after its start-up (``sampled_cpu_s``: its CPU from
+then on, by /proc; a process working in code rlscope does not see is not idle): reports
 fold them into one line.
 """
 
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rlscope.analysis.engine.paths import PathTable
@@ -26,13 +29,14 @@ from rlscope.trace import format as fmt
 from rlscope.trace.argv import shell_line
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.data import Header
+from rlscope.trace.samples import Samples
 
 PROCESS_COLUMNS = [
     "index", "depth", "pid", "ppid", "parent_index", "parent_in_run", "role", "role_label",
     "role_source", "env_index", "num_envs", "mp_name", "mp_target", "name", "command", "host",
     "start_s", "end_s", "wall_s", "busy_s", "waiting_s", "idle_s", "operations_s", "gpu_s",
     "operation_calls", "native_calls", "complete", "events", "idle_helper",
-    "ray_actor_class", "ray_actor_id", "ray_tasks", "session", "continues"]
+    "ray_actor_class", "ray_actor_id", "ray_tasks", "session", "continues", "sampled_cpu_s"]
 SUMMARY_COLUMNS = ["role", "processes", "idle_helpers", "wall_s", "busy_s", "waiting_s",
                    "idle_s", "operations_s", "gpu_s", "busy_pct"]
 ROLE_OPERATION_COLUMNS = ["role", "operation", "processes", "calls", "wall_s"]
@@ -55,12 +59,33 @@ class ProcessEntry:
 # Roles whose processes are shown even when they recorded nothing: the program, and Ray
 # workers that ran tasks (their work is the user's code, annotated or not).
 NEVER_IDLE = (fmt.ROLE_MAIN, fmt.ROLE_RAY_ACTOR, fmt.ROLE_RAY_TASK)
+# Sampled CPU after start-up that makes a process busy: this much, and this share of the
+# time it was sampled (rlscope's own threads use ~1-2% of a process that runs Python).
+BUSY_CPU_S, BUSY_SHARE = 0.25, 0.10
 
 
-def is_idle_helper(role: str, t: ProcessTimes, progress_records: int) -> bool:
+def is_idle_helper(role: str, t: ProcessTimes, progress_records: int,
+                   sampled: tuple[float, float] | None = None) -> bool:
+    """``sampled``: (CPU seconds, seconds sampled) after the process's start-up."""
+    busy = sampled is not None and sampled[0] >= BUSY_CPU_S \
+        and sampled[0] >= BUSY_SHARE * sampled[1]
     return (role not in NEVER_IDLE and t.operation_calls == 0 and t.native_calls == 0
             and t.gpu_activities == 0 and t.operations_ns == 0 and t.gpu_ns == 0
-            and progress_records == 0)
+            and progress_records == 0 and not busy)
+
+
+def sampled_cpu(samples: Samples | None, pid: int, after_ns: int
+                ) -> tuple[float, float] | None:
+    """(CPU seconds, seconds) of ``pid`` between its first /proc sample at or after
+    ``after_ns`` and its last (None: not sampled twice in that time)."""
+    if samples is None or not len(samples.proc_pid):
+        return None
+    mine = np.flatnonzero((samples.proc_pid == pid) & (samples.proc_time_ns >= after_ns))
+    if len(mine) < 2:
+        return None
+    t, c = samples.proc_time_ns[mine], samples.proc_cpu_ns[mine]
+    a, b = int(np.argmin(t)), int(np.argmax(t))
+    return (int(c[b]) - int(c[a])) / 1e9, (int(t[b]) - int(t[a])) / 1e9
 
 
 def run_span(clock: RunClock, r: ProcessResult, h: Header) -> tuple[int, int]:
@@ -72,9 +97,10 @@ def run_span(clock: RunClock, r: ProcessResult, h: Header) -> tuple[int, int]:
 
 
 def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEntry],
-                  run: dict[str, Any]) -> pd.DataFrame:
+                  run: dict[str, Any], samples: Samples | None = None) -> pd.DataFrame:
     """One row per process in tree order (depth-first, by start time): identity, parent,
-    role, name, times relative to the run's start, and where its time went."""
+    role, name, times relative to the run's start, and where its time went; with
+    ``samples`` (rls-prof's /proc sampler), its CPU after start-up."""
     clock = RunClock.of(run, [e.header for e in entries])
     spans = [run_span(clock, r, e.header) for r, e in zip(results, entries, strict=True)]
     facts = [proctree.ProcessFacts(e.header.pid, e.header.ppid, e.header.host, s[0],
@@ -94,6 +120,8 @@ def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEnt
         md = e.metadata
         name = roles.display_name(f.argv, md, proctree.forked(facts, tree, i),
                                   e.header.process_name)
+        used = sampled_cpu(samples, f.pid, r.span[0] + r.startup_ns) \
+            if e.header.host == _first_host(entries) else None
         earlier = proctree.previous_session(facts, i)
         if earlier is not None:
             name += f" [session {proctree.session_number(f) + 1}]"
@@ -113,10 +141,16 @@ def process_table(results: Sequence[ProcessResult], entries: Sequence[ProcessEnt
             "operations_s": t.operations_ns / 1e9, "gpu_s": t.gpu_ns / 1e9,
             "operation_calls": t.operation_calls, "native_calls": t.native_calls,
             "complete": e.complete, "events": e.events,
-            "idle_helper": is_idle_helper(role.role, t, e.progress_records),
+            "idle_helper": is_idle_helper(role.role, t, e.progress_records, used),
             **_ray_columns(roles.ray_info(md)),
+            "sampled_cpu_s": used[0] if used is not None else np.nan,
         })
     return pd.DataFrame(rows, columns=PROCESS_COLUMNS)
+
+
+def _first_host(entries: Sequence[ProcessEntry]) -> str:
+    """The host rls-prof's sampler ran on (its /proc: the launching host's pids)."""
+    return entries[0].header.host if entries else ""
 
 
 def _ray_columns(ray: dict[str, Any]) -> dict[str, Any]:
