@@ -268,7 +268,8 @@ def test_json_and_one_table_formats_carry_the_same():
     assert doc["run_summary"]["operations"][0]["operation"] == "simulation"
     csv = table.render_frame(P.table_frame(a, "processes"), "csv").splitlines()
     assert csv[0].startswith("index,depth,pid,ppid,parent_index,parent_in_run,role")
-    assert csv[0].endswith(",idle_helper,ray_actor_class,ray_actor_id,ray_tasks,session,continues,sampled_cpu_s")
+    assert csv[0].endswith(",idle_helper,ray_actor_class,ray_actor_id,ray_tasks,session,"
+                           "continues,sampled_cpu_s")
     assert len(csv) == 6
     md = table.render_frame(P.table_frame(a, "summary"), "markdown").splitlines()
     assert md[0].startswith("| role | processes |")
