@@ -1,6 +1,7 @@
-"""Pool and executor tasks: each item a ``multiprocessing.Pool`` or
-``concurrent.futures.ProcessPoolExecutor`` runs, recorded in the worker as an operation
-named after the function, with the item's index in the call (docs/multiprocess.md#pools).
+"""Pool and executor tasks: each item a ``multiprocessing.Pool``,
+``concurrent.futures.ProcessPoolExecutor`` or ``ThreadPoolExecutor`` runs, recorded in the
+worker (process or thread) as an operation named after the function, with the item's
+index in the call (docs/multiprocess.md#pools).
 
 - **Where.** The submitting process wraps the function in a :class:`Task` (it pickles by
   reference, so it reaches workers started by fork, forkserver and spawn alike) and, for
@@ -14,10 +15,11 @@ named after the function, with the item's index in the call (docs/multiprocess.m
   wraps each call.
 - **What.** In the worker, each item is an operation ``task:<qualname>`` (the function's
   ``__qualname__``; a ``functools.partial``'s function), and one metadata record
-  ``rlscope.task:<n>`` = ``[qualname, call, index, begin_ns, end_ns]``
+  ``rlscope.task:<n>`` = ``[qualname, call, index, begin_ns, end_ns, tid]``
   (format.META_TASK_PREFIX; ``call``: the mapping call's number in the submitting
-  process, 0 for apply_async/submit). The wait for the next task (the worker's read of
-  its task queue) is outside every task: Waiting (rlscope.intercept.waits), not a task's.
+  process, 0 for apply_async/submit; ``tid``: the OS thread that ran it). The wait for
+  the next task (the worker's read of its task queue) is outside every task: Waiting
+  (rlscope.intercept.waits), not a task's.
 
 Nothing changes while no recording is active in the submitting process; a worker that
 is not recording runs the function unrecorded.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 import time
 
 from rlscope import annotate
@@ -116,7 +119,8 @@ def _json_str(s: str) -> str:
 def _record(rec: Any, name: str, call: int, index: int, begin: int, end: int) -> None:
     try:
         rec.metadata(f"{fmt.META_TASK_PREFIX}{next(_done)}",
-                     f"[{_json_str(name)}, {int(call)}, {int(index)}, {begin}, {end}]")
+                     f"[{_json_str(name)}, {int(call)}, {int(index)}, {begin}, {end}, "
+                     f"{threading.get_native_id()}]")
     except Exception:  # never fail the user's task over its record
         pass
 
@@ -211,7 +215,16 @@ def _executor_map(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install_executor(process: ModuleType, p: Patcher) -> int:
-    cls = getattr(process, "ProcessPoolExecutor", None)
+    return _install_executor(getattr(process, "ProcessPoolExecutor", None), p)
+
+
+def install_thread_executor(thread: ModuleType, p: Patcher) -> int:
+    """ThreadPoolExecutor: its items run in the pool's threads of this process, each an
+    operation on its thread, as a process pool's are in its workers."""
+    return _install_executor(getattr(thread, "ThreadPoolExecutor", None), p)
+
+
+def _install_executor(cls: Any, p: Patcher) -> int:
     if not isinstance(cls, type):
         return 0
     return (wrap_method(p, cls, "map", _executor_map, _FLAG)

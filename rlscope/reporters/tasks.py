@@ -27,10 +27,12 @@ def to_dict(rows: pd.DataFrame) -> dict[str, Any]:
 def render_text(rows: pd.DataFrame) -> str:
     table = tasks.task_table(rows)
     head = ["Function", "Tasks", "Workers", "Total s", "Mean ms", "p50 ms", "p99 ms",
-            "Max ms", "Slowest (item, pid)"]
+            "Max ms", "Slowest (item, worker)"]
     body = [[str(r.function), f"{r.tasks:,}", str(r.workers), seconds(r.total_s),
              millis(r.mean_s), millis(r.p50_s), millis(r.p99_s), millis(r.max_s),
-             f"item {r.slowest_index}, pid {r.slowest_pid}"]
+             f"item {r.slowest_index}, "
+             + (f"thread {r.slowest_tid} of pid {r.slowest_pid}" if r.threads
+                else f"pid {r.slowest_pid}")]
             for r in table.itertuples(index=False)]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
 

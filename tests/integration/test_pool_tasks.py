@@ -108,3 +108,27 @@ def test_apply_async_counted(tmp_path: Path) -> None:
     assert sorted(f["tasks"] for f in report["functions"]) == [3]
     assert sorted(rlscope_tasks(out)["index"]) == [0, 1, 2]
     assert report["stragglers"] == []  # three equal tasks
+
+
+def test_thread_pool_straggler_named(tmp_path: Path) -> None:
+    """ThreadPoolExecutor: each item an operation on the pool thread that ran it, in the
+    one process; the slow item is named with its bound, as for a process pool."""
+    out = tmp_path / "run"
+    a = record(out, "pool_tasks.py", "threads")
+    rows = a.tasks()
+    assert len(rows) == ITEMS + 1 and rows["pid"].nunique() == 1
+    assert sorted(rows.loc[rows["call"] > 0, "index"]) == list(range(ITEMS))
+    whole = json.loads(run_tool("rls-analyze", "report", str(out), "--format", "json").stdout)
+    (verdict,) = [v for v in whole["run_diagnosis"] if v["kind"] == "straggler-task"]
+    assert "slow_square item 13" in verdict["verdict"] and 0.03 < verdict["bound_s"] < 0.2
+    ops = a.operations()
+    task_ops = ops[ops["operation"] == "task:slow_square"]
+    assert task_ops["calls"].sum() == ITEMS + 1
+    assert task_ops["waiting_s"].sum() >= 0.29 + ITEMS * 0.02 * 0.9  # their sleeps
+    # On the pool's two threads, not the main one.
+    trace = read_trace(out)
+    (p,) = [p for p in trace.processes if p.pid == int(rows["pid"].iloc[0])]
+    begins = p.events.kind == fmt.OPERATION_BEGIN
+    names = np.array(p.strings, object)[p.events.name[begins]]
+    threads = set(p.events.thread[begins][names == "task:slow_square"].tolist())
+    assert len(threads) == 2 and 0 not in threads

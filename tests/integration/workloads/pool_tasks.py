@@ -1,8 +1,8 @@
 """A pool of 2 workers mapping a function over 20 items, one of them slow (item 13
 sleeps 0.3 s, the others ~0.02 s). argv[1]: pool (multiprocessing.Pool.map, chunksize
 2), imap (Pool.imap_unordered), apply (Pool.apply_async, func by position and by
-keyword) or executor
-(ProcessPoolExecutor.map, chunksize 2, and one submit)."""
+keyword), executor (ProcessPoolExecutor.map, chunksize 2, and one submit) or threads
+(ThreadPoolExecutor.map and one submit)."""
 
 import concurrent.futures
 import multiprocessing as mp
@@ -26,6 +26,11 @@ def main() -> None:
         with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
             assert list(ex.map(slow_square, range(ITEMS), chunksize=2)) == want
             assert ex.submit(slow_square, 3).result() == 9
+        return
+    if how == "threads":
+        with concurrent.futures.ThreadPoolExecutor(2) as tx:
+            assert list(tx.map(slow_square, range(ITEMS))) == want
+            assert tx.submit(slow_square, 3).result() == 9
         return
     with ctx.Pool(2) as pool:
         if how == "pool":
