@@ -34,10 +34,12 @@ MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"  # end each process at its N-th progress r
 # kept): full events in detail windows only, aggregates always (docs/trace-format.md).
 TRACE_BUDGET = "RLSCOPE_TRACE_BUDGET"
 # The first period between detail windows, a window's length and the start window's
-# longest, in ms (30000, 2000, 60000; read by the native writer, for tests and benchmarks).
+# longest, in ms (30000, 2000, no limit), and its largest in MB of the run directory
+# (100; or 25% of the budget, if less): read by the native writer, for tests and benchmarks.
 TRACE_PERIOD_MS = "RLSCOPE_TRACE_PERIOD_MS"
 TRACE_WINDOW_MS = "RLSCOPE_TRACE_WINDOW_MS"
 TRACE_START_MS = "RLSCOPE_TRACE_START_MS"
+TRACE_START_MB = "RLSCOPE_TRACE_START_MB"
 # The run's start (CLOCK_MONOTONIC ns; rls-prof): every process of the run opens its
 # periodic detail windows at the same times from it.
 RUN_START_NS = "RLSCOPE_RUN_START_NS"

@@ -59,7 +59,8 @@ void DetailWindows::configure(uint64_t budget_bytes, const std::string& dir,
   skip_past(now_ns);
   demand_mtime_ns_ = budget_ ? mtime_ns(demand_path_) : 0;  // an old request is not new
   if (budget_) open(START, now_ns, 0);
-  end_ns_ = now_ns + start_window_ns;  // or on size, first
+  // or on size, first
+  end_ns_ = start_window_ns > 0 ? now_ns + start_window_ns : INT64_MAX;
 }
 
 bool DetailWindows::scan_due(int64_t now_ns, uint64_t own_bytes) const {
@@ -109,7 +110,7 @@ bool DetailWindows::detail(int64_t now_ns, uint64_t own_bytes) {
     // A periodic window ends on time only (at the same time in every process, for the
     // lock-step tables), the others on their share of the budget too.
     bool over = bytes >= share(kDetailShare) || now_ns >= end_ns_ ||
-                (reason_ == START && bytes >= share(kStartShare)) ||
+                (reason_ == START && bytes >= std::min(share(kStartShare), start_max_bytes)) ||
                 (reason_ == DEMAND && bytes - begin_bytes_ >= share(kWindowShare));
     if (!over) return reason_ != PERIODIC;
     if (reason_ == PERIODIC) range_end_ = std::min(range_end_, now_ns);

@@ -31,9 +31,12 @@ class DetailWindows {
 
   // Tunables (tests may shorten them through the environment: recorder.cpp).
   int64_t window_ns = 2'000'000'000;
-  // The start window's longest: its events are what a report reads most of (a day-long
-  // run's report stays within a minute).
-  int64_t start_window_ns = 60'000'000'000;
+  // The start window's largest, in bytes of the run directory: its events are what a
+  // report reads most of (a day-long run's report stays within a minute and 2 GB). A
+  // cap in bytes, not time: a sparse run keeps every event however long it runs.
+  uint64_t start_max_bytes = 100'000'000;
+  // Its longest (0: no limit; tests shorten it).
+  int64_t start_window_ns = 0;
   int64_t first_period_ns = 30'000'000'000;
   int64_t scan_interval_ns = 1'000'000'000;
 

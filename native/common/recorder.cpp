@@ -301,8 +301,8 @@ int open_file_locked(Recorder& r, const std::string& path) {
   r.windows.first_period_ns =
       int64_t(env_u64("RLSCOPE_TRACE_PERIOD_MS", 30'000)) * 1'000'000;
   r.windows.window_ns = int64_t(env_u64("RLSCOPE_TRACE_WINDOW_MS", 2'000)) * 1'000'000;
-  r.windows.start_window_ns =
-      int64_t(env_u64("RLSCOPE_TRACE_START_MS", 60'000)) * 1'000'000;
+  r.windows.start_window_ns = int64_t(env_u64("RLSCOPE_TRACE_START_MS", 0)) * 1'000'000;
+  r.windows.start_max_bytes = env_u64("RLSCOPE_TRACE_START_MB", 100) * 1'000'000;
   size_t slash = path.rfind('/');
   r.windows.configure(r.budget_bytes, slash == std::string::npos ? "." : path.substr(0, slash),
                       r.last_flush_ns, int64_t(env_u64("RLSCOPE_RUN_START_NS", 0)));

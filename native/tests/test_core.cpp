@@ -416,6 +416,36 @@ void test_detail_windows_share_the_budget(const std::string& dir) {
   rmdir(d.c_str());
 }
 
+// The start window ends on size only: a sparse run keeps every event however long it
+// runs; a dense one stops at 100 MB of a 1 GB budget (not 25% of it).
+void test_start_window_is_capped_in_bytes(const std::string& dir) {
+  const std::string d = dir + "/rlscope-start-window-test";
+  mkdir(d.c_str(), 0755);
+  const std::string file = d + "/python.1.rlscope";
+  std::ofstream(file, std::ios::trunc).close();
+  const int64_t s = 1'000'000'000;
+  rlscope::DetailWindows sparse;
+  sparse.configure(1'000'000'000, d, s, s);
+  uint64_t own = 0;
+  for (int64_t now = s; now < 600 * s; now += s / 2) {  // 10 minutes at 2 KB/s
+    CHECK(sparse.detail(now, own));
+    own += 1000;
+  }
+  CHECK(sparse.current() == rlscope::DetailWindows::START);
+  rlscope::DetailWindows dense;
+  dense.configure(1'000'000'000, d, s, s);
+  own = 0;
+  int64_t now = s;
+  while (dense.detail(now, own) && own < 400'000'000) {  // 20 MB a flush
+    own += 20'000'000;
+    CHECK(truncate(file.c_str(), off_t(own)) == 0);
+    now += s / 10;
+  }
+  CHECK(own >= 100'000'000 && own <= 100'000'000 + 2 * 20'000'000);
+  std::remove(file.c_str());
+  rmdir(d.c_str());
+}
+
 void test_not_active() {
   rlscope::ThreadState* me = rlscope::current_thread();
   CHECK(!rlscope::is_active());
@@ -435,6 +465,7 @@ int main(int argc, char** argv) {
   test_multithreaded_recording(dir);
   test_chunk_split(dir);
   test_detail_windows_share_the_budget(dir);
+  test_start_window_is_capped_in_bytes(dir);
   test_not_active();
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);

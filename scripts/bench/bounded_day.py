@@ -2,7 +2,7 @@
 "Bounded traces"), without running it: the native writer's output for a simulated
 training loop (make_trace.py's step/update template, one thread) of --hours hours.
 
-Detail windows as the writer opens them (the start window until 25% of the budget or 60 s, then
+Detail windows as the writer opens them (the start window until 25% of the budget or 100 MB, then
 2 s windows at 30 s, 90 s, 210 s, ... of the run (the period doubling), none opened
 past 75% of the budget), every event of the loop inside them; between them the
 aggregate rows of the gap every 5 s (time, calls and events per shadow-stack state, event
@@ -31,7 +31,8 @@ from rlscope.trace import messages
 STEPS_PER_UPDATE = 32
 ROWS_NS = 5_000_000_000  # the writer's row interval
 PROGRESS_NS = 100_000_000  # progress kept in a gap: one per 100 ms
-WINDOW_NS, FIRST_PERIOD_NS, START_NS = 2_000_000_000, 30_000_000_000, 60_000_000_000
+WINDOW_NS, FIRST_PERIOD_NS = 2_000_000_000, 30_000_000_000
+START_MAX_BYTES = 100_000_000  # the writer's start_max_bytes
 T0 = 1_000_000_000
 BASE = T0 + 1000  # the loop's first iteration, after the process start and the phase
 _BEGINS = {fmt.OPERATION_BEGIN, fmt.PHASE_BEGIN, fmt.BACKEND_CALL_BEGIN,
@@ -81,8 +82,8 @@ def windows(hours: float, budget: int, loop: Loop, bytes_per_event: float
     end_ns = int(hours * 3600e9)
     ev_per_ns = loop.per_iter / loop.ns
     used = 0.0
-    start_events = 0.25 * budget / bytes_per_event
-    start_it = min(int(start_events / loop.per_iter), int(START_NS // loop.ns))
+    start_events = min(0.25 * budget, START_MAX_BYTES) / bytes_per_event
+    start_it = int(start_events / loop.per_iter)
     out = [("start", 0, start_it)]
     used += start_it * loop.per_iter * bytes_per_event
     t = start_it * loop.ns
