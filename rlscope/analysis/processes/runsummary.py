@@ -62,12 +62,15 @@ NEVER_IDLE = (fmt.ROLE_MAIN, fmt.ROLE_RAY_ACTOR, fmt.ROLE_RAY_TASK)
 # Sampled CPU after start-up that makes a process busy: this much, and this share of the
 # time it was sampled (rlscope's own threads use ~1-2% of a process that runs Python).
 BUSY_CPU_S, BUSY_SHARE = 0.25, 0.10
+# Services whose CPU is not the program's work (Ray's raylet, dashboard and agents poll
+# all the time): folded whatever they use; the utilisation table still shows it.
+SERVICES = (fmt.ROLE_RAY_HELPER, fmt.ROLE_FORKSERVER, fmt.ROLE_RESOURCE_TRACKER)
 
 
 def is_idle_helper(role: str, t: ProcessTimes, progress_records: int,
                    sampled: tuple[float, float] | None = None) -> bool:
     """``sampled``: (CPU seconds, seconds sampled) after the process's start-up."""
-    busy = sampled is not None and sampled[0] >= BUSY_CPU_S \
+    busy = role not in SERVICES and sampled is not None and sampled[0] >= BUSY_CPU_S \
         and sampled[0] >= BUSY_SHARE * sampled[1]
     return (role not in NEVER_IDLE and t.operation_calls == 0 and t.native_calls == 0
             and t.gpu_activities == 0 and t.operations_ns == 0 and t.gpu_ns == 0
