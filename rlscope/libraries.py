@@ -53,8 +53,6 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     # pool tasks: an operation per item in the workers, with its index (metadata)
     "pool": ("multiprocessing.pool", _RL + "pooltasks:install_pool"),
     "executor": ("concurrent.futures.process", _RL + "pooltasks:install_executor"),
-    "thread-executor": ("concurrent.futures.thread",
-                        _RL + "pooltasks:install_thread_executor"),
     "ray": ("ray", _RL + "ray_workers:install"),  # roles, complete worker traces (metadata)
     "rllib": ("ray.rllib", _RL + "rllib:install"),
 }

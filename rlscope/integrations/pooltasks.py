@@ -1,7 +1,8 @@
-"""Pool and executor tasks: each item a ``multiprocessing.Pool``,
-``concurrent.futures.ProcessPoolExecutor`` or ``ThreadPoolExecutor`` runs, recorded in the
-worker (process or thread) as an operation named after the function, with the item's
-index in the call (docs/multiprocess.md#pools).
+"""Pool and executor tasks: each item a ``multiprocessing.Pool`` (or its ``ThreadPool``)
+or ``concurrent.futures.ProcessPoolExecutor`` runs, recorded in the worker (process or
+thread) as an operation named after the function, with the item's index in the call
+(docs/multiprocess.md#pools). Not ``ThreadPoolExecutor``: libraries use it for their own
+work (Ray's services, gRPC, asyncio), which would fill reports with their tasks.
 
 - **Where.** The submitting process wraps the function in a :class:`Task` (it pickles by
   reference, so it reaches workers started by fork, forkserver and spawn alike) and, for
@@ -216,12 +217,6 @@ def _executor_map(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 def install_executor(process: ModuleType, p: Patcher) -> int:
     return _install_executor(getattr(process, "ProcessPoolExecutor", None), p)
-
-
-def install_thread_executor(thread: ModuleType, p: Patcher) -> int:
-    """ThreadPoolExecutor: its items run in the pool's threads of this process, each an
-    operation on its thread, as a process pool's are in its workers."""
-    return _install_executor(getattr(thread, "ThreadPoolExecutor", None), p)
 
 
 def _install_executor(cls: Any, p: Patcher) -> int:

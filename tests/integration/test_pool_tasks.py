@@ -111,8 +111,9 @@ def test_apply_async_counted(tmp_path: Path) -> None:
 
 
 def test_thread_pool_straggler_named(tmp_path: Path) -> None:
-    """ThreadPoolExecutor: each item an operation on the pool thread that ran it, in the
-    one process; the slow item is named with its bound, as for a process pool."""
+    """multiprocessing's ThreadPool: each item an operation on the pool thread that ran
+    it, in the one process; the slow item is named with its bound, as for a process pool
+    (the pool's two threads are its workers)."""
     out = tmp_path / "run"
     a = record(out, "pool_tasks.py", "threads")
     rows = a.tasks()

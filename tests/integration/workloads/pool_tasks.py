@@ -2,7 +2,7 @@
 sleeps 0.3 s, the others ~0.02 s). argv[1]: pool (multiprocessing.Pool.map, chunksize
 2), imap (Pool.imap_unordered), apply (Pool.apply_async, func by position and by
 keyword), executor (ProcessPoolExecutor.map, chunksize 2, and one submit) or threads
-(ThreadPoolExecutor.map and one submit)."""
+(multiprocessing.pool.ThreadPool.map and one apply_async)."""
 
 import concurrent.futures
 import multiprocessing as mp
@@ -28,9 +28,11 @@ def main() -> None:
             assert ex.submit(slow_square, 3).result() == 9
         return
     if how == "threads":
-        with concurrent.futures.ThreadPoolExecutor(2) as tx:
-            assert list(tx.map(slow_square, range(ITEMS))) == want
-            assert tx.submit(slow_square, 3).result() == 9
+        from multiprocessing.pool import ThreadPool
+
+        with ThreadPool(2) as tp:
+            assert tp.map(slow_square, range(ITEMS)) == want
+            assert tp.apply_async(slow_square, (3,)).get() == 9
         return
     with ctx.Pool(2) as pool:
         if how == "pool":
