@@ -216,10 +216,7 @@ def _executor_map(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install_executor(process: ModuleType, p: Patcher) -> int:
-    return _install_executor(getattr(process, "ProcessPoolExecutor", None), p)
-
-
-def _install_executor(cls: Any, p: Patcher) -> int:
+    cls = getattr(process, "ProcessPoolExecutor", None)
     if not isinstance(cls, type):
         return 0
     return (wrap_method(p, cls, "map", _executor_map, _FLAG)
