@@ -52,7 +52,9 @@ def _calls(report: dict, operation: str) -> int:
 
 def test_budget_bounds_the_directory_and_keeps_counts(tmp_path: Path) -> None:
     out, result, stop = tmp_path / "run", tmp_path / "loop.json", tmp_path / "stop"
-    env = dict(os.environ, RLSCOPE_TRACE_PERIOD_MS="300", RLSCOPE_TRACE_WINDOW_MS="150")
+    # A short window: the loop writes ~12 MB/s of detail on a quiet machine, so a 150 ms
+    # window alone reached the 80% detail cap of this tiny budget and one flush past it.
+    env = dict(os.environ, RLSCOPE_TRACE_PERIOD_MS="300", RLSCOPE_TRACE_WINDOW_MS="30")
     proc = _start(out, result, stop, env)
     try:  # until a periodic window closed (the start window ends on size, first)
         wait_until(lambda: "periodic" in _reasons(_live_metadata(out)), "a periodic window",
@@ -181,9 +183,12 @@ if __name__ == "__main__":
 def test_periodic_windows_line_up_across_processes(tmp_path: Path) -> None:
     script, out, stop = tmp_path / "workers.py", tmp_path / "run", tmp_path / "stop"
     script.write_text(WORKERS)
-    env = dict(os.environ, RLSCOPE_TRACE_PERIOD_MS="1500", RLSCOPE_TRACE_WINDOW_MS="300")
+    # Three dense writers fill ~36 MB/s on a quiet machine: the window and the budget leave
+    # the periodic window well under the 80% detail cap, which would cut it short (and
+    # differently in each process).
+    env = dict(os.environ, RLSCOPE_TRACE_PERIOD_MS="1500", RLSCOPE_TRACE_WINDOW_MS="100")
     cmd = [sys.executable, "-m", "rlscope.cli.prof", "-o", str(out), "-q",
-           "--trace-budget", "20MB", "--", sys.executable, str(script), str(stop)]
+           "--trace-budget", "40MB", "--", sys.executable, str(script), str(stop)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
