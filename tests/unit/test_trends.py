@@ -129,3 +129,44 @@ def test_metrics_table() -> None:
     m = trends.metric_table([(100, 0, md)], t0=0)
     assert m[["timesteps", "name", "value"]].values.tolist() == [
         [8, "reward", 1.5], [16, "loss", 0.1], [16, "reward", 2.5]]
+
+
+def test_aggregated_rows_shared_in_blocks_add_up_the_same(monkeypatch) -> None:
+    """A bounded trace's aggregate rows are shared out over the intervals a block of rows
+    at a time (memory): blocks of 7 rows give exactly what one block gives, and the
+    shares add up to the rows."""
+    from rlscope.analysis.engine import trendsums
+    from rlscope.analysis.engine.trendbins import TrendGrid
+
+    rng = np.random.default_rng(3)
+    edges = np.arange(0, 11 * 100 * MS, 100 * MS, dtype=np.int64)
+    steps = np.cumsum(rng.integers(1, 50, len(edges))).astype(np.int64)
+
+    totals = {"ns": 0, "calls": 0}
+
+    def run() -> dict[str, np.ndarray]:
+        totals.update(ns=0, calls=0)
+        s = trendsums.TrendSums(TrendGrid(edges, steps), int(edges[-1]))
+        begins = np.array([50 * MS, 400 * MS], np.int64)
+        ends = np.array([300 * MS, 900 * MS], np.int64)
+        s.gap_times(0, np.r_[begins, ends],
+                    np.r_[[fmt.AGGREGATED_BEGIN] * 2, [fmt.AGGREGATED_END] * 2])
+        for gap, (g0, g1) in enumerate(zip(begins, ends, strict=True)):
+            writes = np.sort(rng.integers(g0, g1, 30))
+            for i, u in enumerate(writes):
+                cat, ns, calls = -1 if i % 4 == 0 else i % 5, int(rng.integers(1, 10**7)), \
+                    int(rng.integers(1, 100))
+                s.gap_row(0, gap, 0, 1 + i % 3, cat, ns, calls, int(u))
+                totals["calls" if cat < 0 else "ns"] += calls if cat < 0 else ns
+        return s.result(1, 4)
+
+    state = rng.bit_generator.state
+    whole = run()
+    monkeypatch.setattr(trendsums, "_ROWS", 7)
+    rng.bit_generator.state = state
+    blocks = run()
+    assert whole.keys() == blocks.keys()
+    for k in whole:
+        np.testing.assert_array_equal(whole[k], blocks[k])
+    assert int(blocks["trend_call_n"].sum()) == totals["calls"]  # calls rounded to add up
+    assert abs(float(blocks["trend_ns"].sum()) - totals["ns"]) <= 2 * len(edges) * 60

@@ -13,6 +13,7 @@ from rlscope.analysis.engine.trendbins import TrendGrid
 from rlscope.trace import format as fmt
 
 _BLOCK = 1 << 16  # pieces per block of the sums (bounds their temporaries)
+_ROWS = 1 << 12  # aggregate rows shared out at a time (bounds the [row, interval] shares)
 
 
 class TrendSums:
@@ -81,6 +82,7 @@ class TrendSums:
         for t, g, u in r[:, [0, 1, 7]].tolist():
             writes.setdefault((t, g), []).append(u)
         writes = {k: sorted(set(v)) for k, v in writes.items()}
+        at = {k: {u: i for i, u in enumerate(v)} for k, v in writes.items()}  # u's index
         end = self.span_end_ns
         for i, (t, g, u) in enumerate(r[:, [0, 1, 7]].tolist()):
             begins, ends = self._gap_edges.get(t, ([], []))
@@ -90,9 +92,15 @@ class TrendSums:
                 lo[i], hi[i] = g0, g1
                 continue
             w = writes[(t, g)]
-            k = w.index(u)
+            k = at[(t, g)][u]
             hi[i] = min(max(u, g0), g1)
             lo[i] = min(max(w[k - 1] if k > 0 else g0, g0), hi[i])
+        # In blocks of rows: the shares are a [row, interval] matrix (a day's 190k rows
+        # x 100 intervals took 1.5 GB whole).
+        for i0 in range(0, len(r), _ROWS):
+            self._share_block(r[i0:i0 + _ROWS], lo[i0:i0 + _ROWS], hi[i0:i0 + _ROWS])
+
+    def _share_block(self, r: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
         frac = self._fractions(lo, hi)
         time = r[:, 4] >= 0
         ri, bi = np.nonzero(frac * time[:, None])
