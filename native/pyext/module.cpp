@@ -474,6 +474,216 @@ PyObject* py_in_operation(PyObject*, PyObject* name) {
   Py_RETURN_FALSE;
 }
 
+// ------------------------------------------------------------------ OpWrapper
+// A transparent callable that runs its function inside an operation unless one of that
+// name is open on the thread (the integrations' zero-code operations: a vector env's
+// step, a policy's forward). The Python twin is rlscope.integrations.marked; this one
+// costs no Python frame per call (an EnvPool step went through three Python wrappers,
+// ~20k instructions). Optionally, per instance (args[0]), a first-use callback runs
+// once while recording: it must set `key` in the instance's __dict__.
+
+struct OpWrapperObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* wrapped;
+  PyObject* name;       // the operation (str)
+  PyObject* first_use;  // callable(self) or nullptr
+  PyObject* key;        // str: set in self.__dict__ once seen, or nullptr
+  PyObject* dict;       // attributes set on the wrapper (never on the wrapped function)
+  PyObject* weakrefs;
+  uint32_t name_id;
+};
+
+// Whether `self` needs its first-use callback (not seen yet); -1 on error.
+int needs_first_use(OpWrapperObject* w, PyObject* self) {
+  PyObject** dp = _PyObject_GetDictPtr(self);
+  if (dp == nullptr) return 0;  // no instance dict: nothing can mark it, never call
+  if (*dp == nullptr) return 1;
+  PyObject* hit = PyDict_GetItemWithError(*dp, w->key);
+  if (hit) return 0;
+  return PyErr_Occurred() ? -1 : 1;
+}
+
+PyObject* opwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                               PyObject* kwnames) {
+  auto* w = reinterpret_cast<OpWrapperObject*>(self);
+  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+    return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+  }
+  if (w->first_use && PyVectorcall_NARGS(nargsf) > 0) {
+    int need = needs_first_use(w, args[0]);
+    if (need < 0) return nullptr;
+    if (need) {
+      PyObject* r = PyObject_CallOneArg(w->first_use, args[0]);
+      if (!r) return nullptr;
+      Py_DECREF(r);
+    }
+  }
+  ThreadState* t = thread_state();
+  bool pushed = false;
+  if (rlscope::begin_event(t)) {
+    bool open = false;
+    for (uint32_t i = 0; i < t->depth && !open; ++i) {
+      open = t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == w->name_id;
+    }
+    pushed = !open && rlscope::push(t, rlscope::OPERATION_BEGIN, w->name_id) == rlscope::OK;
+  }
+  PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+  if (pushed &&
+      rlscope::exit_innermost(t, rlscope::OPERATION_BEGIN, w->name_id) == rlscope::NOT_ON_STACK) {
+    // Scopes left open inside the call (or a recording restarted in it): closed with it.
+    std::vector<rlscope::StackEntry> unwound;
+    rlscope::exit_scope_slow(t, rlscope::OPERATION_BEGIN, w->name_id, &unwound);
+  }
+  return r;
+}
+
+int opwrapper_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* w = reinterpret_cast<OpWrapperObject*>(self);
+  Py_VISIT(w->wrapped);
+  Py_VISIT(w->first_use);
+  Py_VISIT(w->dict);
+  return 0;
+}
+
+int opwrapper_clear(PyObject* self) {
+  auto* w = reinterpret_cast<OpWrapperObject*>(self);
+  Py_CLEAR(w->wrapped);
+  Py_CLEAR(w->first_use);
+  Py_CLEAR(w->dict);
+  return 0;
+}
+
+void opwrapper_dealloc(PyObject* self) {
+  auto* w = reinterpret_cast<OpWrapperObject*>(self);
+  PyObject_GC_UnTrack(self);
+  if (w->weakrefs) PyObject_ClearWeakRefs(self);
+  Py_CLEAR(w->wrapped);
+  Py_CLEAR(w->first_use);
+  Py_CLEAR(w->dict);
+  Py_CLEAR(w->name);
+  Py_CLEAR(w->key);
+  PyObject_GC_Del(self);
+}
+
+PyObject* g_opwrapper_own = nullptr;  // frozenset of attribute names the wrapper answers
+
+// Its own attributes, then those set on it, then the wrapped function's (__name__,
+// __doc__, __qualname__, __module__...), as functools.wraps would show them.
+PyObject* opwrapper_getattro(PyObject* self, PyObject* name) {
+  auto* w = reinterpret_cast<OpWrapperObject*>(self);
+  int own = PySet_Contains(g_opwrapper_own, name);
+  if (own < 0) return nullptr;
+  if (own) return PyObject_GenericGetAttr(self, name);
+  if (w->dict) {
+    PyObject* v = PyDict_GetItemWithError(w->dict, name);
+    if (v) return Py_NewRef(v);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  return PyObject_GetAttr(w->wrapped, name);
+}
+
+int opwrapper_setattro(PyObject* self, PyObject* name, PyObject* value) {
+  auto* w = reinterpret_cast<OpWrapperObject*>(self);
+  int own = PySet_Contains(g_opwrapper_own, name);
+  if (own < 0) return -1;
+  if (own) return PyObject_GenericSetAttr(self, name, value);  // read-only: raises
+  if (!w->dict && !(w->dict = PyDict_New())) return -1;
+  if (value) return PyDict_SetItem(w->dict, name, value);
+  if (PyDict_DelItem(w->dict, name) < 0) {
+    PyErr_Format(PyExc_AttributeError, "%U", name);
+    return -1;
+  }
+  return 0;
+}
+
+PyObject* opwrapper_repr(PyObject* self) {
+  return PyObject_Repr(reinterpret_cast<OpWrapperObject*>(self)->wrapped);
+}
+
+PyObject* opwrapper_reduce_ex(PyObject* self, PyObject* protocol) {
+  PyObject* wrapped = reinterpret_cast<OpWrapperObject*>(self)->wrapped;
+  if (PyFunction_Check(wrapped)) return PyObject_GetAttrString(wrapped, "__qualname__");
+  return PyObject_CallMethod(wrapped, "__reduce_ex__", "O", protocol);
+}
+
+PyMethodDef opwrapper_methods[] = {
+    {"__reduce_ex__", opwrapper_reduce_ex, METH_O, "Pickle as the wrapped object."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef opwrapper_members[] = {
+    {"__wrapped__", T_OBJECT_EX, offsetof(OpWrapperObject, wrapped), READONLY,
+     "the wrapped callable"},
+    {"_rlscope_op", T_OBJECT_EX, offsetof(OpWrapperObject, name), READONLY,
+     "the operation its calls run in"},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyTypeObject OpWrapperType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+PyTypeObject MethodOpWrapperType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+void init_opwrapper_type(PyTypeObject* t, const char* name, bool method) {
+  t->tp_name = name;
+  t->tp_basicsize = sizeof(OpWrapperObject);
+  t->tp_dealloc = opwrapper_dealloc;
+  t->tp_vectorcall_offset = offsetof(OpWrapperObject, vectorcall);
+  t->tp_call = PyVectorcall_Call;
+  t->tp_repr = opwrapper_repr;
+  t->tp_getattro = opwrapper_getattro;
+  t->tp_setattro = opwrapper_setattro;
+  t->tp_traverse = opwrapper_traverse;
+  t->tp_clear = opwrapper_clear;
+  t->tp_weaklistoffset = offsetof(OpWrapperObject, weakrefs);
+  t->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+  if (method) {
+    t->tp_flags |= Py_TPFLAGS_METHOD_DESCRIPTOR;
+    t->tp_descr_get = methodwrapper_descr_get;
+  }
+  t->tp_doc = "rlscope operation wrapper: runs __wrapped__ inside the operation "
+              "_rlscope_op unless one of that name is open on the thread.";
+  t->tp_methods = opwrapper_methods;
+  t->tp_members = opwrapper_members;
+}
+
+// wrap_operation(func, name, first_use=None, key=None) -> OpWrapper or MethodOpWrapper
+PyObject* py_wrap_operation(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"func", "name", "first_use", "key", nullptr};
+  PyObject *func, *name, *first_use = Py_None, *key = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OU|OO:wrap_operation",
+                                   const_cast<char**>(kw), &func, &name, &first_use, &key)) {
+    return nullptr;
+  }
+  if (!PyCallable_Check(func)) {
+    PyErr_Format(PyExc_TypeError, "wrap_operation(): %.100s object is not callable",
+                 Py_TYPE(func)->tp_name);
+    return nullptr;
+  }
+  if ((first_use == Py_None) != (key == Py_None) ||
+      (first_use != Py_None && (!PyCallable_Check(first_use) || !PyUnicode_Check(key)))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "wrap_operation(): first_use (callable) and key (str) go together");
+    return nullptr;
+  }
+  PyObject* scope = get_scope(rlscope::OPERATION_BEGIN, name);  // checks and interns
+  if (!scope) return nullptr;
+  uint32_t id = reinterpret_cast<ScopeObject*>(scope)->name_id;
+  Py_DECREF(scope);
+  bool method = Py_TYPE(func)->tp_descr_get != nullptr;
+  auto* w = PyObject_GC_New(OpWrapperObject, method ? &MethodOpWrapperType : &OpWrapperType);
+  if (!w) return nullptr;
+  w->vectorcall = opwrapper_vectorcall;
+  w->wrapped = Py_NewRef(func);
+  w->name = Py_NewRef(name);
+  w->first_use = first_use == Py_None ? nullptr : Py_NewRef(first_use);
+  w->key = key == Py_None ? nullptr : Py_NewRef(key);
+  w->dict = nullptr;
+  w->weakrefs = nullptr;
+  w->name_id = id;
+  PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
+  return reinterpret_cast<PyObject*>(w);
+}
+
 // ------------------------------------------------------------------ functions
 
 PyObject* py_configure(PyObject*, PyObject* args) {
@@ -826,6 +1036,11 @@ PyMethodDef module_methods[] = {
     {"wrap", py_wrap, METH_VARARGS,
      "wrap(func, category, name): a transparent wrapper recording calls of func as "
      "category 0 (backend) or 1 (simulator) under name."},
+    {"wrap_operation", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_wrap_operation)),
+     METH_VARARGS | METH_KEYWORDS,
+     "wrap_operation(func, name, first_use=None, key=None): func run inside operation name "
+     "unless one of that name is open on the thread; first_use(self) once per instance "
+     "(until it sets key in self.__dict__) while recording."},
     {"in_operation", py_in_operation, METH_O,
      "in_operation(name): True if an operation of that name is open on this thread."},
     {nullptr, nullptr, 0, nullptr},
@@ -847,6 +1062,15 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyType_Ready(&CallWrapperType) < 0 || PyType_Ready(&MethodCallWrapperType) < 0) {
     return nullptr;
   }
+  init_opwrapper_type(&OpWrapperType, "rlscope._native.OpWrapper", false);
+  init_opwrapper_type(&MethodOpWrapperType, "rlscope._native.MethodOpWrapper", true);
+  if (PyType_Ready(&OpWrapperType) < 0 || PyType_Ready(&MethodOpWrapperType) < 0) {
+    return nullptr;
+  }
+  g_opwrapper_own = Py_BuildValue("[sssss]", "__wrapped__", "_rlscope_op", "__reduce_ex__",
+                                  "__get__", "__call__");
+  if (g_opwrapper_own) Py_SETREF(g_opwrapper_own, PyFrozenSet_New(g_opwrapper_own));
+  if (!g_opwrapper_own) return nullptr;
   g_own_attrs = Py_BuildValue("[sssssss]", "__wrapped__", "__reduce_ex__", "__reduce__",
                               "_rlscope_name", "_rlscope_category", "__get__", "__call__");
   if (g_own_attrs) Py_SETREF(g_own_attrs, PyFrozenSet_New(g_own_attrs));

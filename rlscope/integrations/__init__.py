@@ -6,28 +6,21 @@ patcher and import hook, never its ``enable``/``disable`` (that package's ``__in
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
-from rlscope import annotate
-from rlscope.intercept.patch import Patcher, raw_lookup
+from rlscope.intercept.patch import Patcher, raw_lookup, recorder_op_wrap
 
 
-def marked(func: Callable[..., Any], op: str) -> Callable[..., Any]:
+def marked(func: Callable[..., Any], op: str,
+           first_use: Callable[[Any], Any] | None = None,
+           key: str | None = None) -> Callable[..., Any]:
     """``func`` run inside operation ``op``, unless ``op`` is already open on this thread
-    (the user annotated it, or an outer marked call did) or nothing is recorded."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        rec = annotate.active_recorder()
-        if rec is None or rec.in_operation(op):
-            return func(*args, **kwargs)
-        with rec.operation(op):
-            return func(*args, **kwargs)
-
-    wrapper._rlscope_op = op  # type: ignore[attr-defined]
-    return wrapper
+    (the user annotated it, or an outer marked call did) or nothing is recorded; with
+    ``first_use``, ``first_use(self)`` runs once per instance while recording (it sets
+    ``key`` in ``self.__dict__``). The recorder's own wrapper: the native one adds no
+    Python frame to the call."""
+    return recorder_op_wrap()(func, op, first_use=first_use, key=key)
 
 
 def mark_method(p: Patcher, cls: type, attr: str, op: str) -> bool:

@@ -24,7 +24,6 @@ recorded per env.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import sys
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from rlscope import annotate
-from rlscope.integrations import wrap_method
+from rlscope.integrations import marked, wrap_method
 from rlscope.intercept.patch import SIMULATOR, WAIT, Patcher, native_method, recorder_wrap
 
 OP = "simulation"
@@ -107,19 +106,15 @@ def _config(env: Any) -> dict[str, Any]:
 
 
 def _simulation(func: Callable[..., Any], pools: _Pools) -> Callable[..., Any]:
-    @functools.wraps(func)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        rec = annotate.active_recorder()
-        if rec is None:
-            return func(self, *args, **kwargs)
-        if _KEY not in self.__dict__:
-            pools.seen(self, rec)
-        if rec.in_operation(OP):
-            return func(self, *args, **kwargs)
-        with rec.operation(OP):
-            return func(self, *args, **kwargs)
+    """``func`` as the ``simulation`` operation (the recorder's native wrapper: no Python
+    frame per vector step); a pool is seen at its first call while recording."""
 
-    return wrapper
+    def first_use(env: Any) -> None:
+        rec = annotate.active_recorder()
+        if rec is not None:
+            pools.seen(env, rec)
+
+    return marked(func, OP, first_use=first_use, key=_KEY)
 
 
 def install(envpool: ModuleType, p: Patcher) -> int:

@@ -53,22 +53,32 @@ def _wrappable() -> tuple[type, ...]:
     return _wrappable_types
 
 
-def recorder_wrap() -> Callable[[Any, int, str], Any]:
-    """``wrap(func, category, name)`` of the recorder in use (native unless the Python
-    recorder is recording)."""
+def _recorder_in_use() -> Any:
+    """The recorder module in use: the active one, else native unless it is missing."""
     from rlscope import annotate
 
     rec = annotate.active_recorder()
     if rec is not None:
-        return rec.wrap
+        return rec
     try:
         from rlscope import _native
 
-        return _native.wrap
+        return _native
     except ImportError:
         from rlscope.recorder import pyrecorder
 
-        return pyrecorder.wrap
+        return pyrecorder
+
+
+def recorder_wrap() -> Callable[[Any, int, str], Any]:
+    """``wrap(func, category, name)`` of the recorder in use (native unless the Python
+    recorder is recording)."""
+    return _recorder_in_use().wrap
+
+
+def recorder_op_wrap() -> Callable[..., Any]:
+    """``wrap_operation(func, name, first_use=None, key=None)`` of the recorder in use."""
+    return _recorder_in_use().wrap_operation
 
 
 def is_wrapper(obj: Any) -> bool:

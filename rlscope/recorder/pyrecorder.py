@@ -11,6 +11,7 @@ thread drains the deques into chunks.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import threading
 import time
@@ -585,6 +586,33 @@ def wrap(func: Callable[..., Any], category: int, name: str) -> Any:
                          f"or 3 (mark), not {category}")
     cls = _MethodCallWrapper if hasattr(type(func), "__get__") else _CallWrapper
     return cls(func, category, name)
+
+
+def wrap_operation(func: Callable[..., Any], name: str,
+                   first_use: Callable[[Any], Any] | None = None,
+                   key: str | None = None) -> Callable[..., Any]:
+    """``func`` run inside operation ``name`` unless one of that name is open on the
+    thread; ``first_use(self)`` once per instance while recording (until it sets ``key``
+    in ``self.__dict__``). The native recorder's OpWrapper, in Python."""
+    if not callable(func):
+        raise TypeError(f"wrap_operation(): {type(func).__name__} object is not callable")
+    if (first_use is None) != (key is None):
+        raise TypeError("wrap_operation(): first_use (callable) and key (str) go together")
+    scope = operation(name)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _rec is None:
+            return func(*args, **kwargs)
+        if first_use is not None and args and key not in getattr(args[0], "__dict__", (key,)):
+            first_use(args[0])
+        if in_operation(name):
+            return func(*args, **kwargs)
+        with scope:
+            return func(*args, **kwargs)
+
+    wrapper._rlscope_op = name  # type: ignore[attr-defined]
+    return wrapper
 
 
 def in_operation(name: str) -> bool:

@@ -127,3 +127,85 @@ def test_rejects_bad_arguments(recorder: str):
         wrap(42, BACKEND, "x")
     with pytest.raises(ValueError):
         wrap(len, 7, "x")
+
+
+# -- the operation wrapper (native OpWrapper and its Python twin) --------------------------
+
+def op_wrap_fn(recorder: str):
+    if recorder == "native":
+        from rlscope import _native
+
+        return _native.wrap_operation
+    from rlscope.recorder import pyrecorder
+
+    return pyrecorder.wrap_operation
+
+
+def ops(out: Path) -> list[tuple[str, str]]:
+    (p,) = read_trace(out).processes
+    return [(fmt.KIND_NAMES[int(k)], p.strings[int(n)]) for k, n in
+            zip(p.events.kind, p.events.name, strict=True)
+            if int(k) in (fmt.OPERATION_BEGIN, fmt.OPERATION_END)]
+
+
+class Env:
+    def step(self, a: int, *, scale: int = 1) -> int:
+        """Step it."""
+        if a < 0:
+            raise ValueError("negative")
+        return a * scale
+
+
+def test_operation_wrapper_is_transparent_and_binds(recorder: str):
+    raw = Env.__dict__["step"]
+    w = op_wrap_fn(recorder)(raw, "simulation")
+    assert w.__wrapped__ is raw and w._rlscope_op == "simulation"
+    assert w.__name__ == "step" and w.__doc__ == "Step it."
+
+    class E(Env):
+        step = w
+
+    assert E().step(3, scale=2) == 6 and E.step(E(), 2) == 2
+    with pytest.raises(ValueError):
+        E().step(-1)
+    w.flag = True  # attributes set on the wrapper stay on it
+    assert w.flag is True and not hasattr(raw, "flag")
+    if recorder == "native":
+        with pytest.raises(AttributeError):
+            w.__wrapped__ = len  # read-only
+    with pytest.raises(TypeError):
+        op_wrap_fn(recorder)(42, "simulation")
+    with pytest.raises(TypeError):
+        op_wrap_fn(recorder)(raw, "simulation", first_use=print)  # and no key
+
+
+def test_operation_wrapper_records_unless_open(recorder: str, recording: Path):
+    seen: list[object] = []
+
+    def first(env: object) -> None:
+        seen.append(env)
+        env.__dict__["_seen"] = True
+
+    class E(Env):
+        step = op_wrap_fn(recorder)(Env.__dict__["step"], "simulation", first_use=first,
+                                    key="_seen")
+
+    a, b = E(), E()
+    a.step(1)
+    with pytest.raises(ValueError):
+        a.step(-1)  # the END is recorded all the same
+    with rlscope.operation("simulation"):
+        b.step(1)  # open already: not again
+    with rlscope.operation("inference"):
+        a.step(2)
+    rlscope.stop()
+    a.step(3)  # not recording: forwarded, nothing recorded, no first use
+    assert seen == [a, b]
+    assert ops(recording) == [
+        ("OPERATION_BEGIN", "simulation"), ("OPERATION_END", "simulation"),
+        ("OPERATION_BEGIN", "simulation"), ("OPERATION_END", "simulation"),
+        ("OPERATION_BEGIN", "simulation"), ("OPERATION_END", "simulation"),
+        ("OPERATION_BEGIN", "inference"),
+        ("OPERATION_BEGIN", "simulation"), ("OPERATION_END", "simulation"),
+        ("OPERATION_END", "inference"),
+    ]

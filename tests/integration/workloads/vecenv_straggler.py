@@ -1,7 +1,7 @@
 """A vector env with a planted straggler, unmodified for rlscope (no rlscope import).
 
 Every env is wrapped in a user wrapper whose ``step`` busy-loops (not sleeps) ~2 ms, and
-in env STRAGGLER takes 20 ms in a fifth of its steps: the extra 18 ms slept, so the planted
+in env STRAGGLER takes 40 ms in 30% of its steps: the extra 38 ms slept, so the planted
 straggler stands out by as much on a loaded machine, where other processes stretch every
 env's busy loop by their own share of the cores. Each env measures its own step commands
 and writes them to OUT/truth.<index>.json when closed: the ground truth rlscope's
@@ -30,7 +30,7 @@ OUT = sys.argv[2]
 STEPS = int(sys.argv[3]) if len(sys.argv) > 3 else 150
 ENVS = int(sys.argv[4]) if len(sys.argv) > 4 else 4
 STRAGGLER = int(sys.argv[5]) if len(sys.argv) > 5 else 2
-BASE_S, SLOW_S, SLOW_P = 0.002, 0.020, 0.2
+BASE_S, SLOW_S, SLOW_P = 0.002, 0.040, 0.3
 START = os.environ.get("VECENV_START_METHOD") or None
 
 
