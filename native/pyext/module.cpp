@@ -352,10 +352,13 @@ PyObject* methodwrapper_descr_get(PyObject* self, PyObject* obj, PyObject*) {
 
 // Pickles as the original does: builtins and functions reduce to their global
 // name, which pickle resolves (and checks) through the patched module.
-PyObject* callwrapper_reduce_ex(PyObject* self, PyObject* protocol) {
-  PyObject* wrapped = reinterpret_cast<CallWrapperObject*>(self)->wrapped;
+PyObject* reduce_as(PyObject* wrapped, PyObject* protocol) {
   if (PyFunction_Check(wrapped)) return PyObject_GetAttrString(wrapped, "__qualname__");
   return PyObject_CallMethod(wrapped, "__reduce_ex__", "O", protocol);
+}
+
+PyObject* callwrapper_reduce_ex(PyObject* self, PyObject* protocol) {
+  return reduce_as(reinterpret_cast<CallWrapperObject*>(self)->wrapped, protocol);
 }
 
 PyObject* callwrapper_reduce(PyObject* self, PyObject*) {
@@ -400,12 +403,28 @@ PyObject* unwrap_all(PyObject* o) {
   return o;
 }
 
-void init_callwrapper_type(PyTypeObject* t, const char* name, bool method) {
+// What every forwarding wrapper type has: vectorcall, GC, weak references, and for
+// descriptors that bind as methods, the same binding (Py_TPFLAGS_METHOD_DESCRIPTOR).
+void init_forwarding_type(PyTypeObject* t, const char* name, bool method,
+                          Py_ssize_t basicsize, Py_ssize_t vectorcall_offset,
+                          Py_ssize_t weaklist_offset) {
   t->tp_name = name;
-  t->tp_basicsize = sizeof(CallWrapperObject);
-  t->tp_dealloc = callwrapper_dealloc;
-  t->tp_vectorcall_offset = offsetof(CallWrapperObject, vectorcall);
+  t->tp_basicsize = basicsize;
+  t->tp_vectorcall_offset = vectorcall_offset;
   t->tp_call = PyVectorcall_Call;
+  t->tp_weaklistoffset = weaklist_offset;
+  t->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+  if (method) {
+    t->tp_flags |= Py_TPFLAGS_METHOD_DESCRIPTOR;
+    t->tp_descr_get = methodwrapper_descr_get;
+  }
+}
+
+void init_callwrapper_type(PyTypeObject* t, const char* name, bool method) {
+  init_forwarding_type(t, name, method, sizeof(CallWrapperObject),
+                       offsetof(CallWrapperObject, vectorcall),
+                       offsetof(CallWrapperObject, weakrefs));
+  t->tp_dealloc = callwrapper_dealloc;
   t->tp_repr = callwrapper_repr;
   t->tp_hash = callwrapper_hash;
   t->tp_richcompare = callwrapper_richcompare;
@@ -413,12 +432,6 @@ void init_callwrapper_type(PyTypeObject* t, const char* name, bool method) {
   t->tp_setattro = callwrapper_setattro;
   t->tp_traverse = callwrapper_traverse;
   t->tp_clear = callwrapper_clear;
-  t->tp_weaklistoffset = offsetof(CallWrapperObject, weakrefs);
-  t->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
-  if (method) {
-    t->tp_flags |= Py_TPFLAGS_METHOD_DESCRIPTOR;
-    t->tp_descr_get = methodwrapper_descr_get;
-  }
   t->tp_doc = "rlscope call wrapper: records the call (outermost per category) and "
               "forwards it to __wrapped__.";
   t->tp_methods = callwrapper_methods;
@@ -602,9 +615,7 @@ PyObject* opwrapper_repr(PyObject* self) {
 }
 
 PyObject* opwrapper_reduce_ex(PyObject* self, PyObject* protocol) {
-  PyObject* wrapped = reinterpret_cast<OpWrapperObject*>(self)->wrapped;
-  if (PyFunction_Check(wrapped)) return PyObject_GetAttrString(wrapped, "__qualname__");
-  return PyObject_CallMethod(wrapped, "__reduce_ex__", "O", protocol);
+  return reduce_as(reinterpret_cast<OpWrapperObject*>(self)->wrapped, protocol);
 }
 
 PyMethodDef opwrapper_methods[] = {
@@ -624,22 +635,15 @@ PyTypeObject OpWrapperType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 PyTypeObject MethodOpWrapperType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 void init_opwrapper_type(PyTypeObject* t, const char* name, bool method) {
-  t->tp_name = name;
-  t->tp_basicsize = sizeof(OpWrapperObject);
+  init_forwarding_type(t, name, method, sizeof(OpWrapperObject),
+                       offsetof(OpWrapperObject, vectorcall),
+                       offsetof(OpWrapperObject, weakrefs));
   t->tp_dealloc = opwrapper_dealloc;
-  t->tp_vectorcall_offset = offsetof(OpWrapperObject, vectorcall);
-  t->tp_call = PyVectorcall_Call;
   t->tp_repr = opwrapper_repr;
   t->tp_getattro = opwrapper_getattro;
   t->tp_setattro = opwrapper_setattro;
   t->tp_traverse = opwrapper_traverse;
   t->tp_clear = opwrapper_clear;
-  t->tp_weaklistoffset = offsetof(OpWrapperObject, weakrefs);
-  t->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
-  if (method) {
-    t->tp_flags |= Py_TPFLAGS_METHOD_DESCRIPTOR;
-    t->tp_descr_get = methodwrapper_descr_get;
-  }
   t->tp_doc = "rlscope operation wrapper: runs __wrapped__ inside the operation "
               "_rlscope_op unless one of that name is open on the thread.";
   t->tp_methods = opwrapper_methods;
