@@ -237,8 +237,9 @@ class _Vec:
         self.sampled: _Sampled | None = None
 
 
+# Kept across fork, as the instance attribute was: a forked copy (the calibration's
+# chunk copies) steps the same vector env and records it the same way.
 _vecs: dict[int, _Vec] = {}
-os.register_at_fork(after_in_child=_vecs.clear)  # a child holds none of them
 
 
 def _vec(self: Any) -> _Vec | None:
