@@ -53,6 +53,7 @@ CHUNK_VARIABLES = (CHUNK_DIR, CHUNK_CONFIGS, CHUNK_S, MAX_CHUNKS, CHUNK_SLICE_S)
 # Read by rls-prof.
 CUDA_LIBRARY = "RLSCOPE_CUDA_LIBRARY"  # use this collector library instead of the bundled one
 NVML_LIBRARY = "RLSCOPE_NVML_LIBRARY"  # the sampler's libnvidia-ml (default libnvidia-ml.so.1)
+GPM_HZ = "RLSCOPE_GPM_HZ"  # the sampler's NVML GPM samples per second (default 1; 0: none)
 # Seconds to wait, after the command exits, for the processes it started (default 10).
 DESCENDANTS_WAIT = "RLSCOPE_DESCENDANTS_WAIT_S"
 

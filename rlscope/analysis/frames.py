@@ -18,6 +18,9 @@ from rlscope.analysis import warmup as warm
 from rlscope.analysis.engine import categories as C
 from rlscope.analysis.engine.compiles import is_compile_key
 from rlscope.analysis.engine.paths import (
+    STARTUP,
+    STARTUP_ID,
+    STARTUP_IMPORTS_ID,
     UNANNOTATED,
     NameTable,
     PathTable,
@@ -326,9 +329,12 @@ class Analysis:
         mean occupancy; NaN without GPM). NVML's readings are device-wide (other processes
         on the GPU count too)."""
 
-        b = self.breakdown(by=("pid", "session", "phase", "category", "region"))
+        b = self._fine()
         cpu_names = [C.CATEGORY_NAMES[c] for c in C.CPU_CATEGORIES if c != C.WAITING]
         b = b[b["category"].isin(cpu_names) & (b["region"] != C.REGION_NAMES[C.GPU_ONLY])]
+        # The main thread's start-up is a row of its own (contrast's startup_ns).
+        b = b.assign(phase=b["phase"].where(
+            ~b["path_id"].isin([STARTUP_ID, STARTUP_IMPORTS_ID]), STARTUP))
         cpu = b.groupby(["pid", "session", "phase"])["seconds"].sum()
         by_process = {k: g.droplevel([0, 1]).to_dict()
                       for k, g in cpu.groupby(level=[0, 1], sort=False)}
@@ -337,7 +343,7 @@ class Analysis:
                                  self.process_names(), strict=True):
             rows += [dict(row, session=n) for row in contrast(
                 r.pid, name, r.span, r.phase_times, r.phase_ids, self.phases.names,
-                by_process.get((r.pid, n), {}), m.gpu_truth, self.samples)]
+                by_process.get((r.pid, n), {}), m.gpu_truth, self.samples, r.startup_ns)]
         return contrast_frame(rows)
 
     def utilisation_over_time(self) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """What rls-prof's utilisation sampler costs.
 
     python scripts/bench/sampler_overhead.py [--rounds 10] [--seconds 3] [--hz 10]
-                                             [--nvml fake|real|none]
+                                             [--nvml fake|real|none] [--gpm-hz HZ]
 
 1. Its own CPU time, as a share of one core at the steady rate (after its start: loading
    NVML and a first tick that reads every process once, reported apart, in ms): the
@@ -10,6 +10,8 @@
    ``--seconds`` at ``--hz``, reading GPUs through the fake libnvidia-ml of tests/cuda
    (one GPU; the default, when a C compiler is there), the driver's (``--nvml real``, on
    a GPU machine) or none; its thread CPU time over wall time, median over rounds.
+   ``--gpm-hz``: NVML GPM samples per second where the GPU offers them (default: the
+   sampler's, rlscope.launch.sampler.GPM_HZ; 0: none; the tick rate: every tick).
 2. Inflation: a fixed CPU-bound Python loop (timed inside the workload) under
    ``rls-prof --no-sample`` and under ``rls-prof`` (sampling at ``--hz``), interleaved
    (order alternating per round); the median of per-round ratios sampled / not sampled.
@@ -53,15 +55,15 @@ def fake_nvml(tmp: str) -> str | None:
         return None
 
 
-def sampler_cost(n_procs: int, seconds: float, hz: float, out: str, nvml: str | None
-                 ) -> tuple[float, float]:
+def sampler_cost(n_procs: int, seconds: float, hz: float, out: str, nvml: str | None,
+                 gpm_hz: float) -> tuple[float, float]:
     """(% of one core the sampler thread used at its steady rate while sampling n_procs
     processes, ms of CPU its start took)."""
     from rlscope.launch.descendants import children
     from rlscope.launch.sampler import Sampler
 
     before = set(children(os.getpid()))
-    s = Sampler(out, hz, before, nvml_library=nvml)
+    s = Sampler(out, hz, before, nvml_library=nvml, gpm_hz=gpm_hz)
     kids = [subprocess.Popen(["sleep", str(seconds + 5)]) for _ in range(n_procs)]
     try:
         s.start()
@@ -92,7 +94,11 @@ def main() -> None:
     ap.add_argument("--hz", type=float, default=10.0)
     ap.add_argument("--iters", type=int, default=20_000_000)
     ap.add_argument("--nvml", choices=["fake", "real", "none"], default="fake")
+    ap.add_argument("--gpm-hz", type=float, default=None)
     a = ap.parse_args()
+    from rlscope.launch.sampler import GPM_HZ
+
+    gpm_hz = GPM_HZ if a.gpm_hz is None else a.gpm_hz
     with tempfile.TemporaryDirectory() as tmp:
         if a.nvml == "real":
             from rlscope.launch.nvml import LIBRARY as nvml
@@ -106,7 +112,7 @@ def main() -> None:
             for n in cost:
                 d = os.path.join(tmp, f"s{r}-{n}")
                 os.makedirs(d)
-                pct, ms = sampler_cost(n, a.seconds, a.hz, d, nvml)
+                pct, ms = sampler_cost(n, a.seconds, a.hz, d, nvml, gpm_hz)
                 cost[n].append(pct)
                 start_ms.append(ms)
             order = [False, True] if r % 2 == 0 else [True, False]
@@ -122,7 +128,8 @@ def main() -> None:
           f"start {statistics.median(start_ms):.1f} ms CPU")
     print(f"loop inflation by sampling: {infl:.4f} (quartiles {q[0]:.4f} / {q[2]:.4f})")
     print(f"RESULT sampler_core_pct={c1:.3f} sampler_core_pct_8proc={c8:.3f} "
-          f"sampler_start_ms={statistics.median(start_ms):.1f} inflation={infl:.4f}")
+          f"sampler_start_ms={statistics.median(start_ms):.1f} inflation={infl:.4f} "
+          f"gpm_hz={gpm_hz:g}")
 
 
 if __name__ == "__main__":

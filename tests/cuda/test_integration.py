@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import run_traced
 from fake_build import Fake
@@ -160,16 +159,20 @@ def test_cpu_torch_workload_unaffected(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == plain.stdout
     assert "rlscope:" not in r.stderr  # the collector itself stays silent
+    files = sorted(f.name for f in (tmp_path / "run").glob("*.rlscope"))
+    (py,) = [f for f in files if f.startswith("python.")]
     if "cuda_available=True" in plain.stdout:
         # torch.cuda.is_available() initialises CUDA where there is a GPU (seen on an
-        # H100): that process is traced, its CPU work unchanged.
+        # H100): that process is traced (its collector's file beside its Python one), its
+        # CPU work unchanged.
         assert _gpu_lines(r.stderr) == [
             "rls-prof: GPU: CUDA API calls and GPU activity traced in 1 process"]
+        assert files == [py.replace("python.", "cuda."), py]
     else:
         assert _gpu_lines(r.stderr) == [
             "rls-prof: GPU not traced: no process initialised CUDA "
             "(CPU-only workload, or no NVIDIA driver)"]
-    assert np.all([f.name.startswith("python.") for f in (tmp_path / "run").glob("*.rlscope")])
+        assert files == [py]
 
 
 def test_parallel_analysis_with_gpu_work(fake: Fake, tmp_path: Path):

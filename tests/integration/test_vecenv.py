@@ -51,7 +51,11 @@ def check_against_truth(v: ls.VectorEnv, truth: Path, straggler: int) -> None:
                                                                     true_loss)
     assert v.straggler == straggler, v.envs
     # Per env: every step command's time, as the env measured it (to within 5% overall).
-    assert v.envs["busy_s"].to_numpy() == pytest.approx(C.sum(axis=0), rel=0.05)
+    # rlscope times the worker's whole env.step, gymnasium's wrappers (the passive checker,
+    # order enforcing) around the env's own timer included: a preemption that lands there
+    # on a loaded 2-core machine (one scheduler slice, a few ms up to ~20) counts in one
+    # window and not the other, hence the absolute slack (CI saw +20.7 ms on 0.394 s).
+    assert v.envs["busy_s"].to_numpy() == pytest.approx(C.sum(axis=0), rel=0.05, abs=0.03)
 
 
 def check_wait_part(out: Path, v: ls.VectorEnv) -> None:

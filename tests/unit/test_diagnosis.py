@@ -185,3 +185,17 @@ def test_gpu_finding_covers_only_the_phases_with_samples():
     (f,) = gpu_findings(contrast_frame(rows))
     assert f.samples == 10 and f.gpu_s == pytest.approx(0.09)
     assert f.gpu_pct == pytest.approx(100 * 0.09 / 5.0)
+
+
+def test_gpu_finding_leaves_the_start_up_out():
+    # PPO on an H100 (docs/cuda.md): 12.4 s of imports NVML read idle, then 10.4 s of
+    # training it read busy in 93% of samples, kernels and copies 3.7%. Counted in, the
+    # start-up diluted NVML's busy to 43% and the finding was lost.
+    rows = [{"pid": 7, "process": "ppo.py", "phase": ph, "wall_s": w, "gpu_devices": "0",
+             "gpu_samples": n, "sampled_gpu_busy_pct": busy, "sampled_gpu_util_pct": util,
+             "rlscope_gpu_s": g, "session": 0}
+            for ph, w, n, busy, util, g in [("(start-up)", 12.4, 124, 1.6, 0.0, 0.0001),
+                                            ("training", 10.4, 105, 93.3, 8.0, 0.385)]]
+    (f,) = gpu_findings(contrast_frame(rows))
+    assert (f.samples, f.sampled_busy_pct) == (105, 93.3)
+    assert f.gpu_pct == pytest.approx(100 * 0.385 / 10.4)

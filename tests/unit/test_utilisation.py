@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 from rlscope.analysis.engine.timebins import TimeBins
 from rlscope.analysis.intervals import covered_before
 from rlscope.analysis.intervals import union as merged
-from rlscope.analysis.processes.utilisation import contrast, gpu_truth, phase_spans
+from rlscope.analysis.processes.utilisation import (
+    STARTUP_PHASE,
+    contrast,
+    gpu_truth,
+    phase_spans,
+)
 from rlscope.trace.gpu import GpuActivities
 from rlscope.trace.samples import Samples, rates
 
@@ -52,6 +57,10 @@ def test_phase_spans_and_rates():
     s, e, ph = phase_spans((0, 100), np.array([10, 10, 40]), np.array([1, 2, 0]))
     assert s.tolist() == [0, 10, 40] and e.tolist() == [10, 40, 100]
     assert ph.tolist() == [0, 2, 0]  # the empty span [10, 10) is dropped
+    # The main thread's start-up: the span before its first event, a phase of its own.
+    s, e, ph = phase_spans((0, 100), np.array([10, 40]), np.array([1, 0]), startup_ns=4)
+    assert s.tolist() == [0, 4, 10, 40] and e.tolist() == [4, 10, 40, 100]
+    assert ph.tolist() == [STARTUP_PHASE, 0, 1, 0]
     k, a, b, pct = rates(np.array([0, 10, 0, 20]), np.array([7, 7, 8, 8]),
                          np.array([0, 5, 100, 120]))
     assert k.tolist() == [7, 8] and a.tolist() == [0, 0] and b.tolist() == [10, 20]
@@ -107,5 +116,8 @@ def test_a_reused_pid_keeps_its_sessions_apart():
 
     a = analyze(Trace(None, {}, [proc(0, 1_000_000), proc(10_000_000, 3_000_000)]))
     u = a.utilisation()
-    assert u["session"].tolist() == [0, 1]
-    assert u["rlscope_cpu_s"].tolist() == pytest.approx([1_000_020e-9, 3_000_020e-9])
+    # Each session: its start-up (10 ns before the first event) and the rest.
+    assert u["session"].tolist() == [0, 0, 1, 1]
+    assert u["phase"].tolist() == ["(start-up)", ""] * 2
+    assert u["rlscope_cpu_s"].tolist() == pytest.approx(
+        [10e-9, 1_000_010e-9, 10e-9, 3_000_010e-9])

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from rlscope.analysis.engine.paths import STARTUP
+
 BUSY_SAMPLED = 50.0  # NVML reads the GPU busy in at least this % of samples...
 OVERSTATED = 2.0  # ...at least this many times the share of time in kernels and copies
 MIN_GPU_SAMPLES = 5  # fewer samples say nothing
@@ -48,7 +50,9 @@ def gpu_findings(util: pd.DataFrame) -> list[GpuFinding]:
     out: list[GpuFinding] = []
     if not len(util):
         return out
-    sampled = util[(util["gpu_samples"] > 0) & util["rlscope_gpu_s"].notna()]
+    # The start-up (imports, before the first operation) would dilute the run it precedes.
+    sampled = util[(util["gpu_samples"] > 0) & util["rlscope_gpu_s"].notna()
+                   & (util["phase"] != STARTUP)]
     users = util[util["rlscope_gpu_s"].fillna(0) > 0]
     on = {int(p): set(str(d).split(",")) for p, d in zip(users["pid"], users["gpu_devices"],
                                                         strict=True)}

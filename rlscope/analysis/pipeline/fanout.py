@@ -185,7 +185,7 @@ def _truth(p: Any, r: ProcessResult) -> Any:
     if not len(p.gpu):
         return None
 
-    return gpu_truth(p.gpu, r.span, r.phase_times, r.phase_ids)
+    return gpu_truth(p.gpu, r.span, r.phase_times, r.phase_ids, r.startup_ns)
 
 
 # -- running the tasks -----------------------------------------------------------------

@@ -292,7 +292,8 @@ def _analysis(d: Path, run: dict[str, Any], results: list[ProcessResult],
 
 
 def _truth(gpu: Any, r: ProcessResult) -> GpuTruth | None:
-    return gpu_truth(gpu, r.span, r.phase_times, r.phase_ids) if len(gpu) else None
+    return (gpu_truth(gpu, r.span, r.phase_times, r.phase_ids, r.startup_ns) if len(gpu)
+            else None)
 
 
 def total_events(trace: Trace) -> int:
