@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rlscope.analysis.overhead.applied import withheld_reason
 from rlscope.analysis.overhead.model import FILE_NAME, read_calibration
 from tests.conftest import run_tool
 
@@ -33,18 +34,27 @@ def test_calibrate_then_report_and_reuse(tmp_path: Path):
 
     rep = run_tool("rls-analyze", "report", str(out))
     assert rep.returncode == 0, rep.stderr
-    assert "Overhead corrected" in rep.stdout and "uninstrumented" in rep.stdout
+    # On a loaded machine the calibration's own check may not show that correcting helps
+    # (runs without rlscope 40% apart beside two busy loops): the report is then raw and
+    # says why, as it must; quiet, it is corrected.
+    withheld = withheld_reason(cal)
+    if withheld:
+        assert "Overhead: not corrected, raw numbers shown: " + withheld in rep.stdout
+    else:
+        assert "Overhead corrected" in rep.stdout and "uninstrumented" in rep.stdout
     raw = run_tool("rls-analyze", "report", "--no-correct", str(out))
     assert "Overhead corrected" not in raw.stdout
     js = json.loads(run_tool("rls-analyze", "report", "--format", "json", str(out)).stdout)
-    assert js["run"]["correction"]["applied"] is True
+    assert js["run"]["correction"]["applied"] is not withheld
 
     again = tmp_path / "again"
     r2 = run_tool("rls-prof", "-o", str(again), "--calibration", str(out / FILE_NAME),
                   "--no-intercept", "--", sys.executable, WORKLOAD, timeout=60)
     assert r2.returncode == 0, r2.stderr
     assert (again / FILE_NAME).exists() and not (again / "calibration").exists()
-    assert "Overhead corrected" in run_tool("rls-analyze", "report", str(again)).stdout
+    text = run_tool("rls-analyze", "report", str(again)).stdout
+    assert ("not corrected, raw numbers shown: " + withheld if withheld
+            else "Overhead corrected") in text
 
 
 def test_work_limit_stops_uninstrumented_and_recorded_runs(tmp_path: Path):
