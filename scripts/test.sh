@@ -4,10 +4,10 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k prof -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The TensorFlow, JAX and Ray tests skip when those extras are absent; the default
-# installs them (~2 min the first time). RLSCOPE_TEST_EXTRAS=test for a quicker, lighter
-# setup.
-scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test,tensorflow,jax,ray}"
+# The TensorFlow, JAX (and MJX) and Ray tests skip when those extras are absent; the
+# default installs them (~2 min the first time). RLSCOPE_TEST_EXTRAS=test for a quicker,
+# lighter setup.
+scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test,tensorflow,jax,mjx,ray}"
 VENV="${RLSCOPE_VENV:-.venv}"
 # RLlib pins gymnasium below what the test extras need: its own venv (~2.5 min the first
 # time), whose python tests/integration/test_ray.py runs the RLlib workload with.
