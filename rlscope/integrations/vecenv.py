@@ -47,10 +47,12 @@ from rlscope.trace import format as fmt
 
 CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
 SIMULATION = "simulation"  # the operation the gymnasium and SB3 integrations open
-# A sampled vector step costs ~1 us per env (wrappers set, events, wrappers removed): one
-# every 400 us per env keeps that at ~0.25% of the loop whatever the env's speed, and
-# samples every step of envs slower than 400 us.
-SAMPLE_NS_PER_ENV = 400_000
+# A sampled vector step costs ~9k instructions per env (stand-ins swapped in, events,
+# swapped out; callgrind, scripts/bench/fast_env_instructions.py), a few us: one every
+# 1 ms per env keeps that to a few hundred instructions per env step of a fast env
+# (CartPole x16: one vector step in ~30) and ~0.3% of any loop, and samples every step
+# of envs slower than 1 ms.
+SAMPLE_NS_PER_ENV = 1_000_000
 
 _serial = itertools.count(1)
 _announced: list[dict[str, Any]] = []  # this process's vector envs (format.META_VECENVS)

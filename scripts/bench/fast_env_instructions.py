@@ -4,9 +4,11 @@ gymnasium's ``SyncVectorEnv`` and SB3's ``DummyVecEnv``) run under valgrind's ca
 uninstrumented and recording (``rlscope.start`` + ``intercept.enable("auto")`` before the
 env is made, as rls-prof does), counting the main thread's instructions over the same
 vector steps only (a toggle around the loop). The sequential vector envs record each
-env's steps on *sampled* vector steps only (one every 400 us x num_envs: ~1 in 13 for
+env's steps on *sampled* vector steps only (one every 1 ms x num_envs: ~1 in 30 for
 CartPole x16), chosen by time, which valgrind stretches ~50x: they are counted apart,
-once with no step sampled and once with every step sampled.
+once with no step sampled and once with every step sampled, and averaged at the rate
+the loop samples outside valgrind (its vector step timed plain, without valgrind:
+one in ``SAMPLE_NS_PER_ENV x envs / step time``).
 
     python scripts/bench/fast_env_instructions.py [--steps 200] [--envs 16]
         [--loops envpool,sync,dummy]
@@ -23,7 +25,8 @@ Needs valgrind with its headers (``valgrind/callgrind.h``) and a C compiler; els
 line says so and the exit status is 2. Last line:
 
     RESULT <loop>_instr_ratio=<r> <loop>_added_instr_per_env_step=<n>
-        [<loop>_sampled_added_instr_per_env_step=<n>] ... (per loop)
+        [<loop>_sampled_added_instr_per_env_step=<n>
+         <loop>_averaged_added_instr_per_env_step=<n>] ... (per loop)
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from typing import NoReturn
 
 TOGGLE_C = r"""
 #include <valgrind/callgrind.h>
@@ -54,7 +58,7 @@ kind, mode, steps, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[
 out = sys.argv[6]
 policy = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2))
 import gymnasium as gym
-if mode != "plain":
+if mode not in ("plain", "time"):
     import rlscope
     from rlscope import intercept
     from rlscope.integrations import vecenv
@@ -84,6 +88,13 @@ def step(obs):
 
 for _ in range(30):
     obs = step(obs)
+if mode == "time":  # outside valgrind: the plain loop's ns per vector step
+    import time
+    t0 = time.perf_counter_ns()
+    for _ in range(steps):
+        obs = step(obs)
+    print((time.perf_counter_ns() - t0) / steps)
+    sys.exit(0)
 cg.rls_cg_start()
 for _ in range(steps):
     obs = step(obs)
@@ -99,7 +110,7 @@ EXCLUDED = re.compile(r"envpool|libstdc\+\+|pthread|futex|sched_yield")
 LINE = re.compile(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)")
 
 
-def unavailable(why: str) -> None:
+def unavailable(why: str) -> NoReturn:
     print(f"fast_env_instructions: {why}; install valgrind (apt install valgrind) to "
           "count instructions", file=sys.stderr)
     sys.exit(2)
@@ -147,6 +158,14 @@ def count(kind: str, mode: str, steps: int, envs: int, tmp: str, lib: str) -> in
     return main_thread_instructions(f"{prefix}.1-01")
 
 
+def step_ns(kind: str, steps: int, envs: int, tmp: str, lib: str) -> float:
+    """The plain loop's vector step, in ns, outside valgrind."""
+    r = subprocess.run([sys.executable, os.path.join(tmp, "workload.py"), kind, "time",
+                        str(steps), str(envs), lib, ""], capture_output=True, text=True,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600, check=True)
+    return float(r.stdout.split()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200)
@@ -173,9 +192,17 @@ def main() -> None:
             result += [f"{kind}_instr_ratio={rec / plain:.4f}",
                        f"{kind}_added_instr_per_env_step={added:.0f}"]
             if "sampled" in counts:
+                from rlscope.integrations.vecenv import SAMPLE_NS_PER_ENV
+
                 extra = (counts["sampled"] - plain) / per_step
-                print(f"{kind}: a sampled vector step, +{extra:,.0f} per env step", flush=True)
-                result.append(f"{kind}_sampled_added_instr_per_env_step={extra:.0f}")
+                ns = step_ns(kind, a.steps, a.envs, tmp, lib)
+                rate = min(1.0, ns / (SAMPLE_NS_PER_ENV * a.envs))
+                avg = added + rate * (extra - added)
+                print(f"{kind}: a sampled vector step, +{extra:,.0f} per env step; the plain "
+                      f"vector step takes {ns / 1e3:,.0f} us, so one in {1 / rate:,.0f} is "
+                      f"sampled: +{avg:,.0f} per env step on average", flush=True)
+                result += [f"{kind}_sampled_added_instr_per_env_step={extra:.0f}",
+                           f"{kind}_averaged_added_instr_per_env_step={avg:.0f}"]
     print("RESULT " + " ".join(result))
 
 
