@@ -4,10 +4,11 @@ gets them reported apart, and the extrapolation's rate starts after them.
 
 From the first calls the sweep keeps (engine.firstcalls, at most KEEP per thread, phase
 and operation): the steady call is the median of the later half of those calls; the
-warm-up is the calls up to the last one that took more than :data:`RATIO` times that,
-when the first call is one of them, at least :data:`MIN_CALLS` kept calls come after
-it, and its calls took :data:`RATIO` times as many steady calls in all (slow calls scattered
-through the window are noise: a loaded machine's descheduling); it is reported when it
+warm-up is the calls up to the last one that took more than :data:`RATIO` times that
+with at least :data:`MIN_CALLS` kept calls after it (a slow call among the last few is a
+loaded machine's descheduling, not the warm-up's end), when the first call is one of
+them and its calls took :data:`RATIO` times as many steady calls in all (slow calls
+scattered through the window are noise too); it is reported when it
 cost, above that many steady calls, at least :data:`MIN_S` and :data:`MIN_SHARE` of the
 operation's time.
 """
@@ -57,9 +58,12 @@ def warmup_table(results: Sequence[ProcessResult], sessions: Sequence[int],
             slow = np.flatnonzero(d > RATIO * steady)
             if not len(slow) or slow[0] != 0:
                 continue  # a warm-up starts at the first call
+            slow = slow[slow < len(d) - MIN_CALLS]  # steady calls must follow it
+            if not len(slow):
+                continue
             k = int(slow[-1]) + 1
             warm = int(d[:k].sum())
-            if k > len(d) - MIN_CALLS or warm < RATIO * k * steady:
+            if warm < RATIO * k * steady:
                 continue  # slow calls scattered over the window: noise, not a warm-up
             excess = (warm - k * steady) / 1e9
             op, phase = str(path_names[pa]), str(phase_names[ph])

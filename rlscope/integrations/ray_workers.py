@@ -70,8 +70,10 @@ def _replace(p: Patcher, cls: type, attr: str, after: Any) -> int:
 
 
 # The most ray.shutdown() waits for workers (_let_workers_exit): it returns as soon as
-# they are gone, and a loaded machine can take seconds to let them flush and exit.
-WORKER_EXIT_WAIT_S = 10.0
+# they are gone (0-0.16 s quiet). A loaded machine can take seconds to let them flush and
+# exit: beside a test suite and two busy loops on 2 cores an actor was still running
+# after 10 s, and the raylet's stop then killed it half-way through its trace.
+WORKER_EXIT_WAIT_S = 30.0
 
 
 def _let_workers_exit(kill_all: Any) -> Any:
