@@ -19,8 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-# library -> the top-level module names it is defined under
-_LIBRARIES = {"gymnax": "gymnax", "brax": "brax", "jumanji": "jumanji", "mujoco": "mjx"}
+_LIBRARIES = frozenset({"gymnax", "brax", "jumanji"})  # top-level packages (and MJX)
 _ENV_METHODS = frozenset({"step", "reset", "step_env", "reset_env"})
 _MJX_FUNCTIONS = frozenset({"step", "forward"})
 _MAX_UNWRAP = 8
@@ -30,7 +29,7 @@ def _library(module: str) -> str | None:
     top = module.partition(".")[0]
     if top == "mujoco":
         return "mjx" if ".mjx" in module else None
-    return _LIBRARIES.get(top)
+    return top if top in _LIBRARIES else None
 
 
 def _method_name(f: Any) -> str | None:

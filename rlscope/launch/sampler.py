@@ -190,6 +190,16 @@ def _deltas(times: list[int]) -> tuple[int, list[int]]:
     return base, out
 
 
+def _gpm_hz_from_env() -> float:
+    value = os.environ.get(envvars.GPM_HZ) or ""
+    try:
+        return float(value) if value else GPM_HZ
+    except ValueError:
+        print(f"rls-prof: {envvars.GPM_HZ}={value!r} is not a number of samples per "
+              f"second; GPM sampled at {GPM_HZ:g} Hz", file=sys.stderr)
+        return GPM_HZ
+
+
 class Sampler:
     """Samples the run of ``root_pid`` (a child of this process) into ``output_dir``.
     :meth:`start` opens the file and starts the thread; :meth:`stop` ends it, writes the
@@ -200,7 +210,7 @@ class Sampler:
                  nvml_library: str | None = None, gpm_hz: float | None = None) -> None:
         self.interval_ns = int(1e9 / hz)
         if gpm_hz is None:
-            gpm_hz = float(os.environ.get(envvars.GPM_HZ) or GPM_HZ)
+            gpm_hz = _gpm_hz_from_env()
         # Every how many ticks a GPM sample is taken (0: never).
         self._gpm_every = max(round(hz / gpm_hz), 1) if gpm_hz > 0 else 0
         self.path = fmt.trace_file_path(output_dir, fmt.SOURCE_SAMPLES, os.getpid(),
