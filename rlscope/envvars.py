@@ -47,8 +47,10 @@ CHUNK_DIR = "RLSCOPE_CALIBRATE_CHUNKS"  # chunk calibration: where the copies wr
 CHUNK_CONFIGS = "RLSCOPE_CHUNK_CONFIGS"  # JSON list of [name, record, call mask]
 CHUNK_S = "RLSCOPE_CHUNK_S"
 MAX_CHUNKS = "RLSCOPE_MAX_CHUNKS"
+CHUNK_BUDGET_S = "RLSCOPE_CHUNK_BUDGET_S"  # wall seconds the chunk calibration run may take
 CHUNK_SLICE_S = "RLSCOPE_CHUNK_SLICE_S"
-CHUNK_VARIABLES = (CHUNK_DIR, CHUNK_CONFIGS, CHUNK_S, MAX_CHUNKS, CHUNK_SLICE_S)
+CHUNK_VARIABLES = (CHUNK_DIR, CHUNK_CONFIGS, CHUNK_S, MAX_CHUNKS, CHUNK_BUDGET_S,
+                   CHUNK_SLICE_S)
 
 # Read by rls-prof.
 CUDA_LIBRARY = "RLSCOPE_CUDA_LIBRARY"  # use this collector library instead of the bundled one

@@ -36,6 +36,17 @@ Echo = Callable[[str], None]
 
 
 MICROBENCH_TIMEOUT_S = 300.0
+# The chunk calibration's time budget by default: about the profiled run's own length
+# less the hook benchmarks that follow it (~2 s), at most MAX_BUDGET_S (seconds).
+MICROBENCH_S = 3.0
+MAX_BUDGET_S = 300.0
+
+
+def default_budget_s(profiled_s: float) -> float:
+    """Wall seconds a chunk calibration may take after a run of ``profiled_s``: about as
+    long as the run (less the hook benchmarks that follow), at most ``MAX_BUDGET_S``.
+    The driver measures ``MIN_CHUNKS`` chunks even past it."""
+    return min(max(profiled_s - MICROBENCH_S, 0.0), MAX_BUDGET_S)
 
 
 def microbenchmark(recorder: str, status: Status | None = None
@@ -82,7 +93,7 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
               repetitions: int = 3, echo: Echo | None = None, mode: str = "chunks",
               chunk_s: float = DEFAULT_CHUNK_S, max_chunks: int = DEFAULT_MAX_CHUNKS,
               detail: Echo | None = None, status: Status | None = None,
-              why_not: str | None = None) -> Calibration:
+              why_not: str | None = None, budget_s: float | None = None) -> Calibration:
     """Calibrate ``command`` as profiled with ``rec`` (``cuda``: the CUDA collector
     recorded) and write ``out/calibration.json``. ``mode`` "chunks" (paired chunks in
     one process) or "runs" (whole runs in every configuration). Where chunks cannot be
@@ -92,7 +103,8 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
     budget of about the run's length (model_check; whole runs in every configuration
     with CUDA, whose costs only they measure). ``detail``: technical lines (each whole
     run's times); ``status``: what it is doing now, called often (rls-prof's status
-    line)."""
+    line). ``budget_s``: wall seconds the chunk measurement may take (it ends early,
+    after at least ``MIN_CHUNKS`` chunks); None: only ``max_chunks`` bounds it."""
     try:
         max_progress = parse_limit(os.environ.get(envvars.MAX_PROGRESS))
     except ValueError as e:
@@ -105,7 +117,7 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
         told = why_not is not None  # rls-prof said it already (not with CUDA)
         if why_not is None:
             records, why = run_chunks(command, configs, out, rec, chunk_s, max_chunks,
-                                      echo=say, status=status)
+                                      budget_s, echo=say, status=status)
             n = len({r.sample.round for r in records})
             if n >= MIN_CHUNKS:
                 return _finish(command, out, records, configs, n, recorder, "chunks",

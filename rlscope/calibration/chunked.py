@@ -28,7 +28,7 @@ from rlscope.launch.child_env import Recording
 from rlscope.trace.reader import read_trace
 
 CHUNKS_SUBDIR = "chunks"
-MIN_CHUNKS = 4  # fewer: too few paired measurements; rls-prof falls back to whole runs
+MIN_CHUNKS = ch.MIN_CHUNKS  # fewer: rls-prof falls back to the checked cost model
 
 
 def chunk_configs(configs: list[Config]) -> list[ch.ChunkConfig]:
@@ -62,7 +62,7 @@ def chunk_under_way(root: Path) -> int:
 
 
 def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Recording,
-               chunk_s: float, max_chunks: int,
+               chunk_s: float, max_chunks: int, budget_s: float | None = None,
                echo: Callable[[str], None] | None = None,
                status: Status | None = None) -> tuple[list[RunRecord], str]:
     """(samples of the complete chunks, why the chunk driver stopped). ``echo``: the
@@ -73,13 +73,15 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Record
     full_rec = config_recording(rec, Config("full", intercept=full.intercept), root, None)
     env = child_env.chunk_calibration(full_rec, root,
                                         ch.encode_configs(chunk_configs(configs)), chunk_s,
-                                        max_chunks)
+                                        max_chunks, budget_s)
     t0 = time.monotonic()
     tick = None
     if status is not None:
         def tick() -> None:
             k = chunk_under_way(root)
-            status(f"calibrating: chunk {k} of at most {max_chunks}" if k else
+            left = "" if budget_s is None else \
+                f", {max(budget_s - (time.monotonic() - t0), 0):.0f} s of its budget left"
+            status(f"calibrating: chunk {k} of at most {max_chunks}{left}" if k else
                    "calibrating: running the command to its first progress report")
         tick()
     _wall, _cpu, rc = run_once(command, env, root, None, tick)

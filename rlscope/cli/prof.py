@@ -58,8 +58,14 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
               default="chunks", show_default=True,
               help="chunks: time the same chunk of work (between progress reports) in every "
                    "configuration, in forked copies of one process; runs: whole runs.")
-@click.option("--chunks", "max_chunks", type=click.IntRange(4, 10000), default=40,
-              show_default=True, help="Chunks measured with --calibrate-by chunks.")
+@click.option("--chunks", "max_chunks", type=click.IntRange(4, 10000), default=None,
+              help="Chunks measured with --calibrate-by chunks. Default: up to 40, as many "
+                   "as fit in --calibrate-seconds.")
+@click.option("--calibrate-seconds", "calibrate_s", type=click.FloatRange(1, 86400),
+              default=None, metavar="SECONDS",
+              help="Wall time --calibrate-by chunks may take (at least 4 chunks are "
+                   "measured). Default without --chunks: about the profiled run's own "
+                   "length, at most 300.")
 @click.option("--chunk-seconds", "chunk_s", type=click.FloatRange(0.01, 60), default=0.25,
               show_default=True, help="Shortest chunk, in seconds of the workload.")
 @click.option("--repetitions", type=click.IntRange(1, 100), default=3, show_default=True,
@@ -94,7 +100,8 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
 def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cuda: bool,
          intercept: str, no_intercept: bool, cost_model: bool, calibrate: bool,
          calibrate_by: str,
-         max_chunks: int, chunk_s: float, repetitions: int, trace_budget: str,
+         max_chunks: int | None, calibrate_s: float | None, chunk_s: float, repetitions: int,
+         trace_budget: str,
          calibration_file: Path | None, sample_hz: float, no_sample: bool,
          sample_python: str | None, quiet: bool, verbose: bool,
          command: tuple[str, ...]) -> int:
@@ -130,7 +137,7 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
             _cost_model(list(command), out, rec, result, quiet)
         if wanted and not _calibrate(list(command), out, rec, result, calibration_file,
                                      reuse, calibrate_by, repetitions, chunk_s, max_chunks,
-                                     quiet, verbose):
+                                     quiet, verbose, calibrate_s):
             return CALIBRATION_FAILED
     return result.status
 
@@ -218,8 +225,8 @@ def _cost_model(command: list[str], out: Path, rec: Recording, result: ProfiledR
 
 def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRun,
                calibration_file: Path | None, reuse: bytes | None, mode: str,
-               repetitions: int, chunk_s: float, max_chunks: int, quiet: bool,
-               verbose: bool = False) -> bool:
+               repetitions: int, chunk_s: float, max_chunks: int | None, quiet: bool,
+               verbose: bool = False, budget_s: float | None = None) -> bool:
     """Whether a calibration was stored; a failed one is one line, the run's trace is
     kept. While it runs, a status line on stderr says where it is (redrawn on a
     terminal, a plain line now and then otherwise)."""
@@ -227,9 +234,11 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
     from rlscope.calibration.calibrate import (
         calibrate,
         chunks_unsuitable,
+        default_budget_s,
         install_calibration,
     )
     from rlscope.calibration.runner import SUBDIR
+    from rlscope.inprocess.chunk_copies import DEFAULT_MAX_CHUNKS
     from rlscope.reporters.calibration import summary_lines
 
     status = StatusLine("rls-prof: ")
@@ -248,9 +257,15 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
         return True
     cuda = bool(result.cuda_files)
     why_not = chunks_unsuitable(out, rec, cuda) if mode == "chunks" else None
+    if max_chunks is None:  # as many as fit in the budget (by default, the run's length)
+        max_chunks = DEFAULT_MAX_CHUNKS
+        if budget_s is None:
+            budget_s = default_budget_s(float(result.meta.get("duration_s") or 0.0))
+    budget = "" if budget_s is None else f", for about {budget_s:.0f} s"
     how = (f"the command runs again, and each chunk of its work between progress reports "
-           f"(up to {max_chunks}, of ~{chunk_s:g} s) is run once without rlscope and once "
-           "per kind of book-keeping" if mode == "chunks" and why_not is None else
+           f"(up to {max_chunks}, of ~{chunk_s:g} s{budget}) is run once without rlscope "
+           "and once per kind of book-keeping"
+           if mode == "chunks" and why_not is None else
            f"the command runs {repetitions} times without rlscope and with each kind of "
            "book-keeping" if mode == "runs" or cuda else
            "rlscope's hooks are timed in a tight loop, and the command runs again without "
@@ -264,7 +279,8 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
     try:
         cal = calibrate(command, out, rec, cuda=cuda, why_not=why_not,
                         repetitions=repetitions, echo=indented, mode=mode, chunk_s=chunk_s,
-                        max_chunks=max_chunks, detail=indented if verbose else None,
+                        max_chunks=max_chunks, budget_s=budget_s,
+                        detail=indented if verbose else None,
                         status=None if quiet else status.update)
     except UserError:
         raise

@@ -19,7 +19,9 @@ Whole runs of a workload differ by far more than rlscope's overhead on a shared 
   main-thread CPU time is what is compared.
 - The parent then runs the chunk itself, not recording, and adapts the number of
   progress reports per chunk so that a chunk lasts about ``RLSCOPE_CHUNK_S``. After
-  ``RLSCOPE_MAX_CHUNKS`` chunks it ends the process (exit status 0).
+  ``RLSCOPE_MAX_CHUNKS`` chunks, or once the next two chunks would end past
+  ``RLSCOPE_CHUNK_BUDGET_S`` seconds since the process started (with at least
+  ``MIN_CHUNKS`` measured), it ends the process (exit status 0).
 
 The parent appends one JSON line per child to ``DIR/chunks.jsonl``; rls-prof reads them
 and counts each child's events from its trace (:mod:`rlscope.calibration.chunked`).
@@ -49,6 +51,7 @@ RESULTS = "chunks.jsonl"
 RESULT_SUFFIX = ".result.json"  # a child's own result, beside its trace directory
 DEFAULT_CHUNK_S = 0.25
 DEFAULT_MAX_CHUNKS = 40
+MIN_CHUNKS = 4  # fewer: too few paired measurements (half of them calibrate, half check)
 DEFAULT_SLICE_S = 0.002  # children take turns about this long (see _interleave)
 CHILD_TIMEOUT_S = 120.0  # a child that long past its chunk is hung (e.g. a fork-unsafe pool)
 
@@ -137,7 +140,7 @@ class _Child:
 
         msg = {"chunk": self.driver.chunk, "config": self.cfg.name, "boundaries": self.seen,
                "wall_ns": wall - self.t0[0], "thread_cpu_ns": thread - self.t0[1],
-               "cpu_ns": proc - self.t0[2], "directory": self.dir.name,
+               "cpu_ns": proc - self.t0[2], "directory": self.dir.name, "pid": os.getpid(),
                "gaps_ns": _native.pause_gaps()}
         write_result(self.driver.out / (self.dir.name + RESULT_SUFFIX), msg)
         os._exit(0)
@@ -145,11 +148,15 @@ class _Child:
 
 class Driver:
     def __init__(self, out: Path, configs: list[ChunkConfig], chunk_s: float,
-                 max_chunks: int, recorder: str, slice_s: float = DEFAULT_SLICE_S) -> None:
+                 max_chunks: int, recorder: str, slice_s: float = DEFAULT_SLICE_S,
+                 budget_s: float | None = None) -> None:
         self.out, self.configs, self.recorder = out, configs, recorder
         self.chunk_ns = int(chunk_s * 1e9)
         self.slice_s = slice_s
         self.max_chunks = max_chunks
+        self.budget_s = budget_s
+        self.t_start = time.monotonic()  # the process's start, near enough
+        self.t_first: float | None = None  # when the first chunk's copies were forked
         self.chunk = 0
         self.boundaries = 1  # progress reports per chunk, adapted to last ~chunk_s
         self.left = 0  # parent: boundaries until the next chunk starts
@@ -177,6 +184,9 @@ class Driver:
                                          round(self.boundaries * self.chunk_ns / took)))
         if self.chunk >= self.max_chunks:
             self._finish(f"{self.chunk} chunks measured")
+        if self.budget_spent():
+            self._finish(f"{self.chunk} chunks measured in the time budget "
+                         f"({self.budget_s:g} s)")
         if self.active is None:
             why = unforkable()
             if why:  # a copy would share them with this process: end, rls-prof says why
@@ -184,8 +194,20 @@ class Driver:
             self.active = distinct(self.configs, installed_mask())
         self._run_chunk(self.active)
 
+    def budget_spent(self) -> bool:
+        """Whether the next pair of chunks (one calibrates, one checks) would end past the
+        budget, at the pace of the chunks so far; never before ``MIN_CHUNKS``."""
+        if self.budget_s is None or self.chunk < MIN_CHUNKS or self.chunk % 2 \
+                or self.t_first is None:
+            return False
+        now = time.monotonic()
+        per_chunk = (now - self.t_first) / self.chunk
+        return now + 2 * per_chunk - self.t_start > self.budget_s
+
     def _run_chunk(self, active: list[ChunkConfig]) -> None:
         k = self.chunk % len(active)
+        if self.t_first is None:
+            self.t_first = time.monotonic()
         kids: list[tuple[ChunkConfig, int]] = []  # (config, pid), each stopped, set up
         parent = os.getpid()
         try:
@@ -456,6 +478,13 @@ def _die_with_parent() -> None:
         pass
 
 
+def parse_budget(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None  # set by rls-prof; a hand-set bad value: no budget, the chunk limit
+
+
 def install_from_env() -> None:
     """Called by rlscope.inprocess.autostart when ``RLSCOPE_CALIBRATE_CHUNKS`` is set."""
     from rlscope import annotate
@@ -467,5 +496,6 @@ def install_from_env() -> None:
                     float(os.environ.get(envvars.CHUNK_S, DEFAULT_CHUNK_S)),
                     int(os.environ.get(envvars.MAX_CHUNKS, DEFAULT_MAX_CHUNKS)),
                     os.environ.get(envvars.RECORDER, "native"),
-                    float(os.environ.get(envvars.CHUNK_SLICE_S, DEFAULT_SLICE_S)))
+                    float(os.environ.get(envvars.CHUNK_SLICE_S, DEFAULT_SLICE_S)),
+                    parse_budget(os.environ.get(envvars.CHUNK_BUDGET_S)))
     annotate.set_progress_hook(driver.boundary)

@@ -124,7 +124,7 @@ def uninstrumented(max_progress: int | None = None,
 
 
 def chunk_calibration(rec: Recording, copies_dir: str | os.PathLike[str], configs: str,
-                      chunk_s: float, max_chunks: int,
+                      chunk_s: float, max_chunks: int, budget_s: float | None = None,
                       base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The chunk-calibration run: interception installed, nothing recording, forked copies
     per configuration (``configs``: rlscope.inprocess.chunk_copies.encode_configs) written
@@ -133,6 +133,8 @@ def chunk_calibration(rec: Recording, copies_dir: str | os.PathLike[str], config
     del e[envvars.OUTPUT_DIR]
     e.update({envvars.CHUNK_DIR: os.fspath(copies_dir), envvars.CHUNK_CONFIGS: configs,
               envvars.CHUNK_S: repr(chunk_s), envvars.MAX_CHUNKS: str(max_chunks)})
+    if budget_s is not None:
+        e[envvars.CHUNK_BUDGET_S] = repr(budget_s)
     return e
 
 

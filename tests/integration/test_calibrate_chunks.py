@@ -67,6 +67,22 @@ def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
     assert "held-out chunks" in rep.stdout, rep.stdout
 
 
+def test_the_time_budget_bounds_the_chunks(tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--calibrate-seconds", "1",
+                 "--chunk-seconds", "0.05", "--intercept", "torch", "--", sys.executable,
+                 str(WORKLOADS / "chunk_torch.py"), "--steps", "3000", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "for about 1 s" in r.stderr, r.stderr
+    # The budget is spent at start-up already: the fewest chunks that can calibrate.
+    assert "4 chunks of 3 configurations" in r.stderr, r.stderr
+    assert "4 chunks measured in the time budget (1 s)" in r.stderr, r.stderr
+    cal = read_calibration(out / FILE_NAME)
+    assert cal.mode == "chunks"
+    assert sorted(cal.validation["validation_rounds"] + cal.validation["outlier_rounds"]) \
+        == [1, 3]
+
+
 def test_too_few_progress_reports_fall_back_to_the_cost_model(tmp_path: Path):
     out = tmp_path / "run"
     r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--repetitions", "1",
@@ -102,8 +118,9 @@ def test_ctrl_c_during_chunk_calibration_leaves_the_trace_and_no_copies(tmp_path
     out = tmp_path / "run"
     marker = uuid.uuid4().hex  # an argument only this test's workload processes carry
     proc = subprocess.Popen([sys.executable, "-m", "rlscope.cli.prof", "-o", str(out),
-                             "--calibrate", "--intercept", "torch", "--", sys.executable,
-                             str(WORKLOADS / "chunk_torch.py"), "--steps", "29876",
+                             "--calibrate", "--chunks", "40", "--intercept", "torch", "--",
+                             sys.executable, str(WORKLOADS / "chunk_torch.py"), "--steps",
+                             "29876",
                              "--tag", marker],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
