@@ -71,7 +71,7 @@ def _without_gaps(times: np.ndarray, gaps: list[list[int]]) -> np.ndarray:
     return times - np.where(idx > 0, cum[np.maximum(idx - 1, 0)], 0)
 
 
-def _op_seconds(trace_dir: Path, gaps: list[list[int]], cal: Calibration | None
+def op_seconds(trace_dir: Path, gaps: list[list[int]], cal: Calibration | None
                 ) -> pd.Series:
     """Seconds per top-level operation of the copy's main process, corrected."""
     t = read_trace(trace_dir)
@@ -112,9 +112,9 @@ def measure(name: str, args: list[str], work: Path, chunks: int) -> dict:
         f, a = by.get((c, "full")), by.get((c, ann_cfg))
         if f is None or a is None:
             continue
-        full_c.append(_op_seconds(root / f["directory"], f["gaps_ns"], cal))
-        full_raw.append(_op_seconds(root / f["directory"], f["gaps_ns"], None))
-        ann_c.append(_op_seconds(root / a["directory"], a["gaps_ns"], cal))
+        full_c.append(op_seconds(root / f["directory"], f["gaps_ns"], cal))
+        full_raw.append(op_seconds(root / f["directory"], f["gaps_ns"], None))
+        ann_c.append(op_seconds(root / a["directory"], a["gaps_ns"], cal))
     op_err, op_raw = {}, {}
     if full_c:
         fc = pd.concat(full_c, axis=1).fillna(0).sum(axis=1)

@@ -1,19 +1,32 @@
 """Per-operation ground truth for overhead correction (issue 22).
 
 Workloads whose operations time themselves with perf_counter
-(scripts/bench/workloads/selftimed.py): an uninstrumented run gives each operation's true
-time. Each workload is calibrated once (``rls-prof --calibrate``, the mode rls-prof picks),
-then rounds alternate an uninstrumented run and a profiled run reusing that calibration
-(``--calibration``). Per operation of the main process: raw error (the profiled run's
-operation time, uncorrected, over the same round's truth) and corrected error (the
-calibration's costs removed, whether or not the report would withhold them); medians over
-the rounds and their spread (min..max). "total" is the sum of the operations.
+(scripts/bench/workloads/selftimed.py): an uninstrumented copy of the work gives each
+operation's true time. Two ways to get it beside a profiled one:
 
-    .venv/bin/python scripts/bench/correction_per_op.py [--rounds 3] [--only cartpole]
+- **chunks** (one-process workloads: cartpole, mujoco, dqn): ``rls-prof --calibrate``
+  by paired chunks. Each chunk of work runs in forked copies of one process taking 2 ms
+  turns on one CPU (docs/overhead-correction.md), among them an uninstrumented copy and
+  the fully recording one. Costs are estimated on the even chunks; on the odd (held-out)
+  ones the uninstrumented copy's own perf_counter spans per operation (the time it was
+  stopped for the other copies cut out) are the truth, and the full copy's trace (the
+  same stops cut out) gives the raw and corrected operation times. Identical copies
+  differ by ~0.5% here, whole runs by 10-25%.
+- **runs** (the multi-process pool, which a forked copy cannot share): calibrated once
+  as rls-prof picks, then rounds of an uninstrumented run and a profiled run reusing the
+  calibration; medians over the rounds and their spread (min..max).
+
+Per operation of the main process: raw error (the profiled operation time, uncorrected,
+over the truth) and corrected error (the calibration's costs removed, whether or not the
+report would withhold them). "total" is the sum of the operations. For chunks the error
+is of the held-out chunks summed; the spread is the per-chunk errors' quartiles.
+
+    .venv/bin/python scripts/bench/correction_per_op.py [--chunks 24] [--rounds 3]
+        [--only cartpole]
 
 Last line: RESULT per_op_raw_abs_median=<pct> per_op_corrected_abs_median=<pct>
-worse_than_raw=<n> (operations >= 5% of their run whose corrected error is further from
-the truth than raw by more than the rounds' spread)
+total_corrected_abs_median=<pct> worse_than_raw=<n> (operations >= 5% of their run
+whose corrected error is further from the truth than raw by more than their spread)
 """
 
 from __future__ import annotations
@@ -26,16 +39,21 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from correction_accuracy import op_seconds
 
 from rlscope.analysis import analyze
 from rlscope.analysis.overhead.applied import scaled_costs, withheld_reason
 from rlscope.analysis.overhead.correction import correct_trace
 from rlscope.analysis.overhead.model import read_calibration
+from rlscope.calibration.estimate import UNINSTRUMENTED
+from rlscope.inprocess.chunk_copies import RESULTS
 from rlscope.trace.reader import read_trace
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "selftimed.py")
-WORKLOADS = {"cartpole": ["cartpole", "3000"], "dqn": ["dqn", "2000"], "pool": ["pool", "20"]}
+WORKLOADS = {"cartpole": ["cartpole", "200000"], "mujoco": ["mujoco", "100000"],
+             "dqn": ["dqn", "100000"], "pool": ["pool", "20"]}
+BY_RUNS = {"pool"}  # a forked copy could not share its pool: whole runs
 ENV = {"OMP_NUM_THREADS": "1"}
 
 
@@ -101,9 +119,78 @@ def bench(name: str, args: list[str], rounds: int, tmp: Path) -> list[dict]:
     return out
 
 
+def _overlap_ns(spans: list[list[int]], gaps: list[list[int]]) -> int:
+    """Nanoseconds of ``spans`` that fall inside ``gaps`` (both [start, end] pairs)."""
+    if not spans or not gaps:
+        return 0
+    s, g = np.array(spans, np.int64), np.array(gaps, np.int64)
+    lo = np.maximum(s[:, None, 0], g[None, :, 0])
+    hi = np.minimum(s[:, None, 1], g[None, :, 1])
+    return int(np.clip(hi - lo, 0, None).sum())
+
+
+def _truth(log: Path, gaps: list[list[int]]) -> dict[str, float]:
+    """A copy's self-timed seconds per operation over its chunk, its stops cut out; each
+    span plus one clock read (the span lacks the halves of its two reads)."""
+    data = json.loads(log.read_text())
+    return {op: (v["sum_ns"] - _overlap_ns(v["long"], gaps) + v["n"] * data["read_ns"]) / 1e9
+            for op, v in data["ops"].items() if v["n"]}
+
+
+def _err(x: float, truth: float) -> float:
+    return 100.0 * (x / truth - 1.0)
+
+
+def bench_chunks(name: str, args: list[str], chunks: int, tmp: Path) -> list[dict]:
+    py = sys.executable
+    out, log = tmp / f"{name}-chunks", tmp / f"{name}-log"
+    log.mkdir()
+    _run([py, "-m", "rlscope.cli.prof", "-q", "--force", "-o", str(out), "--calibrate",
+          "--chunks", str(chunks), "--", py, WORKLOAD, *args, str(tmp / "prof.json"),
+          str(log)])
+    cal = read_calibration(out / "calibration.json")
+    if cal.mode != "chunks":
+        raise SystemExit(f"{name}: calibrated by {cal.mode}, not by chunks")
+    root = out / "calibration" / "chunks"
+    rows = [json.loads(x) for x in (root / RESULTS).read_text().splitlines()]
+    by = {(x["chunk"], x["config"]): x for x in rows}
+    per: dict[str, list[tuple[float, float, float]]] = {}  # op -> (truth, raw, corrected)
+    for c in sorted(set(cal.validation["validation_rounds"])):
+        u, f = by.get((c, UNINSTRUMENTED)), by.get((c, "full"))
+        if u is None or f is None or not (log / f"{u['pid']}.json").exists():
+            continue
+        truth = _truth(log / f"{u['pid']}.json", u["gaps_ns"])
+        raw = op_seconds(root / f["directory"], f["gaps_ns"], None)
+        corr = op_seconds(root / f["directory"], f["gaps_ns"], cal)
+        for op, tv in truth.items():
+            if op in raw.index:
+                per.setdefault(op, []).append((tv, float(raw[op]), float(corr[op])))
+        ops = [op for op in truth if op in raw.index]
+        per.setdefault("total", []).append((sum(truth[o] for o in ops),
+                                            sum(float(raw[o]) for o in ops),
+                                            sum(float(corr[o]) for o in ops)))
+    if not per:
+        raise SystemExit(f"{name}: no held-out chunk with both copies' timings")
+    grand = sum(v[0] for v in per["total"])
+    out_rows = []
+    for op, v in per.items():
+        a = np.array(v)
+        t, r, c = a.sum(axis=0)
+        re, ce = 100 * (a[:, 1] / a[:, 0] - 1), 100 * (a[:, 2] / a[:, 0] - 1)
+        out_rows.append({"workload": name, "mode": cal.mode, "operation": op,
+                         "share": float(t / grand), "raw_med": _err(r, t),
+                         "raw_lo": float(np.percentile(re, 25)),
+                         "raw_hi": float(np.percentile(re, 75)),
+                         "corr_med": _err(c, t), "corr_lo": float(np.percentile(ce, 25)),
+                         "corr_hi": float(np.percentile(ce, 75)), "rounds": len(a),
+                         "withheld": bool(withheld_reason(cal))})
+    return out_rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of whole runs (pool)")
+    ap.add_argument("--chunks", type=int, default=24, help="chunks calibrated (others)")
     ap.add_argument("--only", action="append")
     a = ap.parse_args()
     results: list[dict] = []
@@ -111,21 +198,26 @@ def main() -> None:
         for name, args in WORKLOADS.items():
             if a.only and name not in a.only:
                 continue
-            results += bench(name, args, a.rounds, Path(t))
+            if name in BY_RUNS:
+                results += bench(name, args, a.rounds, Path(t))
+            else:
+                results += bench_chunks(name, args, a.chunks, Path(t))
             print(f"# {name} done", file=sys.stderr, flush=True)
-    print("| workload (mode) | operation | share | raw error % (median, min..max) | "
-          "corrected error % (median, min..max) |")
-    print("|---|---|---|---|---|")
+    print("| workload (mode) | operation | share | raw error % (spread) | "
+          "corrected error % (spread) | chunks or rounds |")
+    print("|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['workload']} ({r['mode']}{', withheld' if r['withheld'] else ''}) | "
               f"{r['operation']} | {100 * r['share']:.0f}% | {r['raw_med']:+.1f} "
               f"({r['raw_lo']:+.1f}..{r['raw_hi']:+.1f}) | {r['corr_med']:+.1f} "
-              f"({r['corr_lo']:+.1f}..{r['corr_hi']:+.1f}) |")
+              f"({r['corr_lo']:+.1f}..{r['corr_hi']:+.1f}) | {r['rounds']} |")
     big = [r for r in results if r["share"] >= 0.05]
     worse = sum(abs(r["corr_med"]) > abs(r["raw_med"]) + (r["raw_hi"] - r["raw_lo"])
                 for r in big)
     print(f"RESULT per_op_raw_abs_median={np.median([abs(r['raw_med']) for r in big]):.2f} "
           f"per_op_corrected_abs_median={np.median([abs(r['corr_med']) for r in big]):.2f} "
+          f"total_corrected_abs_median="
+          f"{np.median([abs(r['corr_med']) for r in results if r['operation'] == 'total']):.2f} "
           f"worse_than_raw={worse}")
 
 

@@ -2,18 +2,31 @@
 an uninstrumented run gives the true time per operation (issue 22's per-operation ground
 truth). Annotated with rlscope.operation, a no-op unless rls-prof records.
 
-    python scripts/bench/workloads/selftimed.py KIND STEPS OUT.json
+    python scripts/bench/workloads/selftimed.py KIND STEPS OUT.json [LOG_DIR]
 
 KIND:
 - ``cartpole``: a fast env step (gymnasium CartPole, ~2-5 µs) and a tiny MLP policy's
-  inference each step; a backprop on the last 32 steps every 32 steps;
+  inference each step; a backprop on the last 64 steps every 32 steps;
+- ``mujoco``: the same loop on MuJoCo's HalfCheetah-v5 (a ~50 µs step, continuous
+  actions);
 - ``dqn``: many small backend calls: inference is 12 small torch ops on a 1x4 input, a
   step of CartPole, a 64-sample backprop every 4 steps;
 - ``pool``: a multiprocessing Pool(2) (fork) simulates in its workers (each task a few
   hundred CartPole steps, annotated as simulation there); the main process does
   inference on the results. Per-operation truth is the main process's.
 
+Each operation's clock reads sit *inside* its rlscope scope, and every copy of the
+process does them: a profiled run's operation covers exactly the self-timed span plus
+one clock read (the reads' cost is measured at start and added back, see ``read_ns``).
+Every 32 steps (every step for ``pool``) the loop calls ``rlscope.report_progress``, so
+``rls-prof --calibrate`` can calibrate it by chunks.
+
 OUT.json: {operation: seconds} summed over the run (the main process's own timings).
+LOG_DIR (optional): at every progress report, before reporting it, the process writes
+``LOG_DIR/<pid>.json``: per operation the summed nanoseconds, the count and every span
+longer than 200 µs as [start, end] (perf_counter_ns, CLOCK_MONOTONIC); totals restart at
+fork, so a chunk copy's file covers its chunk alone, and the spans let the benchmark cut
+out the time a copy was stopped while the others ran.
 """
 
 from __future__ import annotations
@@ -32,26 +45,74 @@ import torch
 import rlscope
 
 torch.set_num_threads(1)
+LONG_NS = 200_000  # shorter than any pause of a chunk copy (the others' turns: >= 1 ms)
+PROGRESS_EVERY = 32
+
+
+def _read_cost_ns() -> float:
+    """What one perf_counter_ns read adds to a span (median of back-to-back reads)."""
+    clock = time.perf_counter_ns
+    d = []
+    for _ in range(2001):
+        a = clock()
+        d.append(clock() - a)
+    return float(np.median(d))
 
 
 class Timer:
-    def __init__(self) -> None:
-        self.total: dict[str, float] = {}
+    def __init__(self, log_dir: str | None = None) -> None:
+        self.log_dir = log_dir
+        self.read_ns = _read_cost_ns()
+        self.ops: dict[str, _Op] = {}
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
 
-    def op(self, name: str) -> object:
-        timer = self
+    def _reset(self) -> None:
+        for o in self.ops.values():
+            o.sum_ns, o.n, o.long = 0, 0, []
 
-        class _Op:
-            def __enter__(self) -> None:
-                self.scope = rlscope.operation(name)
-                self.scope.__enter__()
-                self.t0 = time.perf_counter()
+    def op(self, name: str) -> _Op:
+        o = self.ops.get(name)
+        if o is None:
+            o = self.ops[name] = _Op(name)
+        return o
 
-            def __exit__(self, *exc: object) -> None:
-                dt = time.perf_counter() - self.t0
-                self.scope.__exit__(*exc)
-                timer.total[name] = timer.total.get(name, 0.0) + dt
-        return _Op()
+    @property
+    def total(self) -> dict[str, float]:
+        return {k: o.sum_ns / 1e9 for k, o in self.ops.items()}
+
+    def progress(self, i: int, n: int) -> None:
+        if self.log_dir:
+            data = {"pid": os.getpid(), "read_ns": self.read_ns,
+                    "ops": {k: {"sum_ns": o.sum_ns, "n": o.n, "long": o.long}
+                            for k, o in self.ops.items()}}
+            path = os.path.join(self.log_dir, f"{os.getpid()}.json")
+            with open(path + ".tmp", "w") as f:
+                json.dump(data, f)
+            os.replace(path + ".tmp", path)
+        rlscope.report_progress(i, n)
+
+
+class _Op:
+    __slots__ = ("long", "n", "name", "scope", "sum_ns", "t0")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sum_ns, self.n, self.long = 0, 0, []
+
+    def __enter__(self) -> None:
+        self.scope = rlscope.operation(self.name)
+        self.scope.__enter__()
+        self.t0 = time.perf_counter_ns()
+
+    def __exit__(self, *exc: object) -> None:
+        t1 = time.perf_counter_ns()
+        self.scope.__exit__(*exc)
+        dt = t1 - self.t0
+        self.sum_ns += dt
+        self.n += 1
+        if dt > LONG_NS:
+            self.long.append([self.t0, t1])
 
 
 def _sim_task(seed: int, steps: int = 300) -> float:
@@ -70,11 +131,10 @@ def _sim_task(seed: int, steps: int = 300) -> float:
 def main() -> None:
     kind, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     torch.manual_seed(0)
-    t = Timer()
-    policy = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(),
-                                 torch.nn.Linear(32, 2))
-    opt = torch.optim.SGD(policy.parameters(), lr=1e-3)
+    t = Timer(sys.argv[4] if len(sys.argv) > 4 else None)
     if kind == "pool":
+        policy = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(),
+                                     torch.nn.Linear(32, 2))
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(2) as pool:
@@ -83,25 +143,32 @@ def main() -> None:
                 with t.op("inference"), torch.no_grad():
                     for _ in range(200):
                         policy(torch.tensor([results[:2] + results[:2]], dtype=torch.float32))
+                t.progress(i + 1, steps)
         _write(out, t.total)
         return
-    env = gym.make("CartPole-v1")
+    env = gym.make("HalfCheetah-v5" if kind == "mujoco" else "CartPole-v1")
+    n_obs = env.observation_space.shape[0]
+    n_out = env.action_space.shape[0] if kind == "mujoco" else 2
+    policy = torch.nn.Sequential(torch.nn.Linear(n_obs, 32), torch.nn.Tanh(),
+                                 torch.nn.Linear(32, n_out))
+    opt = torch.optim.SGD(policy.parameters(), lr=1e-3)
     obs, _ = env.reset(seed=0)
     buf: list[np.ndarray] = []
     w = [torch.randn(4, 4) for _ in range(4)]
+    every = 4 if kind == "dqn" else 32
     for i in range(steps):
         with t.op("inference"), torch.no_grad():
             x = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
             if kind == "dqn":
                 for m in w:  # many small backend calls
                     x = torch.tanh(x @ m) + 0.0
-            a = int(policy(x).argmax())
+            y = policy(x)
+            a = np.clip(y.numpy()[0], -1, 1) if kind == "mujoco" else int(y.argmax())
         with t.op("simulation"):
             obs, _r, term, trunc, _ = env.step(a)
             if term or trunc:
                 obs, _ = env.reset()
         buf.append(obs)
-        every = 4 if kind == "dqn" else 32
         if (i + 1) % every == 0:
             with t.op("backprop"):
                 batch = torch.as_tensor(np.array(buf[-64:]), dtype=torch.float32)
@@ -109,6 +176,8 @@ def main() -> None:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+        if (i + 1) % PROGRESS_EVERY == 0:
+            t.progress(i + 1, steps)
     _write(out, t.total)
 
 
