@@ -55,6 +55,7 @@ SIMULATION = "simulation"  # the operation the gymnasium and SB3 integrations op
 SAMPLE_NS_PER_ENV = 1_000_000
 
 _serial = itertools.count(1)
+_factories_running = 0  # > 0 while a vector env's factory makes an env (this thread or not)
 _announced: list[dict[str, Any]] = []  # this process's vector envs (format.META_VECENVS)
 os.register_at_fork(after_in_child=_announced.clear)  # a child holds none of them
 
@@ -142,19 +143,31 @@ class EnvFactory:
         self.__wrapped__ = fn
 
     def __call__(self) -> Any:
+        global _factories_running
         rec = annotate.active_recorder()
         if rec is None:
             return self.fn()
         worker = os.getpid() != self.owner_pid
         if worker:
             _announce_worker(rec, self)
-        env = self.fn()
+        _factories_running += 1
+        try:
+            env = self.fn()
+        finally:
+            _factories_running -= 1
         if worker:
             record_env(env, self.index)
         return env
 
     def __repr__(self) -> str:
         return f"<rlscope env {self.index} of {self.vec_name}: {self.fn!r}>"
+
+
+def making_vector_env() -> bool:
+    """Whether a vector env's factory is making an env now: its steps will be taken
+    inside the vector step (the ``simulation`` operation already, or recorded per env in
+    a worker), so ``gymnasium.make`` need not mark its class for them."""
+    return _factories_running > 0
 
 
 def _announce_worker(rec: Any, f: EnvFactory) -> None:

@@ -174,3 +174,29 @@ def test_import_hook_on_a_built_in_module():
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == f"['{builtin}']"
+
+
+def test_envs_made_by_a_vector_env_leave_their_class_unmarked(tmp_path: Path):
+    """Their steps run inside the vector step: a marked class would cost each env step a
+    native check. A later stand-alone ``gymnasium.make`` marks the class as before."""
+    pytest.importorskip("gymnasium")
+    code = textwrap.dedent(f"""
+        import rlscope
+        from rlscope import intercept
+        rlscope.start({str(tmp_path / "t")!r})
+        intercept.enable("gym")
+        import gymnasium as gym
+        from gymnasium.wrappers import TimeLimit
+        vec = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+        assert type(vec.envs[0]) is TimeLimit
+        assert not hasattr(TimeLimit.__dict__["step"], "_rlscope_op")
+        vec.reset(seed=0)
+        vec.step(vec.action_space.sample())
+        env = gym.make("CartPole-v1")
+        assert TimeLimit.__dict__["step"]._rlscope_op == "simulation"
+        rlscope.stop()
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
