@@ -5,7 +5,9 @@ ends long after the operation closed); the host then works for argv[3] ms
 has finished. The kernel's record is written then, ending argv[2] ms after its launch or
 MARGIN_MS after the wait began, whichever is later: on a loaded machine the host may be
 held up past the kernel's nominal end, and the wait must still be there. Prints the
-steps' kernel time and the time spent waiting as one JSON line."""
+steps' kernel time, the time spent waiting, the part of the wait the kernel ran in (from
+the synchronisation's start to the kernel's end) and the part after it (the host woken
+late: on a loaded machine, milliseconds) as one JSON line."""
 
 from __future__ import annotations
 
@@ -42,12 +44,17 @@ def now() -> int:
 
 kernel_end = 0
 kernels = 0
+gpu_wait = late = 0
 
 
 @BODY
 def wait_for_kernel(_arg: int) -> None:  # the device synchronisation: blocks, off the CPU
+    global gpu_wait, late
+    start = now()
     while (left := kernel_end - now()) > 0:
         time.sleep(left / 1e9)
+    gpu_wait += kernel_end - start
+    late += now() - kernel_end
 
 
 cupti.fake_cuInit()
@@ -70,4 +77,5 @@ with rlscope.phase("training"):
             waited += now() - t0
 cupti.cuptiActivityFlushAll(0)
 print(json.dumps({"steps": STEPS, "kernel_ns": kernels, "waited_ns": waited,
+                  "gpu_wait_ns": gpu_wait, "late_ns": late,
                   "margin_ns": MARGIN_MS * 1_000_000}))
