@@ -104,9 +104,6 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
         wrapped = Patcher().wrapper_for(abs, BACKEND, "calibration.abs")
     except Exception:  # no native wrapper: interception not available
         wrapped = None
-    # An env's recorded step (the vector env wrappers do the same work), inside an open
-    # simulation operation so that the operation's own annotation is not counted here.
-    env_step = recorded_method(_noop, reset=False, index=0, name="calibration")
     ann: list[tuple[float, float]] = []
     call: list[tuple[float, float]] = []
     call_idle: list[tuple[float, float]] = []
@@ -122,6 +119,10 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
         try:
             rec_ann = _loop_ns(_annotation_loop(rlscope.operation("calibration")))
             rec_call = _loop_ns(_call_loop(wrapped)) if wrapped is not None else math.nan
+            # An env's recorded step (the vector env wrappers do the same work; made
+            # while recording, as theirs are: the recorder's own), inside an open
+            # simulation operation so that the operation's annotation is not counted.
+            env_step = recorded_method(_noop, reset=False, index=0, name="calibration")
             rec = annotate.active_recorder()
             with rec.operation(SIMULATION):  # type: ignore[union-attr]
                 rec_step = _loop_ns(_step_loop(env_step))

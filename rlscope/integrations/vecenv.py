@@ -42,15 +42,15 @@ from typing import Any
 
 from rlscope import annotate
 from rlscope.integrations import wrap_method
-from rlscope.intercept.patch import Patcher
+from rlscope.intercept.patch import Patcher, is_env_call, recorder_env_call
 from rlscope.trace import format as fmt
 
 CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
 SIMULATION = "simulation"  # the operation the gymnasium and SB3 integrations open
-# A sampled vector step costs ~9k instructions per env (stand-ins swapped in, events,
-# swapped out; callgrind, scripts/bench/fast_env_instructions.py), a few us: one every
-# 1 ms per env keeps that to a few hundred instructions per env step of a fast env
-# (CartPole x16: one vector step in ~30) and ~0.3% of any loop, and samples every step
+# A sampled vector step costs ~3k instructions per env (stand-ins swapped in, native
+# env calls, swapped out; callgrind, scripts/bench/fast_env_instructions.py), ~1 us: one
+# every 1 ms per env keeps that to ~100 instructions per env step of a fast env
+# (CartPole x16: one vector step in ~30) and ~0.1% of any loop, and samples every step
 # of envs slower than 1 ms.
 SAMPLE_NS_PER_ENV = 1_000_000
 
@@ -60,45 +60,13 @@ _announced: list[dict[str, Any]] = []  # this process's vector envs (format.META
 os.register_at_fork(after_in_child=_announced.clear)  # a child holds none of them
 
 
-class _Recorded:
-    """An env's bound ``step`` or ``reset`` recorded as ENV_STEP / ENV_RESET with the env's
-    index; set on the instance, so only the outermost env is recorded."""
-
-    __slots__ = ("index", "method", "name", "reset")
-
-    def __init__(self, method: Callable[..., Any], reset: bool, index: int,
-                 name: str) -> None:
-        self.method, self.reset, self.index, self.name = method, reset, index, name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        rec = annotate.active_recorder()
-        if rec is None:
-            return self.method(*args, **kwargs)
-        rec.env_begin(self.reset, self.index, self.name)
-        try:
-            if rec.in_operation(SIMULATION):
-                return self.method(*args, **kwargs)
-            # The gymnasium hook marks only classes made by gymnasium.make: a user
-            # wrapper around them (the outermost layer) is simulation too.
-            with rec.operation(SIMULATION):
-                return self.method(*args, **kwargs)
-        finally:
-            rec.env_end(self.reset, self.name)
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.method, attr)
-
-    def __reduce__(self) -> Any:
-        # A pickled or copied env gets the plain method back, unrecorded (unpickling
-        # runs this before the instance's attributes are restored).
-        return (getattr, (self.method.__self__, self.method.__name__))  # type: ignore[attr-defined]
-
-
 def recorded_method(method: Callable[..., Any], reset: bool, index: int,
                     name: str) -> Callable[..., Any]:
-    """``method`` recorded as an env's step (or reset) with ``index`` (what a vector env's
-    envs get; the calibration's microbenchmark times it)."""
-    return _Recorded(method, reset, index, name)
+    """``method`` recorded as an env's step (or reset) with ``index``, inside the
+    ``simulation`` operation (opened unless open: a user wrapper around a marked env is
+    simulation too): what a vector env's envs get (the calibration's microbenchmark
+    times it). The recorder's EnvCall: native, no Python frame per call."""
+    return recorder_env_call()(method, reset, index, name, SIMULATION)
 
 
 def _env_name(env: Any) -> str:
@@ -116,7 +84,7 @@ def record_env(env: Any, index: int) -> bool:
     try:
         for attr, reset in (("step", False), ("reset", True)):
             method = getattr(env, attr)
-            if isinstance(method, _Recorded):
+            if is_env_call(method):
                 continue
             setattr(env, attr, recorded_method(method, reset, index, name))
     except (AttributeError, TypeError):
@@ -190,8 +158,8 @@ class _RecordingEnv:
 
     def __init__(self, env: Any, index: int, name: str) -> None:
         self.env = env
-        self.step = _Recorded(env.step, False, index, name)
-        self.reset = _Recorded(env.reset, True, index, name)
+        self.step = recorded_method(env.step, False, index, name)
+        self.reset = recorded_method(env.reset, True, index, name)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.env, attr)

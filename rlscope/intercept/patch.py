@@ -81,6 +81,16 @@ def recorder_op_wrap() -> Callable[..., Any]:
     return _recorder_in_use().wrap_operation
 
 
+def recorder_env_call() -> Callable[..., Any]:
+    """``env_call(method, reset, index, name, operation)`` of the recorder in use."""
+    return _recorder_in_use().env_call
+
+
+def is_env_call(obj: Any) -> bool:
+    """Whether ``obj`` is an env method recorded by ``env_call`` (either recorder)."""
+    return hasattr(type(obj), "_rlscope_env")
+
+
 def is_wrapper(obj: Any) -> bool:
     # type(obj), not obj: wrappers forward attribute lookups (and __class__).
     return hasattr(type(obj), "_rlscope_category")

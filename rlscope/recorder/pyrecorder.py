@@ -615,6 +615,51 @@ def wrap_operation(func: Callable[..., Any], name: str,
     return wrapper
 
 
+class EnvCall:
+    """An env's bound ``step``/``reset`` recorded at every call as env ``index``'s step
+    (reset) inside ``operation`` (opened unless open). The native recorder's EnvCall, in
+    Python."""
+
+    __slots__ = ("index", "method", "name", "op", "reset")
+    _rlscope_env = True
+
+    def __init__(self, method: Callable[..., Any], reset: bool, index: int, name: str,
+                 op: str) -> None:
+        self.method, self.reset, self.index, self.name, self.op = \
+            method, reset, index, name, op
+
+    @property
+    def __wrapped__(self) -> Callable[..., Any]:
+        return self.method
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _rec is None:
+            return self.method(*args, **kwargs)
+        env_begin(self.reset, self.index, self.name)
+        try:
+            if in_operation(self.op):
+                return self.method(*args, **kwargs)
+            with operation(self.op):
+                return self.method(*args, **kwargs)
+        finally:
+            env_end(self.reset, self.name)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.method, attr)
+
+    def __reduce__(self) -> Any:
+        # Pickled or copied: the plain bound method, unrecorded (unpickling runs this
+        # before the instance's attributes are restored).
+        return (getattr, (self.method.__self__, self.method.__name__))  # type: ignore[attr-defined]
+
+
+def env_call(method: Callable[..., Any], reset: bool, index: int, name: str,
+             operation: str) -> EnvCall:
+    if not callable(method):
+        raise TypeError(f"env_call(): {type(method).__name__} object is not callable")
+    return EnvCall(method, reset, index, name, operation)
+
+
 def in_operation(name: str) -> bool:
     """True if an operation named ``name`` is open on this thread."""
     rec = _rec
