@@ -209,3 +209,61 @@ def test_operation_wrapper_records_unless_open(recorder: str, recording: Path):
         ("OPERATION_BEGIN", "simulation"), ("OPERATION_END", "simulation"),
         ("OPERATION_END", "inference"),
     ]
+
+
+def env_call_fn(recorder: str):
+    if recorder == "native":
+        from rlscope import _native
+
+        return _native.env_call
+    from rlscope.recorder import pyrecorder
+
+    return pyrecorder.env_call
+
+
+def env_events(out: Path) -> list[tuple[str, str]]:
+    """(kind name, name) of the env and operation events, in order."""
+    (p,) = read_trace(out).processes
+    keep = (fmt.OPERATION_BEGIN, fmt.OPERATION_END, fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END,
+            fmt.ENV_RESET_BEGIN, fmt.ENV_RESET_END)
+    return [(fmt.KIND_NAMES[int(k)], p.strings[int(n)]) for k, n in
+            zip(p.events.kind, p.events.name, strict=True) if int(k) in keep]
+
+
+def test_env_call_is_transparent_and_pickles_as_the_method(recorder: str):
+    from rlscope.intercept.patch import is_env_call
+
+    env = Env()
+    w = env_call_fn(recorder)(env.step, False, 3, "CartPole-v1", "simulation")
+    assert is_env_call(w) and w.__wrapped__ == env.step and w.index == 3
+    assert w.__name__ == "step" and w.__self__ is env
+    assert w(2, scale=3) == 6
+    with pytest.raises(ValueError):
+        w(-1)
+    env.step = w  # an env copied or pickled gets its plain method back
+    back = pickle.loads(pickle.dumps(env))
+    assert not is_env_call(back.__dict__.get("step")) and back.step(4) == 4
+    with pytest.raises(TypeError):
+        env_call_fn(recorder)(42, False, 0, "x", "simulation")
+
+
+def test_env_call_records_the_step_inside_simulation(recorder: str, recording: Path):
+    env = Env()
+    step = env_call_fn(recorder)(env.step, False, 5, "CartPole-v1", "simulation")
+    reset = env_call_fn(recorder)(env.step, True, 5, "CartPole-v1", "simulation")
+    step(1)  # opens simulation inside the env step
+    with pytest.raises(ValueError):
+        step(-1)  # the ends are recorded all the same
+    with rlscope.operation("simulation"):
+        reset(1)  # open already: not again
+    rlscope.stop()
+    step(1)  # not recording: forwarded, nothing recorded
+    E, S = "CartPole-v1", "simulation"
+    assert env_events(recording) == [
+        ("ENV_STEP_BEGIN", E), ("OPERATION_BEGIN", S), ("OPERATION_END", S),
+        ("ENV_STEP_END", E),
+        ("ENV_STEP_BEGIN", E), ("OPERATION_BEGIN", S), ("OPERATION_END", S),
+        ("ENV_STEP_END", E),
+        ("OPERATION_BEGIN", S), ("ENV_RESET_BEGIN", E), ("ENV_RESET_END", E),
+        ("OPERATION_END", S),
+    ]
