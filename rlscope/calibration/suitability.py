@@ -11,11 +11,13 @@ from pathlib import Path
 
 from rlscope.errors import RLScopeError
 from rlscope.trace.data import Header
-from rlscope.trace.reader import trace_files
-from rlscope.trace.records import read_header
+from rlscope.trace.reader import read_process, trace_files
+from rlscope.trace.records import iter_chunks, read_header
+
+HELPER_BYTES = 4 << 20  # a trace file this small may be a helper that ended early
 
 
-def _headers(out: Path) -> tuple[dict, list[Header]]:
+def _headers(out: Path) -> tuple[dict, list[tuple[Header, Path]]]:
     try:
         _d, run, files = trace_files(out)
     except RLScopeError:
@@ -25,29 +27,59 @@ def _headers(out: Path) -> tuple[dict, list[Header]]:
         if f.name.startswith("cuda."):
             continue
         try:
-            headers.append(read_header(f)[0])
+            headers.append((read_header(f)[0], f))
         except (RLScopeError, OSError):
             continue
     return run, headers
 
 
+def _first_progress_ns(path: Path) -> int | None:
+    """When the process first reported progress (the first chunk fork), reading no
+    further than the chunk that holds it."""
+    try:
+        for c in iter_chunks(path):
+            if len(c.progress.time_ns):
+                return int(c.progress.time_ns[0])
+    except (RLScopeError, OSError):
+        pass
+    return None
+
+
+def _ended_before(path: Path, t_ns: int) -> bool:
+    """Whether the process of a small trace file had ended before ``t_ns`` (a helper such
+    as a ``python -c 'import sys'`` probe run at import time)."""
+    try:
+        if path.stat().st_size > HELPER_BYTES:
+            return False
+        ev = read_process(path).events
+    except (RLScopeError, OSError):
+        return False
+    return len(ev) > 0 and int(ev.time_ns.max()) < t_ns
+
+
 def other_processes(out: Path) -> int:
     """How many recorded processes of the profiled run descend from its root process (the
-    one rls-prof started)."""
+    one rls-prof started) and were still running when it first reported progress (when
+    the first copies would be forked)."""
     run, headers = _headers(out)
     if len(headers) < 2:
         return 0
     launcher = int(run.get("launcher", {}).get("pid", -1))
-    roots = [h for h in headers if h.ppid == launcher] or headers[:1]
-    root = roots[0].pid
-    parent = {h.pid: h.ppid for h in headers}
+    roots = [h for h in headers if h[0].ppid == launcher] or headers[:1]
+    root, root_file = roots[0][0].pid, roots[0][1]
+    parent = {h.pid: h.ppid for h, _f in headers}
+    first: int | None = None
     n = 0
-    for h in headers:
+    for h, f in headers:
         p, seen = h.ppid, set()
         while p in parent and p not in seen and p != root:
             seen.add(p)
             p = parent[p]
-        n += p == root and h.pid != root
+        if p != root or h.pid == root:
+            continue
+        if first is None:
+            first = _first_progress_ns(root_file) or -1
+        n += not (first > 0 and _ended_before(f, first))
     return n
 
 

@@ -27,6 +27,17 @@ def test_a_live_child_stops_chunks_before_any_fork(tmp_path: Path):
     assert cal.mode == "model" and cal.uninstrumented["n"] >= 1
 
 
+def test_a_helper_that_ended_before_the_first_progress_report_allows_chunks(tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--chunks", "4",
+                 "--chunk-seconds", "0.02", "--no-intercept", "--", sys.executable,
+                 str(WORKLOADS / "calib_helper.py"), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "not by chunks" not in r.stderr, r.stderr
+    assert len(list(out.glob("python.*.rlscope"))) == 2  # the helper was recorded
+    assert read_calibration(out / FILE_NAME).mode == "chunks"
+
+
 def test_sb3_subproc_vec_env_calibrates(tmp_path: Path):
     pytest.importorskip("stable_baselines3")
     out = tmp_path / "run"
