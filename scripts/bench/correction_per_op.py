@@ -51,8 +51,8 @@ from rlscope.trace.reader import read_trace
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "selftimed.py")
-WORKLOADS = {"cartpole": ["cartpole", "200000"], "mujoco": ["mujoco", "100000"],
-             "dqn": ["dqn", "100000"], "pool": ["pool", "20"]}
+WORKLOADS = {"cartpole": ["cartpole", "60000"], "mujoco": ["mujoco", "30000"],
+             "dqn": ["dqn", "35000"], "pool": ["pool", "20"]}
 BY_RUNS = {"pool"}  # a forked copy could not share its pool: whole runs
 ENV = {"OMP_NUM_THREADS": "1"}
 
@@ -132,9 +132,14 @@ def _overlap_ns(spans: list[list[int]], gaps: list[list[int]]) -> int:
 def _truth(log: Path, gaps: list[list[int]]) -> dict[str, float]:
     """A copy's self-timed seconds per operation over its chunk, its stops cut out; each
     span plus one clock read (the span lacks the halves of its two reads)."""
-    data = json.loads(log.read_text())
-    return {op: (v["sum_ns"] - _overlap_ns(v["long"], gaps) + v["n"] * data["read_ns"]) / 1e9
-            for op, v in data["ops"].items() if v["n"]}
+    out: dict[str, float] = {}
+    for line in log.read_text().splitlines():
+        data = json.loads(line)
+        for op, v in data["ops"].items():
+            if v["n"]:
+                out[op] = out.get(op, 0.0) + (v["sum_ns"] - _overlap_ns(v["long"], gaps)
+                                              + v["n"] * data["read_ns"]) / 1e9
+    return out
 
 
 def _err(x: float, truth: float) -> float:
@@ -157,9 +162,9 @@ def bench_chunks(name: str, args: list[str], chunks: int, tmp: Path) -> list[dic
     per: dict[str, list[tuple[float, float, float]]] = {}  # op -> (truth, raw, corrected)
     for c in sorted(set(cal.validation["validation_rounds"])):
         u, f = by.get((c, UNINSTRUMENTED)), by.get((c, "full"))
-        if u is None or f is None or not (log / f"{u['pid']}.json").exists():
+        if u is None or f is None or not (log / f"{u['pid']}.jsonl").exists():
             continue
-        truth = _truth(log / f"{u['pid']}.json", u["gaps_ns"])
+        truth = _truth(log / f"{u['pid']}.jsonl", u["gaps_ns"])
         raw = op_seconds(root / f["directory"], f["gaps_ns"], None)
         corr = op_seconds(root / f["directory"], f["gaps_ns"], cal)
         for op, tv in truth.items():

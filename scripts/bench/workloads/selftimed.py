@@ -22,11 +22,12 @@ Every 32 steps (every step for ``pool``) the loop calls ``rlscope.report_progres
 ``rls-prof --calibrate`` can calibrate it by chunks.
 
 OUT.json: {operation: seconds} summed over the run (the main process's own timings).
-LOG_DIR (optional): at every progress report, before reporting it, the process writes
-``LOG_DIR/<pid>.json``: per operation the summed nanoseconds, the count and every span
-longer than 200 µs as [start, end] (perf_counter_ns, CLOCK_MONOTONIC); totals restart at
-fork, so a chunk copy's file covers its chunk alone, and the spans let the benchmark cut
-out the time a copy was stopped while the others ran.
+LOG_DIR (optional): at every progress report, before reporting it, the process appends
+a line to ``LOG_DIR/<pid>.jsonl``: per operation the nanoseconds and count since the
+previous line and the spans longer than 200 µs among them as [start, end]
+(perf_counter_ns, CLOCK_MONOTONIC); it starts afresh at fork, so a chunk copy's file
+covers its chunk alone, and the spans let the benchmark cut out the time a copy was
+stopped while the others ran.
 """
 
 from __future__ import annotations
@@ -79,26 +80,26 @@ class Timer:
 
     @property
     def total(self) -> dict[str, float]:
-        return {k: o.sum_ns / 1e9 for k, o in self.ops.items()}
+        return {k: o.total_ns / 1e9 for k, o in self.ops.items()}
 
     def progress(self, i: int, n: int) -> None:
         if self.log_dir:
-            data = {"pid": os.getpid(), "read_ns": self.read_ns,
+            data = {"read_ns": self.read_ns,
                     "ops": {k: {"sum_ns": o.sum_ns, "n": o.n, "long": o.long}
                             for k, o in self.ops.items()}}
-            path = os.path.join(self.log_dir, f"{os.getpid()}.json")
-            with open(path + ".tmp", "w") as f:
-                json.dump(data, f)
-            os.replace(path + ".tmp", path)
+            with open(os.path.join(self.log_dir, f"{os.getpid()}.jsonl"), "a") as f:
+                f.write(json.dumps(data) + "\n")
+            self._reset()  # the next line has what follows (the totals stay in OUT.json)
         rlscope.report_progress(i, n)
 
 
 class _Op:
-    __slots__ = ("long", "n", "name", "scope", "sum_ns", "t0")
+    __slots__ = ("long", "n", "name", "scope", "sum_ns", "t0", "total_ns")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.sum_ns, self.n, self.long = 0, 0, []
+        self.total_ns = 0  # the whole run's, for OUT.json
 
     def __enter__(self) -> None:
         self.scope = rlscope.operation(self.name)
@@ -110,6 +111,7 @@ class _Op:
         self.scope.__exit__(*exc)
         dt = t1 - self.t0
         self.sum_ns += dt
+        self.total_ns += dt
         self.n += 1
         if dt > LONG_NS:
             self.long.append([self.t0, t1])
