@@ -186,7 +186,7 @@ class Driver:
             self._finish(f"{self.chunk} chunks measured")
         if self.budget_spent():
             self._finish(f"{self.chunk} chunks measured in the time budget "
-                         f"({self.budget_s:g} s)")
+                         f"({self.budget_s:.0f} s)")
         if self.active is None:
             why = unforkable()
             if why:  # a copy would share them with this process: end, rls-prof says why
