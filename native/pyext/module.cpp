@@ -1064,26 +1064,60 @@ PyObject* py_progress(PyObject*, PyObject* args) {
 
 // env_begin(reset, index, name) / env_end(reset, name): one step (or reset) of env
 // `index` of a vector env, recorded by rlscope.integrations.vecenv.
-PyObject* py_env_begin(PyObject*, PyObject* args) {
-  int reset;
-  long long index;
-  const char* name;
+// The id of `name` (a str), with a one-entry cache: a vector env passes the same str
+// object at every step (interning takes a lock and a hash of a copy). 0 with an error set.
+uint32_t intern_str(PyObject* name) {
+  static PyObject* last = nullptr;  // a strong reference: its address stays its own
+  static uint32_t last_id = 0;
+  if (name == last) return last_id;
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "env name must be str, not %.100s", Py_TYPE(name)->tp_name);
+    return 0;
+  }
   Py_ssize_t len;
-  if (!PyArg_ParseTuple(args, "pLs#:env_begin", &reset, &index, &name, &len)) return nullptr;
-  if (!rlscope::is_active()) Py_RETURN_NONE;
-  uint32_t id = rlscope::intern(std::string_view(name, size_t(len)));
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+  if (!utf8) return 0;
+  uint32_t id = rlscope::intern(std::string_view(utf8, size_t(len)));
+  Py_XSETREF(last, Py_NewRef(name));
+  last_id = id;
+  return id;
+}
+
+// env_begin(reset, index, name): METH_FASTCALL, called at every vector step.
+PyObject* py_env_begin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_Format(PyExc_TypeError, "env_begin() takes 3 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  int reset = PyObject_IsTrue(args[0]);
+  if (reset < 0) return nullptr;
+  long long index = PyLong_AsLongLong(args[1]);
+  if (index == -1 && PyErr_Occurred()) return nullptr;
+  if (!rlscope::is_active()) {
+    if (!PyUnicode_Check(args[2])) return PyErr_Format(PyExc_TypeError, "env name must be str");
+    Py_RETURN_NONE;
+  }
+  uint32_t id = intern_str(args[2]);
+  if (id == 0 && PyErr_Occurred()) return nullptr;
   rlscope::env_begin(thread_state(), reset ? rlscope::ENV_RESET_BEGIN : rlscope::ENV_STEP_BEGIN,
                      id, index);
   Py_RETURN_NONE;
 }
 
-PyObject* py_env_end(PyObject*, PyObject* args) {
-  int reset;
-  const char* name;
-  Py_ssize_t len;
-  if (!PyArg_ParseTuple(args, "ps#:env_end", &reset, &name, &len)) return nullptr;
-  if (!rlscope::is_active()) Py_RETURN_NONE;
-  uint32_t id = rlscope::intern(std::string_view(name, size_t(len)));
+// env_end(reset, name): METH_FASTCALL.
+PyObject* py_env_end(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_Format(PyExc_TypeError, "env_end() takes 2 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  int reset = PyObject_IsTrue(args[0]);
+  if (reset < 0) return nullptr;
+  if (!rlscope::is_active()) {
+    if (!PyUnicode_Check(args[1])) return PyErr_Format(PyExc_TypeError, "env name must be str");
+    Py_RETURN_NONE;
+  }
+  uint32_t id = intern_str(args[1]);
+  if (id == 0 && PyErr_Occurred()) return nullptr;
   rlscope::env_end(thread_state(), reset ? rlscope::ENV_RESET_BEGIN : rlscope::ENV_STEP_BEGIN,
                    id);
   Py_RETURN_NONE;
@@ -1174,9 +1208,11 @@ PyMethodDef module_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "pop_operation(name=None): close the innermost operation."},
     {"progress", py_progress, METH_VARARGS, "progress(timesteps, total) (total -1: unknown)"},
     {"metadata", py_metadata, METH_VARARGS, "metadata(key, json_value)"},
-    {"env_begin", py_env_begin, METH_VARARGS,
+    {"env_begin", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_env_begin)),
+     METH_FASTCALL,
      "env_begin(reset, index, name): a step (or reset) of env `index` of a vector env."},
-    {"env_end", py_env_end, METH_VARARGS, "env_end(reset, name): its end."},
+    {"env_end", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_env_end)),
+     METH_FASTCALL, "env_end(reset, name): its end."},
     {"env_call", py_env_call, METH_VARARGS,
      "env_call(method, reset, index, name, operation): method (an env's bound step or "
      "reset) recorded at every call as env `index`'s step (reset) named `name`, inside "

@@ -267,3 +267,21 @@ def test_env_call_records_the_step_inside_simulation(recorder: str, recording: P
         ("OPERATION_BEGIN", S), ("ENV_RESET_BEGIN", E), ("ENV_RESET_END", E),
         ("OPERATION_END", S),
     ]
+
+
+def test_env_events_name_each_vector_env(recorder: str, recording: Path):
+    """Two vector envs stepped in turn (the native recorder caches the last name's id:
+    the cache must follow the name)."""
+    from rlscope import annotate
+
+    rec = annotate.active_recorder()
+    a, b = "SyncVectorEnv#1", "".join(["SyncVector", "Env#2"])
+    for name in (a, b, a, "SyncVectorEnv#1", b):
+        rec.env_begin(False, -1, name)
+        rec.env_end(False, name)
+    if recorder == "native":
+        with pytest.raises(TypeError):
+            rec.env_begin(False, -1, 42)
+    rlscope.stop()
+    names = [n for k, n in env_events(recording) if k == "ENV_STEP_BEGIN"]
+    assert names == [a, b, a, a, b]
