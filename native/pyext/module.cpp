@@ -688,6 +688,25 @@ PyObject* py_wrap_operation(PyObject*, PyObject* args, PyObject* kwargs) {
   return reinterpret_cast<PyObject*>(w);
 }
 
+// The id of `name` (a str), with a one-entry cache: a vector env passes the same str
+// object at every step (interning takes a lock and a hash of a copy). 0 with an error set.
+uint32_t intern_str(PyObject* name) {
+  static PyObject* last = nullptr;  // a strong reference: its address stays its own
+  static uint32_t last_id = 0;
+  if (name == last) return last_id;
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "env name must be str, not %.100s", Py_TYPE(name)->tp_name);
+    return 0;
+  }
+  Py_ssize_t len;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+  if (!utf8) return 0;
+  uint32_t id = rlscope::intern(std::string_view(utf8, size_t(len)));
+  Py_XSETREF(last, Py_NewRef(name));
+  last_id = id;
+  return id;
+}
+
 // ------------------------------------------------------------------ EnvCall
 // An env's bound step (or reset) recorded as ENV_STEP (ENV_RESET) with the env's index,
 // inside the `simulation` operation (opened unless open on the thread): what a vector
@@ -830,6 +849,253 @@ PyObject* py_env_call(PyObject*, PyObject* args) {
   w->begin_kind = reset ? rlscope::ENV_RESET_BEGIN : rlscope::ENV_STEP_BEGIN;
   w->name_id = rlscope::intern(std::string_view(name, size_t(name_len)));
   w->op_id = rlscope::intern(std::string_view(op, size_t(op_len)));
+  PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
+  return reinterpret_cast<PyObject*>(w);
+}
+
+// ------------------------------------------------------------------ VecStep
+// A vector env class's step (or reset) method recorded as one ENV_STEP (ENV_RESET) pair
+// with index -1, named after the vector env, per call on a vector env rlscope knows
+// (`vecs`: id(vector env) -> rlscope.integrations.vecenv._Vec, whose `name` and
+// `sampled` it reads); a sampled call has the _Sampled's stand-ins in place for that
+// call (its start(now) / stop()). Parts: whole (a step in one method), begin (the
+// send half: the pair is opened, and closed here only if sending fails), end (the wait
+// half, possibly a wait-call wrapper: sampling, and the pair closed). The Python twins
+// are vecenv's _whole/_begins/_ends; this one costs no Python frame per vector step.
+
+enum VecPart { VEC_WHOLE = 0, VEC_BEGIN = 1, VEC_END = 2 };
+
+struct VecStepObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* wrapped;
+  PyObject* vecs;  // dict
+  PyObject* dict;  // attributes set on the wrapper (a patch flag)
+  PyObject* weakrefs;
+  int part;
+  uint32_t begin_kind;  // ENV_STEP_BEGIN or ENV_RESET_BEGIN
+};
+
+PyObject* g_str_name = nullptr;
+PyObject* g_str_sampled = nullptr;
+PyObject* g_str_last = nullptr;
+PyObject* g_str_interval = nullptr;
+PyObject* g_str_start = nullptr;
+PyObject* g_str_stop = nullptr;
+
+// A long attribute of `o`; -1 with an error set on failure.
+int attr_ll(PyObject* o, PyObject* name, long long* out) {
+  PyObject* v = PyObject_GetAttr(o, name);
+  if (!v) return -1;
+  *out = PyLong_AsLongLong(v);
+  Py_DECREF(v);
+  return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+// The vector env's _Sampled when this call is sampled (a new reference; its stand-ins
+// are in place), else nullptr: without an error set, not sampled.
+PyObject* sample_if_due(PyObject* vec) {
+  PyObject* smp = PyObject_GetAttr(vec, g_str_sampled);
+  if (!smp || smp == Py_None) {
+    Py_XDECREF(smp);
+    return nullptr;
+  }
+  long long last, interval;
+  if (attr_ll(smp, g_str_last, &last) < 0 || attr_ll(smp, g_str_interval, &interval) < 0) {
+    Py_DECREF(smp);
+    return nullptr;
+  }
+  long long now = static_cast<long long>(rlscope::monotonic_ns());  // = perf_counter_ns
+  if (now - last < interval) {
+    Py_DECREF(smp);
+    return nullptr;
+  }
+  PyObject* now_obj = PyLong_FromLongLong(now);
+  PyObject* started = now_obj ? PyObject_CallMethodOneArg(smp, g_str_start, now_obj) : nullptr;
+  Py_XDECREF(now_obj);
+  int yes = started ? PyObject_IsTrue(started) : -1;
+  Py_XDECREF(started);
+  if (yes <= 0) {
+    Py_DECREF(smp);
+    return nullptr;
+  }
+  return smp;
+}
+
+PyObject* vecstep_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                             PyObject* kwnames) {
+  auto* w = reinterpret_cast<VecStepObject*>(self);
+  if (!rlscope::is_active() || PyVectorcall_NARGS(nargsf) < 1) {
+    return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+  }
+  PyObject* key = PyLong_FromVoidPtr(args[0]);  // id(vector env)
+  if (!key) return nullptr;
+  PyObject* vec = PyDict_GetItemWithError(w->vecs, key);
+  Py_DECREF(key);
+  if (!vec) {
+    if (PyErr_Occurred()) return nullptr;
+    return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);  // not one of ours
+  }
+  Py_INCREF(vec);
+  PyObject* name = PyObject_GetAttr(vec, g_str_name);
+  uint32_t id = name ? intern_str(name) : 0;
+  Py_XDECREF(name);
+  if (id == 0) {
+    Py_DECREF(vec);
+    return nullptr;
+  }
+  ThreadState* t = thread_state();
+  if (w->part != VEC_END) rlscope::env_begin(t, w->begin_kind, id, -1);
+  PyObject* smp = nullptr;
+  if (w->part != VEC_BEGIN) {
+    smp = sample_if_due(vec);
+    if (!smp && PyErr_Occurred()) {
+      Py_DECREF(vec);
+      if (w->part == VEC_WHOLE) rlscope::env_end(t, w->begin_kind, id);
+      return nullptr;
+    }
+  }
+  Py_DECREF(vec);
+  PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+  if (w->part == VEC_BEGIN) {
+    if (!r) rlscope::env_end(t, w->begin_kind, id);  // nothing sent: no wait will close it
+    return r;
+  }
+  if (smp) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);  // the call's error, if any, survives stop()
+    PyObject* done = PyObject_CallMethodNoArgs(smp, g_str_stop);
+    Py_DECREF(smp);
+    if (done) {
+      Py_DECREF(done);
+      PyErr_Restore(et, ev, tb);
+    } else if (et) {
+      PyErr_Clear();
+      PyErr_Restore(et, ev, tb);
+    } else {
+      Py_CLEAR(r);  // stop() failed after a good call: its error is the result
+    }
+  }
+  rlscope::env_end(t, w->begin_kind, id);
+  return r;
+}
+
+int vecstep_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* w = reinterpret_cast<VecStepObject*>(self);
+  Py_VISIT(w->wrapped);
+  Py_VISIT(w->vecs);
+  Py_VISIT(w->dict);
+  return 0;
+}
+
+int vecstep_clear(PyObject* self) {
+  auto* w = reinterpret_cast<VecStepObject*>(self);
+  Py_CLEAR(w->wrapped);
+  Py_CLEAR(w->vecs);
+  Py_CLEAR(w->dict);
+  return 0;
+}
+
+void vecstep_dealloc(PyObject* self) {
+  auto* w = reinterpret_cast<VecStepObject*>(self);
+  PyObject_GC_UnTrack(self);
+  if (w->weakrefs) PyObject_ClearWeakRefs(self);
+  vecstep_clear(self);
+  PyObject_GC_Del(self);
+}
+
+PyObject* g_vecstep_own = nullptr;  // frozenset of attribute names the wrapper answers
+
+// Its own attributes, then those set on it (the patch flag), then the wrapped method's.
+PyObject* vecstep_getattro(PyObject* self, PyObject* name) {
+  auto* w = reinterpret_cast<VecStepObject*>(self);
+  int own = PySet_Contains(g_vecstep_own, name);
+  if (own < 0) return nullptr;
+  if (own) return PyObject_GenericGetAttr(self, name);
+  if (w->dict) {
+    PyObject* v = PyDict_GetItemWithError(w->dict, name);
+    if (v) return Py_NewRef(v);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  return PyObject_GetAttr(w->wrapped, name);
+}
+
+int vecstep_setattro(PyObject* self, PyObject* name, PyObject* value) {
+  auto* w = reinterpret_cast<VecStepObject*>(self);
+  int own = PySet_Contains(g_vecstep_own, name);
+  if (own < 0) return -1;
+  if (own) return PyObject_GenericSetAttr(self, name, value);  // read-only: raises
+  if (!w->dict && !(w->dict = PyDict_New())) return -1;
+  if (value) return PyDict_SetItem(w->dict, name, value);
+  if (PyDict_DelItem(w->dict, name) < 0) {
+    PyErr_Format(PyExc_AttributeError, "%U", name);
+    return -1;
+  }
+  return 0;
+}
+
+PyObject* vecstep_repr(PyObject* self) {
+  return PyObject_Repr(reinterpret_cast<VecStepObject*>(self)->wrapped);
+}
+
+PyObject* vecstep_reduce_ex(PyObject* self, PyObject* protocol) {
+  return reduce_as(reinterpret_cast<VecStepObject*>(self)->wrapped, protocol);
+}
+
+PyMethodDef vecstep_methods[] = {
+    {"__reduce_ex__", vecstep_reduce_ex, METH_O, "Pickle as the wrapped method."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef vecstep_members[] = {
+    {"__wrapped__", T_OBJECT_EX, offsetof(VecStepObject, wrapped), READONLY,
+     "the wrapped method"},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyTypeObject VecStepType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+void init_vecstep_type() {
+  init_forwarding_type(&VecStepType, "rlscope._native.VecStep", true, sizeof(VecStepObject),
+                       offsetof(VecStepObject, vectorcall),
+                       offsetof(VecStepObject, weakrefs));
+  VecStepType.tp_dealloc = vecstep_dealloc;
+  VecStepType.tp_repr = vecstep_repr;
+  VecStepType.tp_getattro = vecstep_getattro;
+  VecStepType.tp_setattro = vecstep_setattro;
+  VecStepType.tp_traverse = vecstep_traverse;
+  VecStepType.tp_clear = vecstep_clear;
+  VecStepType.tp_doc = "rlscope vector step: records each call on a known vector env as "
+                       "one vector-level env step (or reset) and forwards it to __wrapped__.";
+  VecStepType.tp_methods = vecstep_methods;
+  VecStepType.tp_members = vecstep_members;
+}
+
+// vec_step(method, reset, part, vecs) -> VecStep
+PyObject* py_vec_step(PyObject*, PyObject* args) {
+  PyObject *method, *vecs;
+  int reset, part;
+  if (!PyArg_ParseTuple(args, "OpiO!:vec_step", &method, &reset, &part, &PyDict_Type, &vecs)) {
+    return nullptr;
+  }
+  if (!PyCallable_Check(method)) {
+    PyErr_Format(PyExc_TypeError, "vec_step(): %.100s object is not callable",
+                 Py_TYPE(method)->tp_name);
+    return nullptr;
+  }
+  if (part < VEC_WHOLE || part > VEC_END) {
+    PyErr_Format(PyExc_ValueError, "vec_step(): part must be 0, 1 or 2, not %d", part);
+    return nullptr;
+  }
+  auto* w = PyObject_GC_New(VecStepObject, &VecStepType);
+  if (!w) return nullptr;
+  w->vectorcall = vecstep_vectorcall;
+  w->wrapped = Py_NewRef(method);
+  w->vecs = Py_NewRef(vecs);
+  w->dict = nullptr;
+  w->weakrefs = nullptr;
+  w->part = part;
+  w->begin_kind = reset ? rlscope::ENV_RESET_BEGIN : rlscope::ENV_STEP_BEGIN;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
   return reinterpret_cast<PyObject*>(w);
 }
@@ -1064,25 +1330,6 @@ PyObject* py_progress(PyObject*, PyObject* args) {
 
 // env_begin(reset, index, name) / env_end(reset, name): one step (or reset) of env
 // `index` of a vector env, recorded by rlscope.integrations.vecenv.
-// The id of `name` (a str), with a one-entry cache: a vector env passes the same str
-// object at every step (interning takes a lock and a hash of a copy). 0 with an error set.
-uint32_t intern_str(PyObject* name) {
-  static PyObject* last = nullptr;  // a strong reference: its address stays its own
-  static uint32_t last_id = 0;
-  if (name == last) return last_id;
-  if (!PyUnicode_Check(name)) {
-    PyErr_Format(PyExc_TypeError, "env name must be str, not %.100s", Py_TYPE(name)->tp_name);
-    return 0;
-  }
-  Py_ssize_t len;
-  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
-  if (!utf8) return 0;
-  uint32_t id = rlscope::intern(std::string_view(utf8, size_t(len)));
-  Py_XSETREF(last, Py_NewRef(name));
-  last_id = id;
-  return id;
-}
-
 // env_begin(reset, index, name): METH_FASTCALL, called at every vector step.
 PyObject* py_env_begin(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 3) {
@@ -1213,6 +1460,10 @@ PyMethodDef module_methods[] = {
      "env_begin(reset, index, name): a step (or reset) of env `index` of a vector env."},
     {"env_end", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_env_end)),
      METH_FASTCALL, "env_end(reset, name): its end."},
+    {"vec_step", py_vec_step, METH_VARARGS,
+     "vec_step(method, reset, part, vecs): a vector env class's method recorded as one "
+     "vector-level env step (reset) per call on a vector env in vecs (id -> _Vec); part 0 "
+     "whole, 1 the send half, 2 the wait half."},
     {"env_call", py_env_call, METH_VARARGS,
      "env_call(method, reset, index, name, operation): method (an env's bound step or "
      "reset) recorded at every call as env `index`'s step (reset) named `name`, inside "
@@ -1261,6 +1512,22 @@ PyMODINIT_FUNC PyInit__native(void) {
                                   "__get__", "__call__");
   if (g_opwrapper_own) Py_SETREF(g_opwrapper_own, PyFrozenSet_New(g_opwrapper_own));
   if (!g_opwrapper_own) return nullptr;
+  init_vecstep_type();
+  if (PyType_Ready(&VecStepType) < 0) return nullptr;
+  g_vecstep_own = Py_BuildValue("[ssss]", "__wrapped__", "__reduce_ex__", "__get__",
+                                "__call__");
+  if (g_vecstep_own) Py_SETREF(g_vecstep_own, PyFrozenSet_New(g_vecstep_own));
+  if (!g_vecstep_own) return nullptr;
+  g_str_name = PyUnicode_InternFromString("name");
+  g_str_sampled = PyUnicode_InternFromString("sampled");
+  g_str_last = PyUnicode_InternFromString("last");
+  g_str_interval = PyUnicode_InternFromString("interval");
+  g_str_start = PyUnicode_InternFromString("start");
+  g_str_stop = PyUnicode_InternFromString("stop");
+  if (!g_str_name || !g_str_sampled || !g_str_last || !g_str_interval || !g_str_start ||
+      !g_str_stop) {
+    return nullptr;
+  }
   init_envcall_type();
   if (PyType_Ready(&EnvCallType) < 0) return nullptr;
   g_envcall_own = Py_BuildValue("[ssssss]", "__wrapped__", "index", "__reduce_ex__",

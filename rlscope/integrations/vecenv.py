@@ -42,7 +42,7 @@ from typing import Any
 
 from rlscope import annotate
 from rlscope.integrations import wrap_method
-from rlscope.intercept.patch import Patcher, is_env_call, recorder_env_call
+from rlscope.intercept.patch import Patcher, is_env_call, native_recorder, recorder_env_call
 from rlscope.trace import format as fmt
 
 CALL_WAIT = 2  # the WAIT_CALL category of the call wrappers (native/common/calls.h)
@@ -287,8 +287,16 @@ def _init(orig: Callable[..., Any], in_process: bool) -> Callable[..., Any]:
     return __init__
 
 
+# Parts of a vector step for the native wrapper (rlscope._native.vec_step): no Python
+# frame per vector step; the closures below are its twins for the Python recorder.
+WHOLE, BEGIN, END = 0, 1, 2
+
+
 def _begins(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
     """Opens the vector step (or reset): the actions go out in ``orig``."""
+    native = native_recorder()
+    if native is not None:
+        return native.vec_step(orig, reset, BEGIN, _vecs)
 
     @functools.wraps(orig)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -309,6 +317,9 @@ def _begins(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
 def _ends(orig: Callable[..., Any], waiting: Any, reset: bool) -> Callable[..., Any]:
     """Closes the vector step (or reset) opened by :func:`_begins`; ``waiting`` is
     ``orig`` recorded as a blocking call, or ``orig`` itself (sequential classes)."""
+    native = native_recorder()
+    if native is not None:
+        return native.vec_step(waiting, reset, END, _vecs)
 
     @functools.wraps(orig)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -329,6 +340,9 @@ def _ends(orig: Callable[..., Any], waiting: Any, reset: bool) -> Callable[..., 
 
 def _whole(orig: Callable[..., Any], reset: bool) -> Callable[..., Any]:
     """A vector step (or reset) done in one method."""
+    native = native_recorder()
+    if native is not None:
+        return native.vec_step(orig, reset, WHOLE, _vecs)
 
     @functools.wraps(orig)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:

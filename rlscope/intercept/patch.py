@@ -86,6 +86,13 @@ def recorder_env_call() -> Callable[..., Any]:
     return _recorder_in_use().env_call
 
 
+def native_recorder() -> Any | None:
+    """The native recorder module when it is the recorder in use, else None (its
+    wrapper types then have Python twins elsewhere)."""
+    rec = _recorder_in_use()
+    return rec if hasattr(rec, "vec_step") else None
+
+
 def is_env_call(obj: Any) -> bool:
     """Whether ``obj`` is an env method recorded by ``env_call`` (either recorder)."""
     return hasattr(type(obj), "_rlscope_env")

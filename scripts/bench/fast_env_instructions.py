@@ -11,7 +11,11 @@ the loop samples outside valgrind (its vector step timed plain, without valgrind
 one in ``SAMPLE_NS_PER_ENV x envs / step time``).
 
     python scripts/bench/fast_env_instructions.py [--steps 200] [--envs 16]
-        [--loops envpool,sync,dummy]
+        [--loops envpool,sync,dummy] [--repeat 3]
+
+Identical runs still differ by up to ~1.5k instructions per vector step (~90 per env step
+of 16: the garbage collector's passes, memory layout), so ``--repeat N`` counts every
+configuration N times and takes the medians (string hashing is fixed: PYTHONHASHSEED=0).
 
 Why: on this 2-core VM the wall and CPU clocks of identical chunks differ by +-10%,
 so a few % of inflation cannot be resolved by timing; instruction counts repeat to
@@ -32,9 +36,11 @@ line says so and the exit status is 2. Last line:
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,6 +116,9 @@ EXCLUDED = re.compile(r"envpool|libstdc\+\+|pthread|futex|sched_yield")
 LINE = re.compile(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)")
 
 
+_RUN = itertools.count()
+
+
 def unavailable(why: str) -> NoReturn:
     print(f"fast_env_instructions: {why}; install valgrind (apt install valgrind) to "
           "count instructions", file=sys.stderr)
@@ -146,8 +155,8 @@ def main_thread_instructions(profile: str) -> int:
 
 def count(kind: str, mode: str, steps: int, envs: int, tmp: str, lib: str) -> int:
     script = os.path.join(tmp, "workload.py")
-    prefix = os.path.join(tmp, f"cg.{kind}.{mode}")
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    prefix = os.path.join(tmp, f"cg.{kind}.{mode}.{next(_RUN)}")  # runs may overlap
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
     cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--instr-atstart=no",
            f"--callgrind-out-file={prefix}", sys.executable, script, kind, mode, str(steps),
            str(envs), lib, os.path.join(tmp, f"run.{kind}")]
@@ -171,6 +180,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--envs", type=int, default=16)
     ap.add_argument("--loops", default="envpool,sync,dummy")
+    ap.add_argument("--repeat", type=int, default=1, help="counts per configuration (median)")
     a = ap.parse_args()
     result = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,10 +189,12 @@ def main() -> None:
             f.write(WORKLOAD)
         for kind in a.loops.split(","):
             modes = ["plain", "rlscope"] + ([] if kind == "envpool" else ["sampled"])
+            runs = [m for _ in range(a.repeat) for m in modes]  # interleaved
             with ThreadPoolExecutor(2) as ex:  # side by side
-                counts = dict(zip(modes, ex.map(count, [kind] * 3, modes, [a.steps] * 3,
-                                                [a.envs] * 3, [tmp] * 3, [lib] * 3),
-                                  strict=True))
+                got = list(ex.map(count, [kind] * len(runs), runs, [a.steps] * len(runs),
+                                  [a.envs] * len(runs), [tmp] * len(runs), [lib] * len(runs)))
+            counts = {m: int(statistics.median(c for r, c in zip(runs, got, strict=True)
+                                               if r == m)) for m in modes}
             per_step = a.steps * a.envs
             plain, rec = counts["plain"], counts["rlscope"]
             added = (rec - plain) / per_step

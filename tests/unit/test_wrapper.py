@@ -285,3 +285,70 @@ def test_env_events_name_each_vector_env(recorder: str, recording: Path):
     rlscope.stop()
     names = [n for k, n in env_events(recording) if k == "ENV_STEP_BEGIN"]
     assert names == [a, b, a, a, b]
+
+
+class FakeSampled:
+    """What the vector-step wrapper reads of vecenv's _Sampled: last, interval, start, stop."""
+
+    def __init__(self, interval: int) -> None:
+        self.last, self.interval, self.calls = -(1 << 62), interval, []
+
+    def start(self, now: int) -> bool:
+        self.last = now
+        self.calls.append("start")
+        return True
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+
+class FakeVec:
+    __slots__ = ("name", "sampled")
+
+    def __init__(self, name: str, sampled: FakeSampled | None) -> None:
+        self.name, self.sampled = name, sampled
+
+
+def test_native_vector_step_parts(recording: Path, recorder: str):
+    if recorder != "native":
+        pytest.skip("the Python recorder uses vecenv's closures")
+    from rlscope import _native
+
+    class Vec:
+        def step(self, a: int) -> int:
+            if a < 0:
+                raise ValueError("bad action")
+            return a + 1
+
+        def send(self, a: int) -> None:
+            if a < 0:
+                raise ValueError("not sent")
+
+        def wait(self) -> int:
+            return 7
+
+    smp = FakeSampled(interval=10**15)  # the first call is sampled, no later one
+    a, b, other = Vec(), Vec(), Vec()
+    vecs = {id(a): FakeVec("Sync#1", smp), id(b): FakeVec("Dummy#2", None)}
+
+    class Whole(Vec):
+        step = _native.vec_step(Vec.step, False, 0, vecs)
+        send = _native.vec_step(Vec.send, False, 1, vecs)
+        wait = _native.vec_step(Vec.wait, False, 2, vecs)
+
+    Whole.step.flag = True  # the patcher marks its wrappers
+    assert Whole.step.flag and Whole.step.__wrapped__ is Vec.step
+    assert Whole.step.__name__ == "step"
+    a.__class__ = b.__class__ = other.__class__ = Whole
+    assert a.step(1) == 2 and a.step(2) == 3
+    with pytest.raises(ValueError):
+        a.step(-1)
+    b.send(1)
+    assert b.wait() == 7
+    with pytest.raises(ValueError):
+        b.send(-1)  # nothing sent: the pair is closed at once
+    assert other.step(1) == 2  # not a known vector env: forwarded, nothing recorded
+    rlscope.stop()
+    assert smp.calls == ["start", "stop"]
+    assert env_events(recording) == [("ENV_STEP_BEGIN", "Sync#1"), ("ENV_STEP_END", "Sync#1")] * 3 \
+        + [("ENV_STEP_BEGIN", "Dummy#2"), ("ENV_STEP_END", "Dummy#2")] * 2
