@@ -25,7 +25,9 @@ subclasses that call their methods).
   with index -1, named after the vector env (``SubprocVecEnv#1``), from the start of
   ``step_async`` (the actions are sent) to the end of ``step_wait``; vector resets the
   same as ENV_RESET. For the worker classes ``step_wait`` (``reset_wait``) is also
-  recorded as a blocking call (WAIT_CALL): the wait part.
+  recorded as a blocking call (WAIT_CALL): the wait part. With the native recorder these
+  wrappers are ``rlscope._native.vec_step`` (no Python frame per vector step); the
+  closures here are their twins for the Python recorder.
 
 Nothing is changed while no recording is active when the vector env is made.
 """
