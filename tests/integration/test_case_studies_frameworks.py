@@ -24,10 +24,15 @@ def _have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+# A bound for a stuck run, not a speed check: on_off_policy takes ~4 min quiet and over
+# 10 min on two cores shared with two busy loops and another test run.
+TIMEOUT_S = 1800
+
+
 def _run(script: str, *args: str) -> str:
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "case_studies" / script),
                         "--quick", "--no-setup", *args], capture_output=True, text=True,
-                       timeout=600, cwd=REPO)
+                       timeout=TIMEOUT_S, cwd=REPO)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     return r.stdout
 
