@@ -487,6 +487,55 @@ PyObject* py_in_operation(PyObject*, PyObject* name) {
   Py_RETURN_FALSE;
 }
 
+// Attributes of a forwarding wrapper: its own names (`own`), then those set on it
+// (`dict`, may be null), then the wrapped object's (as functools.wraps would show them).
+PyObject* forward_getattr(PyObject* self, PyObject* own, PyObject* dict, PyObject* wrapped,
+                          PyObject* name) {
+  int is_own = PySet_Contains(own, name);
+  if (is_own < 0) return nullptr;
+  if (is_own) return PyObject_GenericGetAttr(self, name);
+  if (dict) {
+    PyObject* v = PyDict_GetItemWithError(dict, name);
+    if (v) return Py_NewRef(v);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  return PyObject_GetAttr(wrapped, name);
+}
+
+// Setting one: its own names are read-only; anything else goes to `*dict` (made on first
+// use), never to the wrapped object.
+int forward_setattr(PyObject* self, PyObject* own, PyObject** dict, PyObject* name,
+                    PyObject* value) {
+  int is_own = PySet_Contains(own, name);
+  if (is_own < 0) return -1;
+  if (is_own) return PyObject_GenericSetAttr(self, name, value);  // read-only: raises
+  if (!*dict && !(*dict = PyDict_New())) return -1;
+  if (value) return PyDict_SetItem(*dict, name, value);
+  if (PyDict_DelItem(*dict, name) < 0) {
+    PyErr_Format(PyExc_AttributeError, "%U", name);
+    return -1;
+  }
+  return 0;
+}
+
+// Opens operation `op` on `t` unless one of that name is open there; whether it did.
+bool push_unless_open(ThreadState* t, uint32_t op) {
+  if (!rlscope::begin_event(t)) return false;
+  for (uint32_t i = 0; i < t->depth; ++i) {
+    if (t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == op) return false;
+  }
+  return rlscope::push(t, rlscope::OPERATION_BEGIN, op) == rlscope::OK;
+}
+
+// Closes what push_unless_open opened, with any scope left open inside it.
+void pop_pushed(ThreadState* t, uint32_t op) {
+  if (rlscope::exit_innermost(t, rlscope::OPERATION_BEGIN, op) == rlscope::NOT_ON_STACK) {
+    // Scopes left open inside the call (or a recording restarted in it): closed with it.
+    std::vector<rlscope::StackEntry> unwound;
+    rlscope::exit_scope_slow(t, rlscope::OPERATION_BEGIN, op, &unwound);
+  }
+}
+
 // ------------------------------------------------------------------ OpWrapper
 // A transparent callable that runs its function inside an operation unless one of that
 // name is open on the thread (the integrations' zero-code operations: a vector env's
@@ -533,21 +582,9 @@ PyObject* opwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nar
     }
   }
   ThreadState* t = thread_state();
-  bool pushed = false;
-  if (rlscope::begin_event(t)) {
-    bool open = false;
-    for (uint32_t i = 0; i < t->depth && !open; ++i) {
-      open = t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == w->name_id;
-    }
-    pushed = !open && rlscope::push(t, rlscope::OPERATION_BEGIN, w->name_id) == rlscope::OK;
-  }
+  bool pushed = push_unless_open(t, w->name_id);
   PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
-  if (pushed &&
-      rlscope::exit_innermost(t, rlscope::OPERATION_BEGIN, w->name_id) == rlscope::NOT_ON_STACK) {
-    // Scopes left open inside the call (or a recording restarted in it): closed with it.
-    std::vector<rlscope::StackEntry> unwound;
-    rlscope::exit_scope_slow(t, rlscope::OPERATION_BEGIN, w->name_id, &unwound);
-  }
+  if (pushed) pop_pushed(t, w->name_id);
   return r;
 }
 
@@ -585,29 +622,12 @@ PyObject* g_opwrapper_own = nullptr;  // frozenset of attribute names the wrappe
 // __doc__, __qualname__, __module__...), as functools.wraps would show them.
 PyObject* opwrapper_getattro(PyObject* self, PyObject* name) {
   auto* w = reinterpret_cast<OpWrapperObject*>(self);
-  int own = PySet_Contains(g_opwrapper_own, name);
-  if (own < 0) return nullptr;
-  if (own) return PyObject_GenericGetAttr(self, name);
-  if (w->dict) {
-    PyObject* v = PyDict_GetItemWithError(w->dict, name);
-    if (v) return Py_NewRef(v);
-    if (PyErr_Occurred()) return nullptr;
-  }
-  return PyObject_GetAttr(w->wrapped, name);
+  return forward_getattr(self, g_opwrapper_own, w->dict, w->wrapped, name);
 }
 
 int opwrapper_setattro(PyObject* self, PyObject* name, PyObject* value) {
   auto* w = reinterpret_cast<OpWrapperObject*>(self);
-  int own = PySet_Contains(g_opwrapper_own, name);
-  if (own < 0) return -1;
-  if (own) return PyObject_GenericSetAttr(self, name, value);  // read-only: raises
-  if (!w->dict && !(w->dict = PyDict_New())) return -1;
-  if (value) return PyDict_SetItem(w->dict, name, value);
-  if (PyDict_DelItem(w->dict, name) < 0) {
-    PyErr_Format(PyExc_AttributeError, "%U", name);
-    return -1;
-  }
-  return 0;
+  return forward_setattr(self, g_opwrapper_own, &w->dict, name, value);
 }
 
 PyObject* opwrapper_repr(PyObject* self) {
@@ -688,20 +708,36 @@ PyObject* py_wrap_operation(PyObject*, PyObject* args, PyObject* kwargs) {
   return reinterpret_cast<PyObject*>(w);
 }
 
-// The id of `name` (a str), with a one-entry cache: a vector env passes the same str
-// object at every step (interning takes a lock and a hash of a copy). 0 with an error set.
+// The id of `name` (a str). Interning takes a lock and hashes a copy, so ids are kept:
+// the last str object (a vector env passes the same one at every step), then a dict of
+// every env name seen (several vector envs stepped in turn). 0 with an error set.
 uint32_t intern_str(PyObject* name) {
   static PyObject* last = nullptr;  // a strong reference: its address stays its own
   static uint32_t last_id = 0;
+  static PyObject* ids = nullptr;  // str -> int
   if (name == last) return last_id;
   if (!PyUnicode_Check(name)) {
     PyErr_Format(PyExc_TypeError, "env name must be str, not %.100s", Py_TYPE(name)->tp_name);
     return 0;
   }
-  Py_ssize_t len;
-  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
-  if (!utf8) return 0;
-  uint32_t id = rlscope::intern(std::string_view(utf8, size_t(len)));
+  if (!ids && !(ids = PyDict_New())) return 0;
+  uint32_t id;
+  PyObject* known = PyDict_GetItemWithError(ids, name);
+  if (known) {
+    id = uint32_t(PyLong_AsUnsignedLong(known));
+  } else {
+    if (PyErr_Occurred()) return 0;
+    Py_ssize_t len;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+    if (!utf8) return 0;
+    id = rlscope::intern(std::string_view(utf8, size_t(len)));
+    PyObject* v = PyLong_FromUnsignedLong(id);
+    if (!v || PyDict_SetItem(ids, name, v) < 0) {
+      Py_XDECREF(v);
+      return 0;
+    }
+    Py_DECREF(v);
+  }
   Py_XSETREF(last, Py_NewRef(name));
   last_id = id;
   return id;
@@ -731,20 +767,9 @@ PyObject* envcall_vectorcall(PyObject* self, PyObject* const* args, size_t nargs
   if (!rlscope::is_active()) return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   ThreadState* t = thread_state();
   rlscope::env_begin(t, w->begin_kind, w->name_id, w->index);
-  bool pushed = false;
-  if (rlscope::begin_event(t)) {
-    bool open = false;
-    for (uint32_t i = 0; i < t->depth && !open; ++i) {
-      open = t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == w->op_id;
-    }
-    pushed = !open && rlscope::push(t, rlscope::OPERATION_BEGIN, w->op_id) == rlscope::OK;
-  }
+  bool pushed = push_unless_open(t, w->op_id);
   PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
-  if (pushed &&
-      rlscope::exit_innermost(t, rlscope::OPERATION_BEGIN, w->op_id) == rlscope::NOT_ON_STACK) {
-    std::vector<rlscope::StackEntry> unwound;  // scopes left open inside: closed with it
-    rlscope::exit_scope_slow(t, rlscope::OPERATION_BEGIN, w->op_id, &unwound);
-  }
+  if (pushed) pop_pushed(t, w->op_id);
   rlscope::env_end(t, w->begin_kind, w->name_id);
   return r;
 }
@@ -771,10 +796,8 @@ PyObject* g_envcall_own = nullptr;  // frozenset of attribute names the object a
 
 // Its own attributes, then the bound method's (__self__, __name__, __func__...).
 PyObject* envcall_getattro(PyObject* self, PyObject* name) {
-  int own = PySet_Contains(g_envcall_own, name);
-  if (own < 0) return nullptr;
-  if (own) return PyObject_GenericGetAttr(self, name);
-  return PyObject_GetAttr(reinterpret_cast<EnvCallObject*>(self)->wrapped, name);
+  return forward_getattr(self, g_envcall_own, nullptr,
+                         reinterpret_cast<EnvCallObject*>(self)->wrapped, name);
 }
 
 PyObject* envcall_repr(PyObject* self) {
@@ -949,9 +972,9 @@ PyObject* vecstep_vectorcall(PyObject* self, PyObject* const* args, size_t nargs
   PyObject* smp = nullptr;
   if (w->part != VEC_BEGIN) {
     smp = sample_if_due(vec);
-    if (!smp && PyErr_Occurred()) {
+    if (!smp && PyErr_Occurred()) {  // the pair (opened here or by the send) is closed
       Py_DECREF(vec);
-      if (w->part == VEC_WHOLE) rlscope::env_end(t, w->begin_kind, id);
+      rlscope::env_end(t, w->begin_kind, id);
       return nullptr;
     }
   }
@@ -1009,29 +1032,12 @@ PyObject* g_vecstep_own = nullptr;  // frozenset of attribute names the wrapper 
 // Its own attributes, then those set on it (the patch flag), then the wrapped method's.
 PyObject* vecstep_getattro(PyObject* self, PyObject* name) {
   auto* w = reinterpret_cast<VecStepObject*>(self);
-  int own = PySet_Contains(g_vecstep_own, name);
-  if (own < 0) return nullptr;
-  if (own) return PyObject_GenericGetAttr(self, name);
-  if (w->dict) {
-    PyObject* v = PyDict_GetItemWithError(w->dict, name);
-    if (v) return Py_NewRef(v);
-    if (PyErr_Occurred()) return nullptr;
-  }
-  return PyObject_GetAttr(w->wrapped, name);
+  return forward_getattr(self, g_vecstep_own, w->dict, w->wrapped, name);
 }
 
 int vecstep_setattro(PyObject* self, PyObject* name, PyObject* value) {
   auto* w = reinterpret_cast<VecStepObject*>(self);
-  int own = PySet_Contains(g_vecstep_own, name);
-  if (own < 0) return -1;
-  if (own) return PyObject_GenericSetAttr(self, name, value);  // read-only: raises
-  if (!w->dict && !(w->dict = PyDict_New())) return -1;
-  if (value) return PyDict_SetItem(w->dict, name, value);
-  if (PyDict_DelItem(w->dict, name) < 0) {
-    PyErr_Format(PyExc_AttributeError, "%U", name);
-    return -1;
-  }
-  return 0;
+  return forward_setattr(self, g_vecstep_own, &w->dict, name, value);
 }
 
 PyObject* vecstep_repr(PyObject* self) {

@@ -352,3 +352,35 @@ def test_native_vector_step_parts(recording: Path, recorder: str):
     assert smp.calls == ["start", "stop"]
     assert env_events(recording) == [("ENV_STEP_BEGIN", "Sync#1"), ("ENV_STEP_END", "Sync#1")] * 3 \
         + [("ENV_STEP_BEGIN", "Dummy#2"), ("ENV_STEP_END", "Dummy#2")] * 2
+
+
+def test_native_vector_step_closes_the_pair_when_sampling_fails(recording: Path,
+                                                                 recorder: str):
+    if recorder != "native":
+        pytest.skip("the Python recorder uses vecenv's closures")
+    from rlscope import _native
+
+    class Broken(FakeSampled):
+        def start(self, now: int) -> bool:
+            raise RuntimeError("stand-ins could not be swapped in")
+
+    class Vec:
+        def send(self) -> None:
+            pass
+
+        def wait(self) -> int:
+            return 1
+
+    v = Vec()
+    vecs = {id(v): FakeVec("Dummy#3", Broken(interval=0))}
+
+    class Split(Vec):
+        send = _native.vec_step(Vec.send, False, 1, vecs)
+        wait = _native.vec_step(Vec.wait, False, 2, vecs)
+
+    v.__class__ = Split
+    v.send()
+    with pytest.raises(RuntimeError):
+        v.wait()
+    rlscope.stop()
+    assert env_events(recording) == [("ENV_STEP_BEGIN", "Dummy#3"), ("ENV_STEP_END", "Dummy#3")]
