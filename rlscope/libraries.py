@@ -47,6 +47,9 @@ LIBRARIES: dict[str, tuple[str, str]] = {
     "gym-legacy": ("gym", _RL + "gym_legacy:install"),  # gym 0.21-0.26 (import gym)
     "sb3": ("stable_baselines3", _RL + "sb3:install"),
     "envpool": ("envpool", _RL + "envpool:install"),  # operations + its native calls
+    # native envs (PufferEnv) + their C calls; its vector envs when pufferlib.vector loads
+    "pufferlib": ("pufferlib", _RL + "pufferlib:install"),
+    "pufferlib-vector": ("pufferlib.vector", _RL + "pufferlib:install_vector"),
     # any class of the user's code with env-like step/reset (builtins: hooked at once)
     "duck-env": ("builtins", _I + "duckenv:install"),
     "multiprocessing": ("multiprocessing", _RL + "mp:install"),  # process roles (metadata)
@@ -58,9 +61,11 @@ LIBRARIES: dict[str, tuple[str, str]] = {
 }
 # Library groups by the kind of events they produce (calibration switches them by group).
 # zero-code annotations: operation events
-ANNOTATING = ("gym", "gym-legacy", "sb3", "envpool", "duck-env", "rllib")
+ANNOTATING = ("gym", "gym-legacy", "sb3", "envpool", "pufferlib", "pufferlib-vector",
+              "duck-env", "rllib")
 BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
-SIMULATORS = ("mujoco", "box2d", "ale", "pybullet", "envpool")  # SIMULATOR_CALL events
+# SIMULATOR_CALL events
+SIMULATORS = ("mujoco", "box2d", "ale", "pybullet", "envpool", "pufferlib")
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
 COMPILERS = ("torch-compile", "jax-compile", "tf-compile")  # compile records (metadata)
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
@@ -105,4 +110,6 @@ def parse(spec: str | Iterable[str] | None) -> list[str]:
             out.append(name)
         if name == "gym" and "gym-legacy" not in out:  # "gym" names both generations
             out.append("gym-legacy")
+        if name == "pufferlib" and "pufferlib-vector" not in out:  # and both its parts
+            out.append("pufferlib-vector")
     return out

@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # lighter setup.
 scripts/setup.sh "${RLSCOPE_TEST_EXTRAS:-test,tensorflow,jax,mjx,ray}"
 VENV="${RLSCOPE_VENV:-.venv}"
+# PufferLib has no installable release here: its package and one C env, built from its
+# source archive (seconds; tests/integration/test_pufferlib.py skips without them).
+scripts/install_pufferlib.sh "$VENV" \
+  || echo "[setup] PufferLib not installed: tests/integration/test_pufferlib.py will skip" >&2
 # RLlib pins gymnasium below what the test extras need: its own venv (~2.5 min the first
 # time), whose python tests/integration/test_ray.py runs the RLlib workload with.
 # RLSCOPE_TEST_RLLIB=0 skips it (and those tests).

@@ -34,11 +34,12 @@ Nothing is changed while no recording is active when the vector env is made.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from time import perf_counter_ns as _now_ns
 from typing import Any
 
@@ -113,24 +114,31 @@ class EnvFactory:
         self.__wrapped__ = fn
 
     def __call__(self) -> Any:
-        global _factories_running
         rec = annotate.active_recorder()
         if rec is None:
             return self.fn()
         worker = os.getpid() != self.owner_pid
         if worker:
             _announce_worker(rec, self)
-        _factories_running += 1
-        try:
+        with making_envs():
             env = self.fn()
-        finally:
-            _factories_running -= 1
         if worker:
             record_env(env, self.index)
         return env
 
     def __repr__(self) -> str:
         return f"<rlscope env {self.index} of {self.vec_name}: {self.fn!r}>"
+
+
+@contextlib.contextmanager
+def making_envs() -> Iterator[None]:
+    """A vector env making its envs (here or in a worker): see :func:`making_vector_env`."""
+    global _factories_running
+    _factories_running += 1
+    try:
+        yield
+    finally:
+        _factories_running -= 1
 
 
 def making_vector_env() -> bool:

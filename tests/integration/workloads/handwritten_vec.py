@@ -1,12 +1,17 @@
-"""A hand-written PPO-style loop on EnvPool CartPole (our own small code, CPU, fixed seeds),
+"""A hand-written PPO-style loop on a vector CartPole (our own small code, CPU, fixed seeds),
 no rlscope import: what rlscope must break into operations with no annotation. It times
 itself with time.perf_counter around the real calls and writes what it measured as JSON.
 
-Usage: handwritten_envpool.py OUT.json [--mode sync|async] [--updates N] [--steps N]
-       [--envs N] [--api gymnasium|gym|dm] [--no-env]
+Usage: handwritten_vec.py OUT.json [--lib envpool|pufferlib] [--mode sync|async]
+       [--backend native|serial|multiprocessing] [--updates N] [--steps N] [--envs N]
+       [--api gymnasium|gym] [--no-env]
 
 - sync: ``env.step(actions)`` per vector step (every env);
-- async: ``batch_size = envs // 2``; ``recv()`` a batch, act on it, ``send(actions, env_id)``;
+- async: ``batch_size = envs // 2``; ``recv()`` a batch, act on it, ``send`` its actions;
+- --lib envpool (default): ``envpool.make_gymnasium`` (or ``make_gym``: --api gym);
+- --lib pufferlib: --backend native (default) is PufferLib's C CartPole, one object
+  stepping every env; serial and multiprocessing are ``pufferlib.vector`` over gymnasium's
+  CartPole (multiprocessing: 2 workers; async needs it);
 - --no-env: the same loop with the env's calls hidden from rlscope (a plain closure
   around a numpy "env" that rlscope does not know), for the no-env fallback.
 
@@ -28,7 +33,9 @@ from torch.distributions import Categorical
 
 ap = argparse.ArgumentParser()
 ap.add_argument("out")
+ap.add_argument("--lib", default="envpool", choices=("envpool", "pufferlib"))
 ap.add_argument("--mode", default="sync", choices=("sync", "async"))
+ap.add_argument("--backend", default="native", choices=("native", "serial", "multiprocessing"))
 ap.add_argument("--updates", type=int, default=4)
 ap.add_argument("--steps", type=int, default=64)
 ap.add_argument("--envs", type=int, default=16)
@@ -60,9 +67,31 @@ class Hidden:
         return self.rng.standard_normal((self.n, 4)).astype(np.float32), np.ones(self.n)
 
 
+def make_pufferlib():  # type: ignore[no-untyped-def]
+    if args.backend == "native":
+        from pufferlib.ocean.cartpole.cartpole import Cartpole
+
+        return Cartpole(num_envs=n_envs, report_interval=args.steps)
+    import functools
+
+    import gymnasium
+    import pufferlib.emulation
+    import pufferlib.vector
+
+    creator = functools.partial(pufferlib.emulation.GymnasiumPufferEnv,
+                                env_creator=gymnasium.make, env_args=["CartPole-v1"])
+    if args.backend == "serial":
+        return pufferlib.vector.make(creator, num_envs=n_envs, backend=pufferlib.vector.Serial)
+    return pufferlib.vector.make(creator, num_envs=n_envs, num_workers=2,
+                                 batch_size=batch_size, overwork=True,
+                                 backend=pufferlib.vector.Multiprocessing)
+
+
 if args.no_env:
     hidden = Hidden(n_envs)
     env = None
+elif args.lib == "pufferlib":
+    env = make_pufferlib()
 else:
     import envpool
 
@@ -102,17 +131,17 @@ def env_call(fn, *a):  # type: ignore[no-untyped-def]
 if args.no_env:
     obs, _ = env_call(hidden, None)
 elif args.mode == "sync":
-    obs, _ = env_call(env.reset)
+    obs, _ = env_call(env.reset, 0) if args.lib == "pufferlib" else env_call(env.reset)
 else:
-    env_call(env.async_reset)
+    env_call(env.async_reset, 0) if args.lib == "pufferlib" else env_call(env.async_reset)
 t_start = perf()
 for _update in range(args.updates):
     obs_l, act_l, logp_l, rew_l, val_l = [], [], [], [], []
     for _step in range(args.steps):
         if args.mode == "async" and not args.no_env:
-            obs, rew, term, trunc, info = env_call(env.recv)
-            env_id = info["env_id"]
-        x = torch.as_tensor(obs, dtype=torch.float32)
+            obs, rew, term, trunc, info, *_ = env_call(env.recv)
+            env_id = None if args.lib == "pufferlib" else info["env_id"]
+        x = torch.tensor(np.asarray(obs, np.float32))  # a copy: PufferLib reuses its buffers
         with torch.no_grad():
             action, logp, _, value = agent.act(x)
         measured["forwards"] += 1
@@ -121,13 +150,15 @@ for _update in range(args.updates):
             obs, rew = env_call(hidden, a)
         elif args.mode == "sync":
             obs, rew, term, trunc, info = env_call(env.step, a)
+        elif args.lib == "pufferlib":
+            env_call(env.send, a)
         else:
             env_call(env.send, a, env_id)
         measured["vector_steps"] += 1
         obs_l.append(x)
         act_l.append(action)
         logp_l.append(logp)
-        rew_l.append(torch.as_tensor(np.asarray(rew, np.float32)))
+        rew_l.append(torch.tensor(np.asarray(rew, np.float32)))
         val_l.append(value.flatten())
     t0 = perf()
     with torch.no_grad():  # bootstrap value, returns, advantages

@@ -1,0 +1,157 @@
+"""PufferLib: its native envs and its vector envs as the ``simulation`` operation, the time
+inside its C envs as Simulator, with no code change (docs/attribution.md#native-vector-envs).
+
+- **Native envs** (``pufferlib.PufferEnv`` subclasses: the C envs of ``pufferlib.ocean``,
+  one object stepping many envs, and users' own). The first instance of each class marks
+  its ``step`` and ``reset`` (the base class's ``__init__``, which every PufferEnv calls,
+  is wrapped). A C env's calls into its extension module (``binding.vec_step``,
+  ``vec_reset``) are SIMULATOR calls named ``pufferlib.<Env>.vec_step``: the envs step
+  there, in C.
+- **Vector envs** (``pufferlib.vector.Serial``, ``Multiprocessing``, ``Ray``): ``step``,
+  ``reset``, ``send``, ``recv`` and ``async_reset`` open ``simulation`` (unless it is open:
+  a ``step`` is its ``send`` then ``recv``, one operation). The worker backends' ``recv``
+  is a WAIT call: the main process waits there (Multiprocessing spins on shared memory)
+  while the workers step their envs, each worker's steps ``simulation`` in its own trace.
+  Envs a vector env makes do not mark their classes (as gymnasium's vector envs': their
+  steps are inside the vector step, and a marked class would cost each env step).
+- Each vector env and each native env is announced once (format.META_VECENVS: class,
+  number of envs, batch size), nothing per env.
+
+The cost is fixed per vector step whatever the number of envs.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from rlscope import annotate
+from rlscope.integrations import marked, vecenv, wrap_method
+from rlscope.intercept.patch import SIMULATOR, WAIT, Patcher
+
+OP = "simulation"
+_VECTOR_METHODS = ("step", "reset", "send", "recv", "async_reset")
+_NATIVE_CALLS = ("vec_step", "vec_reset")  # a C env's extension functions stepping its envs
+_KEY = "_rlscope_pufferlib"  # instance attribute: the env's name once it was seen
+_FLAG = "_rlscope_puffer"  # on our wrappers: never wrapped twice
+_serial = itertools.count(1)
+
+
+def _announce(env: Any, cls: type, num_envs: Any, batch_size: Any, workers: bool) -> None:
+    name = f"{cls.__name__}#{next(_serial)}"
+    env.__dict__[_KEY] = name
+    rec = annotate.active_recorder()
+    if rec is not None:
+        vecenv.announce(rec, {"name": name, "class": cls.__name__, "library": "pufferlib",
+                              "num_envs": _int(num_envs), "batch_size": _int(batch_size),
+                              "workers": workers})
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+# -- native envs ------------------------------------------------------------------------
+
+def _first_native(env: Any) -> None:
+    n = getattr(env, "num_agents", None)
+    _announce(env, type(env), n, n, workers=False)
+
+
+def _bindings(cls: type) -> list[ModuleType]:
+    """The extension modules ``cls``'s module steps its envs through (PufferLib's C envs
+    import theirs as ``binding``)."""
+    mod = sys.modules.get(cls.__module__)
+    return [v for v in vars(mod).values()
+            if isinstance(v, ModuleType) and v.__name__.startswith("pufferlib.")
+            and v.__name__.endswith(".binding")] if mod is not None else []
+
+
+class _NativeEnvs:
+    """Marks each PufferEnv class at its first instance."""
+
+    def __init__(self, p: Patcher) -> None:
+        self.p = p
+        self.classes: set[type] = set()
+        self.bindings: set[str] = set()
+
+    def seen(self, cls: type) -> None:
+        if cls in self.classes:
+            return
+        self.classes.add(cls)
+        for attr in ("step", "reset"):
+            wrap_method(self.p, cls, attr,
+                        lambda f: marked(f, OP, first_use=_first_native, key=_KEY), flag=_FLAG)
+        for b in _bindings(cls):
+            if b.__name__ not in self.bindings:
+                self.bindings.add(b.__name__)
+                n = self.p.patch_all(b, _NATIVE_CALLS, SIMULATOR, f"pufferlib.{cls.__name__}")
+                from rlscope import libraries
+
+                libraries.count("pufferlib", n)
+
+
+def _marking_init(orig: Callable[..., Any], envs: _NativeEnvs) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        envs.seen(type(self))
+        return orig(self, *args, **kwargs)
+
+    return __init__
+
+
+def install(pufferlib: ModuleType, p: Patcher) -> int:
+    base = getattr(pufferlib, "PufferEnv", None)
+    if not isinstance(base, type):
+        return 0
+    envs = _NativeEnvs(p)
+    return wrap_method(p, base, "__init__", lambda f: _marking_init(f, envs), flag=_FLAG)
+
+
+# -- vector envs ------------------------------------------------------------------------
+
+def _first_vector(vec: Any) -> None:
+    cls = type(vec)
+    n = getattr(vec, "num_environments", None)  # the worker backends'
+    if n is None:
+        envs = getattr(vec, "envs", None)  # Serial's
+        n = len(envs) if isinstance(envs, list) else None
+    per_batch, per_worker = (getattr(vec, a, None) for a in ("workers_per_batch",
+                                                              "envs_per_worker"))
+    batch = per_batch * per_worker if isinstance(per_batch, int) and \
+        isinstance(per_worker, int) else n
+    _announce(vec, cls, n, batch, workers=cls.__name__ != "Serial")
+
+
+def _making_envs(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """The vector env's ``__init__``, whose envs (made by the user's creators, here or in
+    the workers) leave their classes unmarked."""
+
+    @functools.wraps(orig)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with vecenv.making_envs():
+            return orig(self, *args, **kwargs)
+
+    return __init__
+
+
+def install_vector(vector: ModuleType, p: Patcher) -> int:
+    n = 0
+    for cname, workers in (("Serial", False), ("Multiprocessing", True), ("Ray", True)):
+        cls = getattr(vector, cname, None)
+        if not isinstance(cls, type):
+            continue
+        n += wrap_method(p, cls, "__init__", _making_envs, flag=_FLAG)
+        for m in _VECTOR_METHODS:
+            def make(f: Callable[..., Any], m: str = m, cname: str = cname,
+                     workers: bool = workers) -> Callable[..., Any]:
+                if workers and m == "recv":  # waiting for the workers' batch
+                    f = p.wrapper_for(f, WAIT, f"pufferlib.{cname}.recv")
+                return marked(f, OP, first_use=_first_vector, key=_KEY)
+
+            n += wrap_method(p, cls, m, make, flag=_FLAG)
+    return n

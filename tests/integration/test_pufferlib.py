@@ -1,0 +1,80 @@
+"""PufferLib with no code change: the hand-written, unannotated PPO-style loop
+(workloads/handwritten_vec.py, which times itself with perf_counter around the real
+calls) on PufferLib's C CartPole and on its vector envs, under rls-prof, its trace read
+back and compared with what the loop measured.
+
+PufferLib does not pip-install here; scripts/install_pufferlib.sh puts its Python package
+and its C CartPole into the venv (scripts/test.sh runs it), and these tests skip
+without them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tests.integration.vec_loops import check_operations, run
+
+pytest.importorskip("torch")
+# Found, not imported: PufferLib's __init__ links "resources" into the cwd.
+_spec = importlib.util.find_spec("pufferlib")
+if _spec is None or _spec.origin is None or not any(
+        Path(_spec.origin).parent.glob("ocean/cartpole/binding*.so")):
+    pytest.skip("PufferLib is not installed (scripts/install_pufferlib.sh)",
+                allow_module_level=True)
+
+
+def by_operation(ops, pid: int):  # type: ignore[no-untyped-def]
+    return ops[ops.pid == pid].set_index("operation")
+
+
+def main_pid(ops, measured: dict[str, float]) -> int:  # type: ignore[no-untyped-def]
+    sim = ops[ops.operation == "simulation"]
+    (pid,) = sim.pid[sim.calls == measured["env_calls"]].tolist()
+    return int(pid)
+
+
+def test_native_env(tmp_path: Path):
+    """The C CartPole (one object stepping 512 envs): every step and reset one
+    ``simulation`` call holding one call into its C extension, where most of its time
+    goes (the rest is PufferLib's Python around it)."""
+    measured, a = run(tmp_path, "--lib", "pufferlib", "--backend", "native", "--envs", "512")
+    ops = a.operations()
+    check_operations(measured, ops)
+    assert measured["env_calls"] == measured["vector_steps"] + 1  # + the reset
+    sim = ops.set_index("operation").loc["simulation"]
+    assert sim["simulator_calls"] == measured["env_calls"]  # binding.vec_step / vec_reset
+    assert sim["simulator_s"] > sim["python_s"], sim
+
+
+def test_serial(tmp_path: Path):
+    """``pufferlib.vector.Serial`` over gymnasium's CartPole: each vector step one
+    ``simulation`` call; the envs' own code is Python."""
+    measured, a = run(tmp_path, "--lib", "pufferlib", "--backend", "serial", "--envs", "8")
+    ops = a.operations()
+    check_operations(measured, ops)
+    sim = ops.set_index("operation").loc["simulation"]
+    assert sim["python_s"] > 0.5 * sim["self_s"], sim
+
+
+def test_multiprocessing_async(tmp_path: Path):
+    """``pufferlib.vector.Multiprocessing`` in async mode (2 workers, a batch of one
+    worker's envs): a ``recv`` and a ``send`` per batch, the recv's wait for the workers
+    Waiting; each worker's env steps ``simulation`` in its own trace."""
+    measured, a = run(tmp_path, "--lib", "pufferlib", "--backend", "multiprocessing",
+                      "--mode", "async", "--envs", "4")
+    ops = a.operations()
+    pid = main_pid(ops, measured)
+    check_operations(measured, ops[ops.pid == pid])
+    assert measured["env_calls"] == 2 * measured["vector_steps"] + 1  # + async_reset
+    sim = by_operation(ops, pid).loc["simulation"]
+    assert sim["waiting_s"] > 0.5 * sim["self_s"], sim
+    assert sim["wait_calls"] >= measured["vector_steps"]
+    workers = ops[(ops.pid != pid) & (ops.operation == "simulation")]
+    assert len(workers) == 2, ops
+    # Each send steps one worker's envs; each worker resets once; the last send's step
+    # may be cut short by close(), which terminates the workers.
+    steps = int(workers.calls.sum()) - 2
+    assert measured["vector_steps"] - 1 <= steps <= measured["vector_steps"], workers
