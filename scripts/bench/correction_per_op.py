@@ -12,7 +12,8 @@ operation's true time. Two ways to get it beside a profiled one:
   stopped for the other copies cut out) are the truth, and the full copy's trace (the
   same stops cut out) gives the raw and corrected operation times. Identical copies
   differ by ~0.5% here, whole runs by 10-25%.
-- **runs** (the multi-process pool, which a forked copy cannot share): calibrated once
+- **runs** (multi-process workloads, the pool and SB3 on a SubprocVecEnv, whose workers a
+  forked copy cannot share): calibrated once
   as rls-prof picks, then rounds of an uninstrumented run and a profiled run reusing the
   calibration; medians over the rounds and their spread (min..max).
 
@@ -52,8 +53,8 @@ from rlscope.trace.reader import read_trace
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "selftimed.py")
 WORKLOADS = {"cartpole": ["cartpole", "60000"], "mujoco": ["mujoco", "30000"],
-             "dqn": ["dqn", "35000"], "pool": ["pool", "20"]}
-BY_RUNS = {"pool"}  # a forked copy could not share its pool: whole runs
+             "dqn": ["dqn", "35000"], "pool": ["pool", "20"], "sb3": ["sb3", "16384"]}
+BY_RUNS = {"pool", "sb3"}  # a forked copy could not share their workers: whole runs
 ENV = {"OMP_NUM_THREADS": "1"}
 
 

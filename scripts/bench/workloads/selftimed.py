@@ -14,6 +14,10 @@ KIND:
 - ``pool``: a multiprocessing Pool(2) (fork) simulates in its workers (each task a few
   hundred CartPole steps, annotated as simulation there); the main process does
   inference on the results. Per-operation truth is the main process's.
+- ``sb3``: stable-baselines3 PPO on a ``SubprocVecEnv`` of 4 CartPoles (STEPS: total
+  timesteps), its own methods timed: ``VecEnv.step`` (simulation), the policy's
+  ``forward``/``predict_values`` (inference), ``PPO.train`` (backprop). Per-operation
+  truth is the main process's.
 
 Each operation's clock reads sit *inside* its rlscope scope, and every copy of the
 process does them: a profiled run's operation covers exactly the self-timed span plus
@@ -134,6 +138,10 @@ def main() -> None:
     kind, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     torch.manual_seed(0)
     t = Timer(sys.argv[4] if len(sys.argv) > 4 else None)
+    if kind == "sb3":
+        _sb3(t, steps)
+        _write(out, t.total)
+        return
     if kind == "pool":
         policy = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(),
                                      torch.nn.Linear(32, 2))
@@ -181,6 +189,34 @@ def main() -> None:
         if (i + 1) % PROGRESS_EVERY == 0:
             t.progress(i + 1, steps)
     _write(out, t.total)
+
+
+def _timed(t: Timer, owner: type, attr: str, op: str) -> None:
+    """``owner.attr`` timed as ``op`` (and annotated: rlscope's own marking of the method
+    then sees the operation open and adds nothing)."""
+    method = getattr(owner, attr)
+
+    def timed(*args: object, **kwargs: object) -> object:
+        with t.op(op):
+            return method(*args, **kwargs)
+
+    setattr(owner, attr, timed)
+
+
+def _sb3(t: Timer, steps: int) -> None:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecEnv
+
+    _timed(t, VecEnv, "step", "simulation")
+    _timed(t, ActorCriticPolicy, "forward", "inference")
+    _timed(t, ActorCriticPolicy, "predict_values", "inference")
+    _timed(t, PPO, "train", "backprop")
+    env = SubprocVecEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+    model = PPO("MlpPolicy", env, n_steps=256, batch_size=128, n_epochs=4, seed=0,
+                device="cpu", verbose=0)
+    model.learn(total_timesteps=steps)
+    env.close()
 
 
 def _write(path: str, totals: dict[str, float]) -> None:
