@@ -12,7 +12,8 @@ inside its C envs as Simulator, with no code change (docs/attribution.md#native-
   a ``step`` is its ``send`` then ``recv``, one operation). The worker backends' ``recv``
   is a WAIT call: the main process waits there (Multiprocessing spins on shared memory)
   while the workers step their envs, each worker's steps ``simulation`` in its own trace.
-  Envs a vector env makes do not mark their classes (as gymnasium's vector envs': their
+  Its workers announce their role (vector-env worker) and envs. Envs a vector env
+  makes do not mark their classes (as gymnasium's vector envs': their
   steps are inside the vector step, and a marked class would cost each env step).
 - Each vector env and each native env is announced once (format.META_VECENVS: class,
   number of envs, batch size), nothing per env.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -32,6 +34,7 @@ from typing import Any
 from rlscope import annotate
 from rlscope.integrations import marked, vecenv, wrap_method
 from rlscope.intercept.patch import SIMULATOR, WAIT, Patcher
+from rlscope.trace import format as fmt
 
 OP = "simulation"
 _VECTOR_METHODS = ("step", "reset", "send", "recv", "async_reset")
@@ -139,8 +142,39 @@ def _making_envs(orig: Callable[..., Any]) -> Callable[..., Any]:
     return __init__
 
 
+def _worker_role(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``pufferlib.vector._worker_process`` (a Multiprocessing worker's target) announcing
+    the worker's role and its envs. Keeps the original's module and name, so it pickles
+    by reference under spawn too."""
+
+    @functools.wraps(orig)
+    def _worker_process(*args: Any, **kwargs: Any) -> Any:
+        rec = annotate.active_recorder()
+        if rec is not None:
+            try:
+                per, workers, idx = (int(args[i]) for i in (7, 9, 10))
+            except (IndexError, TypeError, ValueError):  # another version's arguments
+                per = workers = idx = -1
+            meta: dict[str, Any] = {fmt.META_ROLE: fmt.ROLE_VECENV_WORKER,
+                                    fmt.META_ROLE_DETAIL: "pufferlib.Multiprocessing"}
+            if idx >= 0:
+                meta[fmt.META_ENV_INDEX] = list(range(idx * per, (idx + 1) * per))
+                meta[fmt.META_NUM_ENVS] = per * workers
+            for key, value in meta.items():
+                rec.metadata(key, json.dumps(value))
+        return orig(*args, **kwargs)
+
+    return _worker_process
+
+
 def install_vector(vector: ModuleType, p: Patcher) -> int:
     n = 0
+    worker = getattr(vector, "_worker_process", None)
+    if callable(worker) and not getattr(worker, _FLAG, False):
+        w = _worker_role(worker)
+        setattr(w, _FLAG, True)
+        p.replace(vector, "_worker_process", w)
+        n += 1
     for cname, workers in (("Serial", False), ("Multiprocessing", True), ("Ray", True)):
         cls = getattr(vector, cname, None)
         if not isinstance(cls, type):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rlscope.trace import format as fmt
 from tests.integration.vec_loops import check_operations, run
 
 pytest.importorskip("torch")
@@ -74,6 +75,11 @@ def test_multiprocessing_async(tmp_path: Path):
     assert sim["wait_calls"] >= measured["vector_steps"]
     workers = ops[(ops.pid != pid) & (ops.operation == "simulation")]
     assert len(workers) == 2, ops
+    # Each worker is named a vector-env worker with its envs.
+    tree = a.process_tree().set_index("pid")
+    labels = sorted(str(x) for x in tree.loc[sorted(workers.pid), "role_label"])
+    assert labels == [f"{fmt.ROLE_VECENV_WORKER} (envs 0-1 of 4)",
+                      f"{fmt.ROLE_VECENV_WORKER} (envs 2-3 of 4)"], tree
     # Each send steps one worker's envs; each worker resets once; the last send's step
     # may be cut short by close(), which terminates the workers.
     steps = int(workers.calls.sum()) - 2
