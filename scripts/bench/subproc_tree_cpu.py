@@ -7,12 +7,14 @@ without rlscope.
 
 Rounds interleave two uninstrumented runs (rlscope.calibration.runner.run_once: the
 tree's CPU, orphans reaped as rls-prof does; the second one, ``plain2``, shows how far
-identical runs differ), a profiled run (rls-prof defaults), one with ``--sample-python
-off`` and one with neither sampler nor interception (``--intercept none``: rlscope's
-start-up, recorder and writer alone), each from run.json's ``cpu_s``. Last line:
+identical runs differ), a profiled run (rls-prof defaults; ``corrected``: its CPU less
+what its cost model removes, the report's ``removed_cpu_s``), one with
+``--sample-python off`` and one with neither sampler nor interception (``--intercept
+none``: rlscope's start-up, recorder and writer alone), each from run.json's ``cpu_s``.
+Last line:
 
     RESULT plain_cpu_s=<median> plain2_pct=<median vs plain> prof_pct=<...>
-        nosampler_pct=<...> nointercept_pct=<...>
+        corrected_pct=<...> nosampler_pct=<...> nointercept_pct=<...>
 """
 
 from __future__ import annotations
@@ -32,6 +34,31 @@ from rlscope.launch import child_env
 WORKLOAD = Path(__file__).resolve().parents[2] / "tests/integration/workloads/sb3_vec.py"
 
 
+def _removed_s(run: Path, env: dict[str, str]) -> float:
+    """CPU seconds of book-keeping the run's cost model removes from its process tree
+    (the report's ``removed_cpu_s``)."""
+    out = subprocess.run([sys.executable, "-m", "rlscope.cli.analyze", "report", str(run),
+                          "--format", "json"], env=env, check=True, capture_output=True,
+                         text=True).stdout
+
+    def find(x: object) -> float | None:
+        if isinstance(x, dict):
+            if "removed_cpu_s" in x:
+                return float(x["removed_cpu_s"])
+            x = list(x.values())
+        if isinstance(x, list):
+            for v in x:
+                hit = find(v)
+                if hit is not None:
+                    return hit
+        return None
+
+    hit = find(json.loads(out))
+    if hit is None:
+        raise SystemExit(f"{run}: the report has no cost-model figure (removed_cpu_s)")
+    return hit
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -39,8 +66,8 @@ def main() -> None:
     a = ap.parse_args()
     cmd = [sys.executable, str(WORKLOAD), "4", str(a.steps)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    res: dict[str, list[float]] = {"plain": [], "plain2": [], "prof": [], "nosampler": [],
-                                   "nointercept": []}
+    res: dict[str, list[float]] = {"plain": [], "plain2": [], "prof": [], "corrected": [],
+                                   "nosampler": [], "nointercept": []}
     with tempfile.TemporaryDirectory(prefix="rlscope-subproc-") as tmp:
         for r in range(a.rounds):
             _w, cpu, _rc = run_once(cmd, child_env.uninstrumented(base=env),
@@ -56,11 +83,15 @@ def main() -> None:
                     res[name].append(cpu)
                     continue
                 d = Path(tmp, f"{name}{r}")
+                model = [] if name == "prof" else ["--no-cost-model"]
                 subprocess.run([sys.executable, "-m", "rlscope.cli.prof", "-q", "--force",
-                                "--no-cost-model", "-o", str(d), *extra, "--", *cmd],
+                                *model, "-o", str(d), *extra, "--", *cmd],
                                env=env, check=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
-                res[name].append(json.loads((d / "run.json").read_text())["cpu_s"])
+                cpu = json.loads((d / "run.json").read_text())["cpu_s"]
+                res[name].append(cpu)
+                if name == "prof":
+                    res["corrected"].append(cpu - _removed_s(d, env))
             print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in res.items()),
                   flush=True)
     m = {k: statistics.median(v) for k, v in res.items()}
