@@ -15,6 +15,8 @@ Last line:
 
     RESULT plain_cpu_s=<median> plain2_pct=<median vs plain> prof_pct=<...>
         corrected_pct=<...> nosampler_pct=<...> nointercept_pct=<...>
+        prof_vs_all_plain_pct=<...> corrected_vs_all_plain_pct=<...>
+    (the last two against the median of every uninstrumented run, plain and plain2)
 """
 
 from __future__ import annotations
@@ -95,8 +97,11 @@ def main() -> None:
             print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in res.items()),
                   flush=True)
     m = {k: statistics.median(v) for k, v in res.items()}
+    both = statistics.median(res["plain"] + res["plain2"])  # every uninstrumented run
     print(f"RESULT plain_cpu_s={m['plain']:.2f} " + " ".join(
-        f"{k}_pct={100 * (m[k] / m['plain'] - 1):+.1f}" for k in res if k != "plain"))
+        f"{k}_pct={100 * (m[k] / m['plain'] - 1):+.1f}" for k in res if k != "plain")
+        + f" prof_vs_all_plain_pct={100 * (m['prof'] / both - 1):+.1f}"
+        f" corrected_vs_all_plain_pct={100 * (m['corrected'] / both - 1):+.1f}")
 
 
 if __name__ == "__main__":
