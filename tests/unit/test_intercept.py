@@ -30,6 +30,8 @@ def test_parse():
     assert intercept.parse("none") == [] and intercept.parse("") == []
     assert intercept.parse("auto") == list(intercept.LIBRARIES)
     assert intercept.parse("tf, gymnasium,torch,tf") == ["tensorflow", "gym", "gym-legacy", "torch"]
+    # PufferLib's native envs and its vector envs install apart (two trigger modules).
+    assert intercept.parse("pufferlib") == ["pufferlib", "pufferlib-vector"]
     with pytest.raises(ValueError, match="unknown library 'tourch'"):
         intercept.parse("tourch")
 
