@@ -52,3 +52,17 @@ def test_parts_add_up_and_vector_steps_split():
 def test_no_main_process_gives_no_rows():
     tree = pd.DataFrame([{"pid": 2, "role": "worker", "wall_s": 1.0}])
     assert critical_path(tree, _ops([(2, "x", 1.0, 1.0, 0, 0, 0, 0)])).empty
+
+
+def test_waiting_inside_env_steps_without_vector_steps_is_the_envs():
+    """A native pool or PufferLib's workers: the main process waits inside ``simulation``
+    with no recorded vector step; that wait is the env's, not "other waiting"."""
+    tree = pd.DataFrame([{"pid": 1, "role": "main", "wall_s": 10.0}])
+    ops = _ops([(1, "simulation", 4.0, 1.0, 0, 0, 0, 3.0),
+                (1, "rollout > simulation", 1.0, 0.5, 0, 0, 0, 0.5),
+                (1, "inference", 5.0, 2.0, 2.0, 0, 0, 1.0)])
+    c = critical_path(tree, ops)
+    got = dict(zip(c["part"], c["seconds"], strict=True))
+    assert got["waiting inside env steps"] == pytest.approx(3.5)
+    assert got["other waiting"] == pytest.approx(1.0)
+    assert c["seconds"].sum() == pytest.approx(10.0)

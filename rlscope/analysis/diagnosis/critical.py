@@ -5,9 +5,11 @@ The main process's self time splits into its own CPU work (Python, Backend, Simu
 CUDA API calls and Waiting. Its vector steps (envs in worker processes) come apart by the
 lock-step analysis: each step's slowest env's work (done in a worker while the main
 process waited) and the rest of the step, IPC and scheduling. Waiting while Pool or
-executor tasks ran is the pool workers'. What is left of Waiting (sleep, locks, I/O, other
-processes) stays one row. The run-queue wait (sampled) is part of its own CPU row: the
-time it was runnable without a core.
+executor tasks ran is the pool workers'. What the main process waited inside
+``simulation`` outside any recorded vector step (a native pool's threads, PufferLib's
+workers, the env's own I/O) is the env's. What is left of Waiting (sleep, locks, I/O,
+other processes) stays one row. The run-queue wait (sampled) is part of its own CPU row:
+the time it was runnable without a core.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 from rlscope.analysis.engine.paths import PATH_SEP, STARTUP
 
 COLUMNS = ["part", "on", "seconds", "share", "detail"]
+SIMULATION = "simulation"
 
 
 def _startup(ops: pd.DataFrame) -> pd.Series:
@@ -59,6 +62,7 @@ def critical_path(tree: pd.DataFrame, ops: pd.DataFrame, lockstep: Any = None,
     cuda, wait = float(rest["cuda_api_s"].sum()), float(rest["waiting_s"].sum())
     out: list[tuple[str, str, float, str]] = []
     vec_rows: list[tuple[str, str, float, str]] = []
+    vec_waited: list[float] = []
     for v in (lockstep.vector_envs if lockstep is not None else []):
         if v.pid != main_pid or not v.workers or v.step_s <= 0:
             continue
@@ -66,6 +70,7 @@ def critical_path(tree: pd.DataFrame, ops: pd.DataFrame, lockstep: Any = None,
         waited = v.wait_s if v.wait_s == v.wait_s else v.step_s - send
         py -= send
         wait -= waited
+        vec_waited.append(waited)
         slow = v.envs.sort_values("slowest_steps", ascending=False) if len(v.envs) else None
         detail = ""
         if slow is not None and len(slow):
@@ -82,6 +87,17 @@ def critical_path(tree: pd.DataFrame, ops: pd.DataFrame, lockstep: Any = None,
         if len(q) and q.notna().all():
             runq = float(q.sum())
     own = max(py, 0.0) + be + sim
+    # Waiting inside env steps that no vector step accounts for: a native pool's threads
+    # (EnvPool) or a vector env's workers that record no vector steps (PufferLib).
+    op = rest["operation"].astype(str)
+    in_env = float(rest[(op == SIMULATION) | op.str.endswith(PATH_SEP + SIMULATION)]
+                   ["waiting_s"].sum()) - sum(w for w in vec_waited)
+    env_wait = min(max(in_env, 0.0), max(wait, 0.0))
+    if env_wait > 1e-9:
+        vec_rows.append(("waiting inside env steps", "the env (its workers, threads, I/O)",
+                         env_wait, "blocking calls inside simulation outside recorded "
+                         "vector steps (a native pool, PufferLib's worker backends)"))
+        wait -= env_wait
     out.append((f"{name}: own CPU work", "main", own,
                 f"Python {max(py, 0.0):.3g} s, Backend {be:.3g} s, Simulator {sim:.3g} s"
                 + (f"; the process waited for a core (run queue) {runq:.3g} s over its "
