@@ -29,8 +29,9 @@ if imports; then
 fi
 # Download and unpack with the venv's Python (no curl or tar options to rely on).
 "$PY" - "$URL" "$SHA256" "$cache" "$VERSION" <<'EOF'
-import hashlib, os, sys, tarfile, urllib.request
+import hashlib, os, socket, sys, tarfile, urllib.request
 url, sha, cache, version = sys.argv[1:]
+socket.setdefaulttimeout(60)  # a stalled download fails instead of hanging the set-up
 archive = os.path.join(cache, f"pufferlib-{version}.tar.gz")
 ok = os.path.exists(archive) and hashlib.sha256(open(archive, "rb").read()).hexdigest() == sha
 if not ok:
@@ -44,7 +45,10 @@ top = f"pufferlib-{version}/"
 keep = (top + "pufferlib/", top + "raylib-5.5_linux_amd64/", top + "LICENSE")
 with tarfile.open(archive) as t:
     members = [m for m in t.getmembers() if m.name.startswith(keep)]
-    t.extractall(cache, members=members, filter="data")
+    try:
+        t.extractall(cache, members=members, filter="data")
+    except TypeError:  # Python without extraction filters (< 3.11.4)
+        t.extractall(cache, members=members)
 EOF
 site="$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
 rm -rf "$site/pufferlib"

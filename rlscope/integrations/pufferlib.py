@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -34,7 +33,6 @@ from typing import Any
 from rlscope import annotate
 from rlscope.integrations import marked, vecenv, wrap_method
 from rlscope.intercept.patch import SIMULATOR, WAIT, Patcher
-from rlscope.trace import format as fmt
 
 OP = "simulation"
 _VECTOR_METHODS = ("step", "reset", "send", "recv", "async_reset")
@@ -117,7 +115,7 @@ def install(pufferlib: ModuleType, p: Patcher) -> int:
 
 # -- vector envs ------------------------------------------------------------------------
 
-def _first_vector(vec: Any) -> None:
+def _first_vector(vec: Any, workers: bool) -> None:
     cls = type(vec)
     n = getattr(vec, "num_environments", None)  # the worker backends'
     if n is None:
@@ -127,7 +125,7 @@ def _first_vector(vec: Any) -> None:
                                                               "envs_per_worker"))
     batch = per_batch * per_worker if isinstance(per_batch, int) and \
         isinstance(per_worker, int) else n
-    _announce(vec, cls, n, batch, workers=cls.__name__ != "Serial")
+    _announce(vec, cls, n, batch, workers)
 
 
 def _making_envs(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -155,13 +153,9 @@ def _worker_role(orig: Callable[..., Any]) -> Callable[..., Any]:
                 per, workers, idx = (int(args[i]) for i in (7, 9, 10))
             except (IndexError, TypeError, ValueError):  # another version's arguments
                 per = workers = idx = -1
-            meta: dict[str, Any] = {fmt.META_ROLE: fmt.ROLE_VECENV_WORKER,
-                                    fmt.META_ROLE_DETAIL: "pufferlib.Multiprocessing"}
-            if idx >= 0:
-                meta[fmt.META_ENV_INDEX] = list(range(idx * per, (idx + 1) * per))
-                meta[fmt.META_NUM_ENVS] = per * workers
-            for key, value in meta.items():
-                rec.metadata(key, json.dumps(value))
+            envs = list(range(idx * per, (idx + 1) * per)) if idx >= 0 else None
+            vecenv.announce_worker(rec, "pufferlib.Multiprocessing", envs,
+                                   per * workers if idx >= 0 else None)
         return orig(*args, **kwargs)
 
     return _worker_process
@@ -180,12 +174,14 @@ def install_vector(vector: ModuleType, p: Patcher) -> int:
         if not isinstance(cls, type):
             continue
         n += wrap_method(p, cls, "__init__", _making_envs, flag=_FLAG)
+        first_use = functools.partial(_first_vector, workers=workers)
         for m in _VECTOR_METHODS:
-            def make(f: Callable[..., Any], m: str = m, cname: str = cname,
-                     workers: bool = workers) -> Callable[..., Any]:
-                if workers and m == "recv":  # waiting for the workers' batch
-                    f = p.wrapper_for(f, WAIT, f"pufferlib.{cname}.recv")
-                return marked(f, OP, first_use=_first_vector, key=_KEY)
+            def make(f: Callable[..., Any], wait: bool = workers and m == "recv",
+                     label: str = f"pufferlib.{cname}.{m}",
+                     first: Callable[[Any], None] = first_use) -> Callable[..., Any]:
+                if wait:  # the worker backends' recv: waiting for the workers' batch
+                    f = p.wrapper_for(f, WAIT, label)
+                return marked(f, OP, first_use=first, key=_KEY)
 
             n += wrap_method(p, cls, m, make, flag=_FLAG)
     return n

@@ -119,7 +119,8 @@ class EnvFactory:
             return self.fn()
         worker = os.getpid() != self.owner_pid
         if worker:
-            _announce_worker(rec, self)
+            announce_worker(rec, self.vec_class, self.index, self.num_envs,
+                            {"pid": self.owner_pid, "name": self.vec_name})
         with making_envs():
             env = self.fn()
         if worker:
@@ -148,13 +149,22 @@ def making_vector_env() -> bool:
     return _factories_running > 0
 
 
-def _announce_worker(rec: Any, f: EnvFactory) -> None:
+def announce_worker(rec: Any, detail: str, index: int | list[int] | None,
+                    num_envs: int | None, vec: dict[str, Any] | None = None) -> None:
+    """Record this process's role, a vector-env worker: ``detail`` (the vector env's
+    class), the index of the env it steps (or the list of them), how many the vector env
+    has, and which vector env it serves (format.META_VECENV: {pid, name}) when known."""
     import json
 
-    for key, value in ((fmt.META_ROLE, fmt.ROLE_VECENV_WORKER),
-                       (fmt.META_ROLE_DETAIL, f.vec_class),
-                       (fmt.META_ENV_INDEX, f.index), (fmt.META_NUM_ENVS, f.num_envs),
-                       (fmt.META_VECENV, {"pid": f.owner_pid, "name": f.vec_name})):
+    meta: dict[str, Any] = {fmt.META_ROLE: fmt.ROLE_VECENV_WORKER,
+                            fmt.META_ROLE_DETAIL: detail}
+    if index is not None:
+        meta[fmt.META_ENV_INDEX] = index
+    if num_envs is not None:
+        meta[fmt.META_NUM_ENVS] = num_envs
+    if vec is not None:
+        meta[fmt.META_VECENV] = vec
+    for key, value in meta.items():
         rec.metadata(key, json.dumps(value))
 
 

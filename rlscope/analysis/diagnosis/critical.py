@@ -91,7 +91,7 @@ def critical_path(tree: pd.DataFrame, ops: pd.DataFrame, lockstep: Any = None,
     # (EnvPool) or a vector env's workers that record no vector steps (PufferLib).
     op = rest["operation"].astype(str)
     in_env = float(rest[(op == SIMULATION) | op.str.endswith(PATH_SEP + SIMULATION)]
-                   ["waiting_s"].sum()) - sum(w for w in vec_waited)
+                   ["waiting_s"].sum()) - sum(vec_waited)
     env_wait = min(max(in_env, 0.0), max(wait, 0.0))
     if env_wait > 1e-9:
         vec_rows.append(("waiting inside env steps", "the env (its workers, threads, I/O)",
