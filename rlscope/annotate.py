@@ -464,6 +464,8 @@ def _after_fork_child() -> None:
     _sessions = 1 if rec is not None else 0  # the child's own file is its first
     if rec is not None and _output_dir is not None:
         rec.after_fork_child(fmt.trace_file_path(_output_dir))
+        if rec.is_active():  # the child records into its own file
+            rec.metadata(fmt.META_FORKED, "1")
 
 
 _use_native_when_idle()

@@ -28,7 +28,9 @@ from rlscope.launch.child_env import Recording
 from rlscope.trace.reader import read_process, trace_files
 
 BUDGET_FACTOR = 1.0  # runs without rlscope: about this many times the profiled run's wall
-MIN_BUDGET_S = 20.0  # ... but a short run is worth a few of them
+# ... but a run of a few seconds is worth a few of them: a short fixed budget, so the
+# calibration of a short run stays a few seconds (≤ 1x the run from this length on)
+MIN_BUDGET_S = 5.0
 MAX_RUNS = 5
 STARTUP_PAIRS = 3  # interpreter start-ups timed with and without rlscope, in turns
 

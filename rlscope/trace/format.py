@@ -103,6 +103,9 @@ META_INSTALL_PREFIX = "rlscope.install:"
 # "rlscope-...") had used when recording stopped; the key is this prefix and the thread's
 # name. Off the program's timeline, in the process tree's CPU time (correction counts it).
 META_THREAD_CPU_PREFIX = "rlscope.cpu:"
+# "1" in the trace of a process forked from a recording one (no exec): it paid no
+# interpreter or rlscope start-up of its own (overhead correction charges it none).
+META_FORKED = "rlscope.forked"
 # One pool or executor task run in this process (rlscope.integrations.pooltasks): the key
 # is this prefix and the task's number in the process, the value [function's qualname,
 # call, item index, begin_ns, end_ns] (CLOCK_MONOTONIC).

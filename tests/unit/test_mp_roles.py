@@ -10,6 +10,7 @@ from concurrent.futures import process as cf_process
 from pathlib import Path
 from types import SimpleNamespace
 
+from rlscope.analysis.overhead.kinds import PROCESS, count_process
 from rlscope.integrations import mp
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
@@ -75,3 +76,10 @@ def test_forked_children_record_their_role(tmp_path: Path, recorder: str):
     assert roles == ["-", fmt.ROLE_MP_PROCESS, fmt.ROLE_POOL_WORKER]
     solo = next(m for m in md.values() if m.get(fmt.META_MP_NAME) == "solo")
     assert solo[fmt.META_MP_TARGET] == "__main__:f"
+    # Forked children are marked as such and charged no start-up by overhead correction
+    # (they inherit the parent's interpreter and rlscope set-up); the parent is.
+    procs = read_trace(tmp_path / "t").processes
+    forked = {p.pid: fmt.META_FORKED in p.metadata for p in procs}
+    assert sorted(forked.values()) == [False, True, True]
+    assert {p.pid: count_process(p)[PROCESS] for p in procs} == \
+        {pid: int(not f) for pid, f in forked.items()}

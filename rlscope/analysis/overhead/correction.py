@@ -346,7 +346,8 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
                               gpu=new_gpu, env=env, metadata=metadata,
                               aggregates=_corrected_aggregates(p.aggregates, pre_lut + post_lut))
     fixed = costs.get(PROCESS)
-    fixed_ns = fixed.per_event_ns if fixed is not None and len(ev) else 0.0
+    # Charged once per process that started one (count_process: not a forked child).
+    fixed_ns = fixed.per_event_ns if fixed is not None and count_process(p)[PROCESS] else 0.0
     fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
                                   own_threads_ns(p), _error_ns(p, costs))

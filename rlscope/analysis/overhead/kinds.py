@@ -5,7 +5,8 @@ annotation (a begin/end pair of an operation or phase), an intercepted backend o
 simulator call (a begin/end pair), an intercepted blocking call (a wait: its wrapper's
 cost, not the wait), a recorded env step or reset (the Python wrapper of a vector env or
 of one of its envs: a begin/end pair), a CUDA API call (two CUPTI callbacks), a GPU
-activity record, and the fixed per-process cost of recording at all.
+activity record, and the fixed per-process cost of recording at all (a process started
+by exec; a forked child inherits its parent's set-up).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def count_process(p: ProcessTrace) -> dict[str, int]:
     kinds = np.bincount(p.events.kind, minlength=256) if len(p.events) else np.zeros(256)
     if len(p.aggregates):  # a bounded trace: the events its gaps aggregated
         kinds = kinds + p.aggregates.kind_counts()[:len(kinds)]
-    out = {PROCESS: int(len(p.events) > 0)}
+    # A forked child (no exec) paid no interpreter or rlscope start-up of its own.
+    out = {PROCESS: int(len(p.events) > 0 and fmt.META_FORKED not in p.metadata)}
     for k, (begins, _ends) in PAIR_KINDS.items():
         out[k] = int(sum(kinds[b] for b in begins))
     out[CUDA_API] = len(p.api_calls)
