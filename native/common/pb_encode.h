@@ -25,15 +25,14 @@ inline size_t varint_size(uint64_t v) {
   return n;
 }
 
+// Byte by byte with push_back (inlined: a capacity check and a store), not append():
+// the writer encodes every event's four columns this way, and most varints are 1-3 bytes.
 inline void put_varint(std::string& out, uint64_t v) {
-  char buf[10];
-  size_t n = 0;
   while (v >= 0x80) {
-    buf[n++] = char(uint8_t(v) | 0x80);
+    out.push_back(char(uint8_t(v) | 0x80));
     v >>= 7;
   }
-  buf[n++] = char(uint8_t(v));
-  out.append(buf, n);
+  out.push_back(char(uint8_t(v)));
 }
 
 inline void put_tag(std::string& out, uint32_t field, WireType wt) {

@@ -30,6 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rlscope.calibration import cost_model
 from rlscope.calibration.runner import run_once
 from rlscope.launch import child_env
 
@@ -92,6 +93,9 @@ def main() -> None:
                                stderr=subprocess.DEVNULL)
                 cpu = json.loads((d / "run.json").read_text())["cpu_s"]
                 res[name].append(cpu)
+                if name == "prof" and not (d / "costs.json").exists():
+                    # A run shorter than rls-prof's cost-model threshold: model it here.
+                    cost_model.measure(cmd, d, child_env.Recording(str(d)))
                 if name == "prof":
                     res["corrected"].append(cpu - _removed_s(d, env))
             print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in res.items()),
