@@ -268,6 +268,16 @@ def stop() -> None:
         _stop_locked()
 
 
+_stop_hooks: list[Callable[[Recorder], None]] = []
+
+
+def before_stop(hook: Callable[[Recorder], None]) -> None:
+    """Call ``hook(recorder)`` when a recording of this process stops, before its final
+    flush (integrations write what they summed up as metadata there). Hooks run in
+    registration order; one that raises is skipped, the recording still stops."""
+    _stop_hooks.append(hook)
+
+
 def _stop_locked() -> None:
     global _recorder, _output_dir
     rec = _recorder
@@ -275,6 +285,11 @@ def _stop_locked() -> None:
         return
     _recorder = None
     _use_recorder_factories()
+    for hook in list(_stop_hooks):
+        try:
+            hook(rec)
+        except Exception:  # a summary lost is better than a trace lost
+            pass
     _note_own_threads(rec)
     rec.stop()
     _output_dir = None

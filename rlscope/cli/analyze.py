@@ -373,12 +373,13 @@ def lockstep(directory: Path, fmt: str, output: Path | None, plot: bool,
     run = _open(directory, opts, (LOCKSTEP,))
     result = run.lockstep
     assert result is not None
-    if not result.vector_envs:
+    if not result.vector_envs and not result.batches:
         raise RLScopeError(f"{directory} has no vector env steps: record a run that steps an "
-                           "SB3 DummyVecEnv/SubprocVecEnv or a gymnasium "
-                           "SyncVectorEnv/AsyncVectorEnv under rls-prof")
+                           "SB3 DummyVecEnv/SubprocVecEnv, a gymnasium "
+                           "SyncVectorEnv/AsyncVectorEnv or an EnvPool pool in async mode "
+                           "under rls-prof")
     click.echo(lockstep_report.render(result, fmt, str(directory)))
-    if plot:
+    if plot and result.vector_envs:
         plt = _pyplot_or_skip("lockstep.png/.svg")
         if plt is None:
             return

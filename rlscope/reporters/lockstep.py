@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlscope.analysis.lockstep import Lockstep, SamplingTable, VectorEnv, straggler_min_share
+from rlscope.analysis.lockstep import (
+    AsyncBatches,
+    Lockstep,
+    SamplingTable,
+    VectorEnv,
+    straggler_min_share,
+)
 from rlscope.reporters.markdown import to_markdown
 from rlscope.reporters.section import Section
 from rlscope.reporters.units import millis, ms, s, seconds
@@ -132,9 +138,31 @@ def vector_env_lines(v: VectorEnv) -> list[str]:
     return lines
 
 
+def batch_lines(b: AsyncBatches) -> list[str]:
+    """An EnvPool pool in async mode: how evenly its envs were in the batches."""
+    rel = b.relative()
+    lo, hi = int(np.argmin(rel)), int(np.argmax(rel))
+    lines = [f"{b.name} (EnvPool, async: {b.num_envs} envs, batches of {b.batch_size}) in "
+             f"pid {b.pid}: {b.batches:,} batches received, the envs of {b.tallied:,} "
+             "sampled ones counted",
+             f"  per env, batches it was in against an even share: lowest "
+             f"{rel[lo]:.2f}x (env {lo}), highest {rel[hi]:.2f}x (env {hi})"]
+    lag = b.lagging()
+    if lag:
+        shown = ", ".join(f"{i} ({rel[i]:.2f}x)" for i in lag[:8])
+        more = f" and {len(lag) - 8} more" if len(lag) > 8 else ""
+        lines.append(f"  lagging (in clearly fewer batches: slower steps): env {shown}{more}")
+    else:
+        lines.append(f"  no env lags by more than these counts resolve "
+                     f"({b.resolution():.0%} below an even share)")
+    lines.append("  (batches are always full: recv returns the first envs done; its wait is "
+                 "Waiting time of the pool's _recv)")
+    return lines
+
+
 def render_text(result: Lockstep, title: str = "") -> str:
     lines = [f"Vector envs{f': {title}' if title else ''}"]
-    if not result.vector_envs:
+    if not result.vector_envs and not result.batches:
         lines.append("No vector env steps were recorded (SB3 DummyVecEnv/SubprocVecEnv, "
                      "gymnasium SyncVectorEnv/AsyncVectorEnv under rls-prof).")
     for t in result.tables:
@@ -145,6 +173,9 @@ def render_text(result: Lockstep, title: str = "") -> str:
             if v.pid == t.pid:
                 lines.append("")
                 lines += ["  " + x if x else "" for x in vector_env_lines(v)]
+    for b in result.batches:
+        lines.append("")
+        lines += ["  " + x for x in batch_lines(b)]
     lines.append("")
     lines.append("Times overhead-corrected (calibration.json; --no-correct shows raw ones)."
                  if result.corrected else "Raw times: rlscope's own overhead is in them (no "
@@ -173,8 +204,14 @@ def to_dict(result: Lockstep) -> dict[str, Any]:
         return d
 
     tables = [{**t.__dict__, "total_s": t.total_s} for t in result.tables]
+    pools = [{"pid": b.pid, "process": b.process, "name": b.name, "num_envs": b.num_envs,
+              "batch_size": b.batch_size, "batches": b.batches, "tallied": b.tallied,
+              "counts": b.counts.tolist(), "relative": b.relative().tolist(),
+              "lagging": b.lagging(), "resolution": b.resolution()}
+             for b in result.batches]
     return _plain({"vector_envs": [vec(v) for v in result.vector_envs], "sampling": tables,
-                   "corrected": result.corrected, "warnings": result.warnings})
+                   "async_batches": pools, "corrected": result.corrected,
+                   "warnings": result.warnings})
 
 
 def _plain(x: Any) -> Any:

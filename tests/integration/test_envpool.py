@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import rlscope.analysis
 from tests.integration.vec_loops import check_operations, run
 
 pytest.importorskip("torch")
@@ -49,6 +50,17 @@ def test_async_send_recv(tmp_path: Path):
     sim = ops.set_index("operation").loc["simulation"]
     assert sim["waiting_s"] > 0
     assert sim["wait_calls"] >= measured["vector_steps"]
+    # Which envs the batches held, on sampled batches: every recv seen, each counted
+    # batch full and of distinct envs, every env in some; CartPole's envs step alike.
+    ls = rlscope.analysis.load_lockstep(tmp_path / "run")
+    [b] = ls.batches
+    assert (b.num_envs, b.batch_size) == (16, 8)
+    assert b.batches == measured["vector_steps"]  # one recv each
+    later = b.batches - 64  # the first 64 batches all counted, then one in 8 to 24
+    assert 64 + later // 24 <= b.tallied <= 64 + later // 8 + 1
+    assert b.counts.sum() == b.tallied * b.batch_size
+    assert (b.counts > 0).all() and (b.counts <= b.tallied).all()
+    assert b.lagging() == []
 
 
 def test_no_env_recognised(tmp_path: Path):

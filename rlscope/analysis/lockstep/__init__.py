@@ -13,11 +13,14 @@ actions were sent and must end it before the result is received. A step command 
 also resets (SB3 auto-reset, gymnasium's next-step autoreset) counts both toward that
 vector step. A barrier over Ray workers (RLlib's EnvRunnerGroup: rlscope.integrations.rllib)
 is announced with a ``key`` its workers record instead of the holder's pid, and its
-events are told from the workers' own vector envs' by name. Pure data: no rendering here
+events are told from the workers' own vector envs' by name. EnvPool pools in async mode
+have no per-env events: which envs lag comes from the env ids of sampled batches
+(rlscope.analysis.lockstep.batches). Pure data: no rendering here
 (rlscope.reporters.lockstep).
 """
 
 from rlscope.analysis.lockstep.barrier import analyze, has_vector_envs
+from rlscope.analysis.lockstep.batches import AsyncBatches
 from rlscope.analysis.lockstep.model import (
     ENV_COLUMNS,
     PROJECTION_COLUMNS,
@@ -28,6 +31,6 @@ from rlscope.analysis.lockstep.model import (
 )
 from rlscope.analysis.lockstep.reader import ProcessEvents, from_trace
 
-__all__ = ["ENV_COLUMNS", "PROJECTION_COLUMNS", "Lockstep", "ProcessEvents", "SamplingTable",
-           "VectorEnv", "analyze", "from_trace", "has_vector_envs",
+__all__ = ["ENV_COLUMNS", "PROJECTION_COLUMNS", "AsyncBatches", "Lockstep", "ProcessEvents",
+           "SamplingTable", "VectorEnv", "analyze", "from_trace", "has_vector_envs",
            "straggler_min_share"]

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlscope.analysis.intervals import Intervals, length, overlap, union
+from rlscope.analysis.lockstep import batches
 from rlscope.analysis.lockstep.model import (
     ENV_COLUMNS,
     PROJECTION_COLUMNS,
@@ -38,6 +39,7 @@ def analyze(procs: list[ProcessEvents]) -> Lockstep:
     warnings: list[str] = []
     vecs: list[VectorEnv] = []
     tables: list[SamplingTable] = []
+    pools = [b for p in procs for b in batches.from_metadata(p.pid, p.process, p.metadata)]
     for p in procs:
         announced = p.metadata.get(fmt.META_VECENVS)
         if not isinstance(announced, list):
@@ -60,7 +62,7 @@ def analyze(procs: list[ProcessEvents]) -> Lockstep:
                 v.projections = projections(v, optimizing)
             tables.append(table)
             vecs += mine
-    return Lockstep(vecs, tables, warnings)
+    return Lockstep(vecs, tables, warnings, batches=pools)
 
 
 def _vector_intervals(p: ProcessEvents, name: str, reset: bool) -> Intervals:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from rlscope.analysis.lockstep.batches import AsyncBatches
+
 
 def straggler_min_share(n: int) -> float:
     """The share of the loss an env must cause to be called the straggler: halfway
@@ -90,6 +92,7 @@ class Lockstep:
     tables: list[SamplingTable]
     warnings: list[str]
     corrected: bool = False  # rlscope's own overhead removed (a calibration was applied)
+    batches: list[AsyncBatches] = field(default_factory=list)  # EnvPool pools in async mode
 
     def envs(self) -> pd.DataFrame:
         frames = [v.envs.assign(vector_env=v.name, vector_pid=v.pid) for v in self.vector_envs]
