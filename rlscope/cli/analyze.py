@@ -242,7 +242,7 @@ def report(directory: Path, fmt: str, which: str | None, opts: RunOptions) -> No
         click.echo(table.render_frame(processes.table_frame(a, which or "operations"), fmt))
         return
     sections = [table.section(a)]
-    if run.lockstep is not None and run.lockstep.vector_envs:
+    if run.lockstep is not None and (run.lockstep.vector_envs or run.lockstep.batches):
         sections.append(lockstep_report.section(run.lockstep))
     if run.iterations is not None:  # an actor/learner job's training iterations
         sections.append(iterations_report.section(run.iterations))

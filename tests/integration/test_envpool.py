@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import rlscope.analysis
+from tests.conftest import run_tool
 from tests.integration.vec_loops import check_operations, run
 
 pytest.importorskip("torch")
@@ -61,6 +62,10 @@ def test_async_send_recv(tmp_path: Path):
     assert b.counts.sum() == b.tallied * b.batch_size
     assert (b.counts > 0).all() and (b.counts <= b.tallied).all()
     assert b.lagging() == []
+    report = run_tool("rls-analyze", "report", str(tmp_path / "run"), timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "(EnvPool, async: 16 envs, batches of 8)" in report.stdout
+    assert "no env lags by more than these counts resolve" in report.stdout
 
 
 def test_no_env_recognised(tmp_path: Path):
