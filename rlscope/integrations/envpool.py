@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import sys
 import weakref
@@ -136,6 +137,7 @@ class _Tally:
                 t.restart()  # a later recording counts its own batches
 
         annotate.before_stop(at_stop)
+        _tallies.add(self)
 
     def restart(self) -> None:
         self.counts[:] = 0
@@ -174,6 +176,18 @@ class _Tally:
             "num_envs": len(self.counts), "batch_size": self.batch_size,
             "batches": self.batches, "tallied": self.tallied,
             "counts": self.counts.tolist()}))
+
+
+# A forked child counts its own batches, not its parent's (its trace is its own).
+_tallies: weakref.WeakSet[_Tally] = weakref.WeakSet()
+
+
+def _restart_in_child() -> None:
+    for t in list(_tallies):
+        t.restart()
+
+
+os.register_at_fork(after_in_child=_restart_in_child)
 
 
 def _config(env: Any) -> dict[str, Any]:

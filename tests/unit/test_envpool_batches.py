@@ -85,3 +85,20 @@ def test_tally_counts_sampled_batches_and_is_written_at_stop(tmp_path: Path):
     [p2] = read_trace(tmp_path / "t2").processes
     assert from_metadata(p2.pid, "p", p2.metadata) == []
     assert tally.batches == 0
+
+
+def test_a_forked_child_counts_its_own_batches():
+    import os
+
+    tally = _Tally("Pool#1", 4, 2, id_index=0)
+    tally.tap(lambda: [np.array([0, 1])])()
+    assert tally.tallied == 1
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing counted yet
+        os.write(w, str(tally.tallied + tally.batches).encode())
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 16)
+    os.waitpid(pid, 0)
+    assert got == b"0" and tally.tallied == 1  # the parent keeps its counts
