@@ -101,10 +101,33 @@ void DetailWindows::close(int64_t now_ns) {
   reason_ = NONE;
 }
 
+uint64_t DetailWindows::byte_cap() const {
+  auto share = [&](double s) { return uint64_t(double(budget_) * s); };
+  switch (reason_) {
+    case START: return std::min(share(kDetailShare),
+                                std::min(share(kStartShare), start_max_bytes));
+    case DEMAND: return std::min(share(kDetailShare), begin_bytes_ + share(kWindowShare));
+    default: return UINT64_MAX;
+  }
+}
+
+void DetailWindows::cut(int64_t ts) {
+  if (reason_ == START || reason_ == DEMAND) close(ts);
+}
+
+void DetailWindows::began_by(int64_t ts) {
+  if (reason_ == START || reason_ == DEMAND) {
+    begin_ns_ = std::min(begin_ns_, ts);
+  } else if (ended_ == START || ended_ == DEMAND) {
+    ended_begin_ = std::min(ended_begin_, ts);
+  }
+}
+
 bool DetailWindows::detail(int64_t now_ns, uint64_t own_bytes) {
   if (!budget_) return true;
   bool scan_due = this->scan_due(now_ns, own_bytes);
   uint64_t bytes = estimate(now_ns, own_bytes);
+  last_estimate_ = bytes;
   auto share = [&](double s) { return uint64_t(double(budget_) * s); };
   if (reason_ != NONE) {
     // A periodic window ends on time only (at the same time in every process, for the

@@ -28,6 +28,17 @@ class DetailWindows {
   // those are detail to the record, at the same times in every process of the run.
   bool in_range(int64_t ts) const { return ts >= range_begin_ && ts < range_end_; }
   int64_t window_begin() const { return begin_ns_; }
+  // The run directory's bytes at which the open window must end (a start or demand
+  // window: its share of the budget; a periodic one ends on time), and the estimate
+  // the last detail() call made: a flush can end a window part-way through its events.
+  uint64_t byte_cap() const;
+  uint64_t last_estimate() const { return last_estimate_; }
+  // Ends the open start or demand window at `ts` (its bytes reached byte_cap() inside a
+  // flush: a starved writer can find seconds of a dense loop's events pending).
+  void cut(int64_t ts);
+  // A start or demand window covers the events of the flush it opened at, the oldest of
+  // them older than the flush: its begin moves back to the first one (`ts`).
+  void began_by(int64_t ts);
 
   // Tunables (tests may shorten them through the environment: recorder.cpp).
   int64_t window_ns = 2'000'000'000;
@@ -57,6 +68,7 @@ class DetailWindows {
   int64_t next_periodic_ns_ = 0, period_ns_ = 0;
   int64_t last_scan_ns_ = -1;
   uint64_t scanned_bytes_ = 0, own_at_scan_ = 0;
+  uint64_t last_estimate_ = 0;
   int64_t demand_mtime_ns_ = 0;
   Reason ended_ = NONE;
   int64_t ended_begin_ = 0, ended_end_ = 0;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -143,7 +144,15 @@ void flush_locked(Recorder& r, bool final = false) {
     }
   }
 
-  // 1. Drain events first, encoding them straight into chunk columns.
+  // 1. Drain events first, encoding them straight into chunk columns. A start or demand
+  // window ends on its bytes, checked every kCapCheck detail events: at the first past
+  // its cap the window is cut, and the events after it (of every thread) aggregate.
+  const uint64_t cap = detail && bounded ? r.windows.byte_cap() : UINT64_MAX;
+  const uint64_t bytes_before = bounded ? r.windows.last_estimate() : 0;
+  constexpr uint64_t kCapCheck = 256;
+  int64_t cut_ts = INT64_MAX;
+  int64_t first_detail_ts = INT64_MAX;
+  uint64_t detail_events = 0;
   bool keep_args = true;  // the args of an aggregated event go with it
   uint64_t dropped =
       r.threads.drain([&](const BufferedThread& t, const std::vector<Record>& recs) {
@@ -158,11 +167,12 @@ void flush_locked(Recorder& r, bool final = false) {
             enc = &r.chunks[nchunks++];
             enc->reset();
           }
-          if (!detail && !r.windows.in_range(rec.ts)) {
+          const bool in_detail = detail && rec.ts < cut_ts;
+          if (!in_detail && !r.windows.in_range(rec.ts)) {
             keep_args = r.agg.aggregate(*enc, t.index, rec.ts, rec.kind, rec.name);
             if (!keep_args) continue;
           } else if (bounded) {
-            if (!detail) {  // a periodic window begins inside this flush
+            if (!in_detail) {  // a periodic window begins inside this flush
               r.agg.close_gap(*enc, t.index);
               rows_due = true;
             }
@@ -171,8 +181,23 @@ void flush_locked(Recorder& r, bool final = false) {
           }
           enc->add_event(rec.ts, t.index, rec.kind, rec.name);
           ++events;
+          if (in_detail) first_detail_ts = std::min(first_detail_ts, rec.ts);
+          if (in_detail && cap != UINT64_MAX && ++detail_events % kCapCheck == 0) {
+            uint64_t written = 0;
+            for (size_t c = 0; c < nchunks; ++c) written += r.chunks[c].event_bytes();
+            if (bytes_before + written >= cap) {
+              cut_ts = rec.ts + 1;  // this event is the window's last
+              r.windows.cut(cut_ts);
+            }
+          }
         }
       });
+  if (bounded && detail && first_detail_ts != INT64_MAX) r.windows.began_by(first_detail_ts);
+  if (cut_ts != INT64_MAX) {  // the window cut above: its metadata with these events
+    int64_t b, e;
+    DetailWindows::Reason why = r.windows.ended(&b, &e);
+    if (why != DetailWindows::NONE) window_metadata(r, r.chunks[nchunks - 1], why, b, e);
+  }
   if (final && bounded) {
     if (r.windows.current() != DetailWindows::NONE) {
       window_metadata(r, r.chunks[nchunks - 1], r.windows.current(), r.windows.window_begin(),

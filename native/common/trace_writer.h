@@ -58,6 +58,10 @@ class ChunkEncoder {
   // Pre-encoded Chunk fields appended verbatim (the aggregator's rows).
   void add_raw(std::string_view fields) { raw_ += fields; }
   uint32_t events() const { return n_; }
+  // The encoded size of the events and args so far (what finish() adds is small).
+  size_t event_bytes() const {
+    return deltas_.size() + threads_.size() + kinds_.size() + names_.size() + args_.size();
+  }
   bool empty() const {
     return n_ == 0 && args_.empty() && defs_.empty() && meta_.empty() && raw_.empty() &&
            dropped_ == 0;

@@ -446,6 +446,30 @@ void test_start_window_is_capped_in_bytes(const std::string& dir) {
   rmdir(d.c_str());
 }
 
+// A flush can end a start or demand window part-way through its events: the cap in
+// bytes it reports, cut() at an event's time, and the window's begin moved back to the
+// oldest event of the flush that opened it.
+void test_windows_cut_inside_a_flush(const std::string& dir) {
+  const std::string d = dir + "/rlscope-window-cut-test";
+  mkdir(d.c_str(), 0755);
+  const int64_t s = 1'000'000'000;
+  rlscope::DetailWindows w;
+  w.configure(1'000'000, d, s, s);  // a 1 MB budget: start window 250 kB
+  CHECK(w.current() == rlscope::DetailWindows::START);
+  CHECK(w.byte_cap() == 250'000);
+  CHECK(w.detail(s + s / 2, 0) && w.last_estimate() == 0);
+  w.began_by(s / 2);  // its first flush held events older than the recording: kept
+  w.cut(s + s / 4);
+  CHECK(w.current() == rlscope::DetailWindows::NONE);
+  CHECK(w.byte_cap() == UINT64_MAX);
+  int64_t b = 0, e = 0;
+  CHECK(w.ended(&b, &e) == rlscope::DetailWindows::START);
+  CHECK(b == s / 2 && e == s + s / 4);
+  w.cut(2 * s);  // nothing open: nothing to cut
+  CHECK(w.ended(&b, &e) == rlscope::DetailWindows::NONE);
+  rmdir(d.c_str());
+}
+
 void test_not_active() {
   rlscope::ThreadState* me = rlscope::current_thread();
   CHECK(!rlscope::is_active());
@@ -466,6 +490,7 @@ int main(int argc, char** argv) {
   test_chunk_split(dir);
   test_detail_windows_share_the_budget(dir);
   test_start_window_is_capped_in_bytes(dir);
+  test_windows_cut_inside_a_flush(dir);
   test_not_active();
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);

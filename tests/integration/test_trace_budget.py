@@ -130,7 +130,10 @@ def _live_metadata(out: Path) -> dict:
 
 def test_window_on_demand(tmp_path: Path) -> None:
     out, result, stop = tmp_path / "run", tmp_path / "loop.json", tmp_path / "stop"
-    env = dict(os.environ, RLSCOPE_TRACE_WINDOW_MS="200")
+    # No periodic window (the first is due 30 s in): on a loaded machine one came before
+    # the request and its 200 ms of this dense loop spent the detail share, so the
+    # request was refused (as it should be) and the test timed out.
+    env = dict(os.environ, RLSCOPE_TRACE_WINDOW_MS="200", RLSCOPE_TRACE_PERIOD_MS="3600000")
     proc = _start(out, result, stop, env)
     try:
         # The start window ends on size; then ask for one.
