@@ -33,7 +33,10 @@ def _run(script: str, *args: str) -> str:
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "case_studies" / script),
                         "--quick", "--no-setup", *args], capture_output=True, text=True,
                        timeout=TIMEOUT_S, cwd=REPO)
-    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    if r.returncode != 0:  # whole lines: an assertion's repr elides the middle
+        pytest.fail(f"{script} exited with status {r.returncode}\n--- stdout (end)\n"
+                    f"{r.stdout[-3000:]}\n--- stderr (end)\n{r.stderr[-3000:]}",
+                    pytrace=False)
     return r.stdout
 
 
