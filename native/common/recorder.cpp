@@ -1,8 +1,8 @@
 #include "recorder.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>

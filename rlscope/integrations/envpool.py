@@ -128,15 +128,6 @@ class _Tally:
         self.tallied = 0
         self.next = 1  # the batch number tallied next
         self.rng = random.Random(0)
-        me = weakref.ref(self)  # a pool that is gone publishes nothing
-
-        def at_stop(rec: Any) -> None:
-            t = me()
-            if t is not None:
-                t.publish(rec)
-                t.restart()  # a later recording counts its own batches
-
-        annotate.before_stop(at_stop)
         _tallies.add(self)
 
     def restart(self) -> None:
@@ -178,8 +169,16 @@ class _Tally:
             "counts": self.counts.tolist()}))
 
 
-# A forked child counts its own batches, not its parent's (its trace is its own).
+# The live pools' tallies (a pool that is gone publishes nothing): written when a
+# recording stops, then counted afresh for the next one; a forked child counts its own
+# batches, not its parent's (its trace is its own).
 _tallies: weakref.WeakSet[_Tally] = weakref.WeakSet()
+
+
+def _publish_at_stop(rec: Any) -> None:
+    for t in list(_tallies):
+        t.publish(rec)
+        t.restart()
 
 
 def _restart_in_child() -> None:
@@ -187,6 +186,7 @@ def _restart_in_child() -> None:
         t.restart()
 
 
+annotate.before_stop(_publish_at_stop)
 os.register_at_fork(after_in_child=_restart_in_child)
 
 
