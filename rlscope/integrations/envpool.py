@@ -5,10 +5,15 @@ EnvPool's Python layer (``envpool.python.envpool.EnvPoolMixin``) is shared by ev
 family and by its gym, gymnasium and dm_env APIs: ``step`` is ``send`` then ``recv``,
 ``reset`` is the native ``_reset`` then ``recv``. Instrumented:
 
-- ``step``, ``send``, ``recv``, ``reset``, ``async_reset`` of the mixin open
-  ``simulation`` (unless it is open: a sync ``step`` is one operation, its inner
-  ``send``/``recv`` are not counted again). Async mode (``batch_size < num_envs``) is a
-  ``recv`` and a ``send`` per batch: two ``simulation`` calls.
+- ``step``, ``reset``, ``async_reset`` of the mixin open ``simulation`` (unless it is
+  open). ``send`` and ``recv`` do too on a pool driven by them: one in async mode
+  (``batch_size < num_envs``) or one ``async_reset`` was called on (EnvPool's way into
+  its send/recv API), a ``recv`` and a ``send`` per batch: two ``simulation`` calls.
+  They are set on that instance, not on the mixin: a sync ``step`` calls both, and
+  wrappers there would cost two more calls per vector step (~1k instructions, a third
+  of rlscope's cost in a 16-env CartPole loop: scripts/bench/fast_env_instructions.py).
+  A sync pool driven by ``send``/``recv`` after a plain ``reset`` gets no operation (its
+  native calls are still recorded).
 - The native ``_send``, ``_recv``, ``_reset`` of each pool class, wrapped the first time
   an instance of it is used (EnvPool imports an env family's module when it makes the
   first env of it), as SIMULATOR calls named ``envpool.<Env>.<method>``: the calling
@@ -29,6 +34,7 @@ recorded per env (async mode: a Python call per batch, and a tally on sampled on
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -45,7 +51,8 @@ from rlscope.intercept.patch import SIMULATOR, WAIT, Patcher, native_method, rec
 from rlscope.trace import format as fmt
 
 OP = "simulation"
-_METHODS = ("step", "send", "recv", "reset", "async_reset")
+_METHODS = ("step", "reset")
+_DIRECT = ("send", "recv")  # simulation per instance, on pools driven by them
 _NATIVE = ("_send", "_recv", "_reset")
 _KEY = "_rlscope_envpool"  # instance attribute: the pool's name once it was seen
 _serial = itertools.count(1)
@@ -69,10 +76,22 @@ class _Pools:
     """What the installer set up; wraps each pool class's native methods at its first
     use, and each instance's waiting ``_recv`` in async mode."""
 
-    def __init__(self, p: Patcher) -> None:
+    def __init__(self, p: Patcher, mixin: type) -> None:
         self.p = p
+        self.mixin = mixin
         self.classes: set[type] = set()
         self.waits: dict[type, Any] = {}  # native class -> its _recv as a WAIT call
+
+    def direct(self, env: Any) -> None:
+        """``env``'s own ``send``/``recv``, each the ``simulation`` operation (once)."""
+        d = getattr(env, "__dict__", None)
+        if d is None or all(m in d for m in _DIRECT):
+            return
+        for m in _DIRECT:
+            raw = vars(self.mixin).get(m)
+            raw = getattr(raw, "__wrapped__", raw)
+            if callable(raw) and m not in d:
+                d[m] = marked(raw.__get__(env, type(env)), OP)
 
     def seen(self, env: Any, rec: Any) -> None:
         cls = type(env)
@@ -93,6 +112,7 @@ class _Pools:
         is_async = bool(config.get("batch_size")) and \
             config.get("batch_size") != config.get("num_envs")
         if is_async:
+            self.direct(env)
             wait = self.waits.get(native)
             if wait is None:
                 raw = vars(native)["_recv"]
@@ -210,11 +230,27 @@ def _simulation(func: Callable[..., Any], pools: _Pools) -> Callable[..., Any]:
     return marked(func, OP, first_use=first_use, key=_KEY)
 
 
+def _async_reset(func: Callable[..., Any], pools: _Pools) -> Callable[..., Any]:
+    """``async_reset`` as ``simulation``; the pool's ``send``/``recv`` become operations
+    (a Python frame per call: it is called once a run, or once an episode)."""
+    op = _simulation(func, pools)
+
+    @functools.wraps(func)
+    def async_reset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if annotate.active_recorder() is not None:
+            pools.direct(self)
+        return op(self, *args, **kwargs)
+
+    return async_reset
+
+
 def install(envpool: ModuleType, p: Patcher) -> int:
     mod = sys.modules.get("envpool.python.envpool")
     mixin = getattr(mod, "EnvPoolMixin", None) if mod is not None else None
     if not isinstance(mixin, type):
         return 0
-    pools = _Pools(p)
-    return sum(wrap_method(p, mixin, m, lambda f: _simulation(f, pools), flag=_KEY)
-               for m in _METHODS)
+    pools = _Pools(p, mixin)
+    n = sum(wrap_method(p, mixin, m, lambda f: _simulation(f, pools), flag=_KEY)
+            for m in _METHODS)
+    return n + wrap_method(p, mixin, "async_reset", lambda f: _async_reset(f, pools),
+                           flag=_KEY)

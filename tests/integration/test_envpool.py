@@ -68,6 +68,17 @@ def test_async_send_recv(tmp_path: Path):
     assert "no env lags by more than these counts resolve" in report.stdout
 
 
+def test_send_recv_full_batch(tmp_path: Path):
+    """EnvPool's send/recv API on a pool whose batches hold every env (not async): after
+    ``async_reset`` each ``recv`` and ``send`` is ``simulation`` too (they are operations
+    per pool, not on EnvPool's class, where a sync ``step`` would pay for them)."""
+    measured, a = run(tmp_path, "--mode", "async", "--full-batch", "--updates", "2")
+    ops = a.operations()
+    check_operations(measured, ops, updates=2)
+    assert measured["env_calls"] == 2 * measured["vector_steps"] + 1  # + async_reset
+    check_native(measured, ops)
+
+
 def test_no_env_recognised(tmp_path: Path):
     """The same loop stepping an env rlscope does not know: updates are cut at their
     optimizer steps and never cover env steps (backprop within the loop's own update

@@ -4,10 +4,12 @@ itself with time.perf_counter around the real calls and writes what it measured 
 
 Usage: handwritten_vec.py OUT.json [--lib envpool|pufferlib] [--mode sync|async]
        [--backend native|serial|multiprocessing] [--updates N] [--steps N] [--envs N]
-       [--api gymnasium|gym] [--no-env]
+       [--api gymnasium|gym] [--full-batch] [--no-env]
 
 - sync: ``env.step(actions)`` per vector step (every env);
 - async: ``batch_size = envs // 2``; ``recv()`` a batch, act on it, ``send`` its actions;
+  --full-batch: every env in each batch (``batch_size = envs``, EnvPool's send/recv API on
+  a pool that is not async);
 - --lib envpool (default): ``envpool.make_gymnasium`` (or ``make_gym``: --api gym);
 - --lib pufferlib: --backend native (default) is PufferLib's C CartPole, one object
   stepping every env; serial and multiprocessing are ``pufferlib.vector`` over gymnasium's
@@ -40,6 +42,7 @@ ap.add_argument("--updates", type=int, default=4)
 ap.add_argument("--steps", type=int, default=64)
 ap.add_argument("--envs", type=int, default=16)
 ap.add_argument("--api", default="gymnasium", choices=("gymnasium", "gym"))
+ap.add_argument("--full-batch", action="store_true")
 ap.add_argument("--no-env", action="store_true")
 args = ap.parse_args()
 
@@ -49,7 +52,7 @@ torch.manual_seed(0)
 perf = time.perf_counter
 
 n_envs = args.envs
-batch_size = n_envs // 2 if args.mode == "async" else n_envs
+batch_size = n_envs // 2 if args.mode == "async" and not args.full_batch else n_envs
 epochs, minibatches = 4, 4
 
 
