@@ -897,6 +897,16 @@ struct VecStepObject {
   PyObject* weakrefs;
   int part;
   uint32_t begin_kind;  // ENV_STEP_BEGIN or ENV_RESET_BEGIN
+  // The vector env last called (a loop steps one): a weak reference to it, its _Vec, its
+  // name's id and, for the parts that sample, its _Sampled, sampling interval and when
+  // its next call is due (perf_counter_ns). A hit costs no dict lookup, no int made and
+  // no attribute read: ~2k instructions per vector step of a DummyVecEnv (callgrind).
+  PyObject* seen_ref;
+  PyObject* seen_vec;
+  PyObject* seen_smp;
+  uint32_t seen_name;
+  long long seen_interval;
+  long long seen_due;
 };
 
 PyObject* g_str_name = nullptr;
@@ -915,34 +925,97 @@ int attr_ll(PyObject* o, PyObject* name, long long* out) {
   return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-// The vector env's _Sampled when this call is sampled (a new reference; its stand-ins
-// are in place), else nullptr: without an error set, not sampled.
-PyObject* sample_if_due(PyObject* vec) {
-  PyObject* smp = PyObject_GetAttr(vec, g_str_sampled);
-  if (!smp || smp == Py_None) {
-    Py_XDECREF(smp);
-    return nullptr;
+// The object a weak reference points to (borrowed; Py_None once it is gone).
+PyObject* weak_target(PyObject* ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* o = nullptr;
+  if (PyWeakref_GetRef(ref, &o) < 0) {
+    PyErr_Clear();
+    return Py_None;
   }
-  long long last, interval;
-  if (attr_ll(smp, g_str_last, &last) < 0 || attr_ll(smp, g_str_interval, &interval) < 0) {
-    Py_DECREF(smp);
-    return nullptr;
+  if (!o) return Py_None;
+  Py_DECREF(o);  // alive: the caller holds it (it is args[0])
+  return o;
+#else
+  return PyWeakref_GET_OBJECT(ref);
+#endif
+}
+
+// What a vector step needs of its vector env (new references: the sampler's Python code
+// could replace the wrapper's cache); `cached`: from the cache, which keeps its clock.
+struct VecTarget {
+  PyObject* vec = nullptr;
+  PyObject* smp = nullptr;  // its _Sampled (the sampling parts), or nullptr
+  uint32_t name = 0;
+  long long interval = 0, due = 0;
+  bool cached = false;
+  void release() {
+    Py_CLEAR(vec);
+    Py_CLEAR(smp);
   }
+};
+
+// Fills `t` for vector env `self`: 1 found, 0 not one of ours, -1 error.
+int vec_target(VecStepObject* w, PyObject* self, VecTarget* t) {
+  if (w->seen_ref && weak_target(w->seen_ref) == self) {
+    *t = VecTarget{Py_NewRef(w->seen_vec), Py_XNewRef(w->seen_smp), w->seen_name,
+                   w->seen_interval, w->seen_due, true};
+    return 1;
+  }
+  PyObject* key = PyLong_FromVoidPtr(self);  // id(vector env)
+  if (!key) return -1;
+  PyObject* vec = PyDict_GetItemWithError(w->vecs, key);
+  Py_DECREF(key);
+  if (!vec) return PyErr_Occurred() ? -1 : 0;
+  PyObject* name = PyObject_GetAttr(vec, g_str_name);
+  uint32_t id = name ? intern_str(name) : 0;
+  Py_XDECREF(name);
+  if (id == 0) return -1;
+  PyObject* smp = nullptr;
+  long long last = 0, interval = 0;
+  if (w->part != VEC_BEGIN) {
+    smp = PyObject_GetAttr(vec, g_str_sampled);
+    if (!smp) return -1;
+    if (smp == Py_None) {
+      Py_CLEAR(smp);
+    } else if (attr_ll(smp, g_str_last, &last) < 0 ||
+               attr_ll(smp, g_str_interval, &interval) < 0) {
+      Py_DECREF(smp);
+      return -1;
+    }
+  }
+  *t = VecTarget{Py_NewRef(vec), smp, id, interval, last + interval, false};
+  // Cached only once what the call needs is set (a vector env's _Sampled is set after
+  // its __init__): the send part always, the others when they sample.
+  if (w->part != VEC_BEGIN && !smp) return 1;
+  PyObject* ref = PyWeakref_NewRef(self, nullptr);
+  if (!ref) {  // not weak-referenceable: looked up at every call
+    PyErr_Clear();
+    return 1;
+  }
+  Py_XSETREF(w->seen_ref, ref);
+  Py_XSETREF(w->seen_vec, Py_NewRef(t->vec));
+  Py_XSETREF(w->seen_smp, Py_XNewRef(t->smp));
+  w->seen_name = id;
+  w->seen_interval = interval;
+  w->seen_due = t->due;
+  t->cached = true;
+  return 1;
+}
+
+// Whether this call is sampled (its stand-ins then in place until stop()): 1 yes, 0 no,
+// -1 error. The sampler's start(now) records when (its `last`: the Python twin's clock).
+int sample_if_due(VecStepObject* w, VecTarget* t) {
+  if (!t->smp) return 0;
   long long now = static_cast<long long>(rlscope::monotonic_ns());  // = perf_counter_ns
-  if (now - last < interval) {
-    Py_DECREF(smp);
-    return nullptr;
-  }
+  if (now < t->due) return 0;
+  if (t->cached) w->seen_due = now + t->interval;
   PyObject* now_obj = PyLong_FromLongLong(now);
-  PyObject* started = now_obj ? PyObject_CallMethodOneArg(smp, g_str_start, now_obj) : nullptr;
+  PyObject* started = now_obj ? PyObject_CallMethodOneArg(t->smp, g_str_start, now_obj) : nullptr;
   Py_XDECREF(now_obj);
   int yes = started ? PyObject_IsTrue(started) : -1;
   Py_XDECREF(started);
-  if (yes <= 0) {
-    Py_DECREF(smp);
-    return nullptr;
-  }
-  return smp;
+  return yes;
 }
 
 PyObject* vecstep_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
@@ -951,37 +1024,27 @@ PyObject* vecstep_vectorcall(PyObject* self, PyObject* const* args, size_t nargs
   if (!rlscope::is_active() || PyVectorcall_NARGS(nargsf) < 1) {
     return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
-  PyObject* key = PyLong_FromVoidPtr(args[0]);  // id(vector env)
-  if (!key) return nullptr;
-  PyObject* vec = PyDict_GetItemWithError(w->vecs, key);
-  Py_DECREF(key);
-  if (!vec) {
-    if (PyErr_Occurred()) return nullptr;
-    return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);  // not one of ours
-  }
-  Py_INCREF(vec);
-  PyObject* name = PyObject_GetAttr(vec, g_str_name);
-  uint32_t id = name ? intern_str(name) : 0;
-  Py_XDECREF(name);
-  if (id == 0) {
-    Py_DECREF(vec);
-    return nullptr;
-  }
-  ThreadState* t = thread_state();
-  if (w->part != VEC_END) rlscope::env_begin(t, w->begin_kind, id, -1);
-  PyObject* smp = nullptr;
+  VecTarget t;
+  int found = vec_target(w, args[0], &t);
+  if (found < 0) return nullptr;
+  if (found == 0) return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);  // not ours
+  uint32_t id = t.name;
+  ThreadState* t_state = thread_state();
+  if (w->part != VEC_END) rlscope::env_begin(t_state, w->begin_kind, id, -1);
+  PyObject* smp = nullptr;  // a new reference while this call is sampled
   if (w->part != VEC_BEGIN) {
-    smp = sample_if_due(vec);
-    if (!smp && PyErr_Occurred()) {  // the pair (opened here or by the send) is closed
-      Py_DECREF(vec);
-      rlscope::env_end(t, w->begin_kind, id);
+    int due = sample_if_due(w, &t);
+    if (due < 0) {  // the pair (opened here or by the send) is closed
+      t.release();
+      rlscope::env_end(t_state, w->begin_kind, id);
       return nullptr;
     }
+    if (due) smp = Py_NewRef(t.smp);
   }
-  Py_DECREF(vec);
+  t.release();
   PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   if (w->part == VEC_BEGIN) {
-    if (!r) rlscope::env_end(t, w->begin_kind, id);  // nothing sent: no wait will close it
+    if (!r) rlscope::env_end(t_state, w->begin_kind, id);  // nothing sent: no wait will close it
     return r;
   }
   if (smp) {
@@ -999,7 +1062,7 @@ PyObject* vecstep_vectorcall(PyObject* self, PyObject* const* args, size_t nargs
       Py_CLEAR(r);  // stop() failed after a good call: its error is the result
     }
   }
-  rlscope::env_end(t, w->begin_kind, id);
+  rlscope::env_end(t_state, w->begin_kind, id);
   return r;
 }
 
@@ -1008,6 +1071,9 @@ int vecstep_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(w->wrapped);
   Py_VISIT(w->vecs);
   Py_VISIT(w->dict);
+  Py_VISIT(w->seen_ref);
+  Py_VISIT(w->seen_vec);
+  Py_VISIT(w->seen_smp);
   return 0;
 }
 
@@ -1016,6 +1082,9 @@ int vecstep_clear(PyObject* self) {
   Py_CLEAR(w->wrapped);
   Py_CLEAR(w->vecs);
   Py_CLEAR(w->dict);
+  Py_CLEAR(w->seen_ref);
+  Py_CLEAR(w->seen_vec);
+  Py_CLEAR(w->seen_smp);
   return 0;
 }
 
@@ -1102,6 +1171,9 @@ PyObject* py_vec_step(PyObject*, PyObject* args) {
   w->weakrefs = nullptr;
   w->part = part;
   w->begin_kind = reset ? rlscope::ENV_RESET_BEGIN : rlscope::ENV_STEP_BEGIN;
+  w->seen_ref = w->seen_vec = w->seen_smp = nullptr;
+  w->seen_name = 0;
+  w->seen_interval = w->seen_due = 0;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
   return reinterpret_cast<PyObject*>(w);
 }

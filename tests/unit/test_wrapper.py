@@ -354,6 +354,58 @@ def test_native_vector_step_parts(recording: Path, recorder: str):
         + [("ENV_STEP_BEGIN", "Dummy#2"), ("ENV_STEP_END", "Dummy#2")] * 2
 
 
+def test_native_vector_step_follows_each_vector_env(recording: Path, recorder: str):
+    """The wrapper keeps the vector env it saw last (a loop steps one): calls alternating
+    between vector envs, one that cannot be weakly referenced, and one gone with another
+    made after it (perhaps at its address) are each recorded under their own name and
+    sampled on their own clock."""
+    if recorder != "native":
+        pytest.skip("the Python recorder uses vecenv's closures")
+    import gc
+
+    from rlscope import _native
+
+    class Vec:
+        def step(self) -> int:
+            return 1
+
+    class Slotted:  # no __weakref__: looked up at every call
+        __slots__ = ()
+
+        def step(self) -> int:
+            return 2
+
+    once, every, slotted = FakeSampled(10**15), FakeSampled(0), FakeSampled(0)
+    a, b, s = Vec(), Vec(), Slotted()
+    vecs = {id(a): FakeVec("A#1", once), id(b): FakeVec("B#2", every),
+            id(s): FakeVec("S#3", slotted)}
+
+    class W(Vec):
+        step = _native.vec_step(Vec.step, False, 0, vecs)
+
+    class WS(Slotted):
+        __slots__ = ()
+        step = _native.vec_step(Slotted.step, False, 0, vecs)
+
+    a.__class__ = b.__class__ = W
+    s.__class__ = WS
+    for v in (a, b, a, a, b, s, b, s):
+        v.step()
+    assert once.calls == ["start", "stop"]  # its first call only, whatever came between
+    assert every.calls == ["start", "stop"] * 3
+    assert slotted.calls == ["start", "stop"] * 2
+    del vecs[id(a)]
+    del a
+    gc.collect()
+    c = Vec()
+    c.__class__ = W
+    vecs[id(c)] = FakeVec("C#4", None)
+    assert c.step() == 1
+    rlscope.stop()
+    names = [n for k, n in env_events(recording) if k == "ENV_STEP_BEGIN"]
+    assert names == ["A#1", "B#2", "A#1", "A#1", "B#2", "S#3", "B#2", "S#3", "C#4"]
+
+
 def test_native_vector_step_closes_the_pair_when_sampling_fails(recording: Path,
                                                                  recorder: str):
     if recorder != "native":
