@@ -88,7 +88,10 @@ def test_live_view_in_tmux(tmp_path: Path) -> None:
 
         s = wait_until(whole_screen, "a whole screen")
         assert "Process 1/3" in s and "recording" in s
-        assert "[multiprocessing process]" in s
+        # The workers' role reaches their traces at their first flush, which can come
+        # after the first screens (a fresh-clone run drew one without it).
+        wait_until(lambda: (c := whole_screen()) is not None and
+                   "[multiprocessing process]" in c, "the workers' role on the screen")
         wait_until(lambda: (p := progress_line()) is not None and p != first,
                    "a refresh with new progress")
 
