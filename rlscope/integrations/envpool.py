@@ -88,8 +88,7 @@ class _Pools:
         if d is None or all(m in d for m in _DIRECT):
             return
         for m in _DIRECT:
-            raw = vars(self.mixin).get(m)
-            raw = getattr(raw, "__wrapped__", raw)
+            raw = vars(self.mixin).get(m)  # the library's own: not wrapped on the class
             if callable(raw) and m not in d:
                 d[m] = marked(raw.__get__(env, type(env)), OP)
 

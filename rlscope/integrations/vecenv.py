@@ -194,7 +194,7 @@ class _Sampled:
     specialised paths, ~1.7k instructions per env step of a gymnasium CartPole
     (callgrind)."""
 
-    __slots__ = ("envs", "interval", "last", "names", "real", "stand_ins")
+    __slots__ = ("__weakref__", "envs", "interval", "last", "names", "real", "stand_ins")
 
     def __init__(self, envs: list[Any]) -> None:
         self.envs, self.real = envs, list(envs)
@@ -233,7 +233,7 @@ class _Vec:
     """What rlscope keeps of a vector env (by ``id``, never on the instance: see
     :class:`_Sampled`; dropped with it)."""
 
-    __slots__ = ("name", "sampled")
+    __slots__ = ("__weakref__", "name", "sampled")
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -303,7 +303,7 @@ class FakeSampled:
 
 
 class FakeVec:
-    __slots__ = ("name", "sampled")
+    __slots__ = ("__weakref__", "name", "sampled")  # as vecenv's _Vec
 
     def __init__(self, name: str, sampled: FakeSampled | None) -> None:
         self.name, self.sampled = name, sampled
@@ -394,16 +394,21 @@ def test_native_vector_step_follows_each_vector_env(recording: Path, recorder: s
     assert once.calls == ["start", "stop"]  # its first call only, whatever came between
     assert every.calls == ["start", "stop"] * 3
     assert slotted.calls == ["start", "stop"] * 2
+    import weakref
+
+    a.step()  # the wrapper's last: then gone
+    gone = weakref.ref(vecs[id(a)])
     del vecs[id(a)]
     del a
     gc.collect()
+    assert gone() is None  # the wrapper does not keep a vector env's state alive
     c = Vec()
     c.__class__ = W
     vecs[id(c)] = FakeVec("C#4", None)
     assert c.step() == 1
     rlscope.stop()
     names = [n for k, n in env_events(recording) if k == "ENV_STEP_BEGIN"]
-    assert names == ["A#1", "B#2", "A#1", "A#1", "B#2", "S#3", "B#2", "S#3", "C#4"]
+    assert names == ["A#1", "B#2", "A#1", "A#1", "B#2", "S#3", "B#2", "S#3", "A#1", "C#4"]
 
 
 def test_native_vector_step_closes_the_pair_when_sampling_fails(recording: Path,
