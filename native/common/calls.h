@@ -45,7 +45,7 @@ inline bool call_enter(ThreadState* t, uint32_t category, uint32_t name) {
   if (t->in_call[category]) return false;
   if (!begin_event(t)) return false;
   t->in_call[category] = 1;
-  t->buf.append(monotonic_ns(), name, call_begin_kind(category));
+  t->buf.append(ticks(), name, call_begin_kind(category));
   return true;
 }
 
@@ -55,7 +55,7 @@ inline bool call_enter(ThreadState* t, uint32_t category, uint32_t name) {
 inline void call_exit(ThreadState* t, uint32_t category, uint32_t name) {
   t->in_call[category] = 0;
   if (!begin_event(t)) return;
-  t->buf.append(monotonic_ns(), name, call_begin_kind(category) + 1);
+  t->buf.append(ticks(), name, call_begin_kind(category) + 1);
 }
 
 }  // namespace rlscope

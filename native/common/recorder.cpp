@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -73,6 +74,8 @@ struct Recorder {
   int64_t last_rows_ns = 0;
   uint32_t windows_ended = 0;
   bool budget_announced = false;  // the rlscope.trace_budget metadata is written
+  // drain_mu: events' ticks -> CLOCK_MONOTONIC ns (ticks.h)
+  TickMap tick_map;
 };
 
 // Rows of an open gap are written at least this often (a kill loses at most this).
@@ -125,6 +128,10 @@ void flush_locked(Recorder& r, bool final = false) {
   r.chunks[0].reset();
   uint64_t events = 0;
 
+  // The segment of ticks this flush's events lie in (before now, the drain's start).
+  r.tick_map.advance(read_anchor());
+  const TickMap& clock = r.tick_map;
+
   // 0. Under a budget: detail or aggregates for this flush's events.
   const bool bounded = r.windows.bounded();
   const int64_t now = monotonic_ns();
@@ -162,31 +169,32 @@ void flush_locked(Recorder& r, bool final = false) {
             if (keep_args) enc->add_arg(rec.ts);
             continue;
           }
+          const int64_t ts = clock.to_ns(rec.ts);
           if (enc->events() >= kMaxEventsPerChunk) {
             if (r.chunks.size() == nchunks) r.chunks.emplace_back();
             enc = &r.chunks[nchunks++];
             enc->reset();
           }
-          const bool in_detail = detail && rec.ts < cut_ts;
-          if (!in_detail && !r.windows.in_range(rec.ts)) {
-            keep_args = r.agg.aggregate(*enc, t.index, rec.ts, rec.kind, rec.name);
+          const bool in_detail = detail && ts < cut_ts;
+          if (!in_detail && !r.windows.in_range(ts)) {
+            keep_args = r.agg.aggregate(*enc, t.index, ts, rec.kind, rec.name);
             if (!keep_args) continue;
           } else if (bounded) {
             if (!in_detail) {  // a periodic window begins inside this flush
               r.agg.close_gap(*enc, t.index);
               rows_due = true;
             }
-            r.agg.detail(t.index, rec.ts, rec.kind, rec.name);
+            r.agg.detail(t.index, ts, rec.kind, rec.name);
             keep_args = true;
           }
-          enc->add_event(rec.ts, t.index, rec.kind, rec.name);
+          enc->add_event(ts, t.index, rec.kind, rec.name);
           ++events;
-          if (in_detail) first_detail_ts = std::min(first_detail_ts, rec.ts);
+          if (in_detail) first_detail_ts = std::min(first_detail_ts, ts);
           if (in_detail && cap != UINT64_MAX && ++detail_events % kCapCheck == 0) {
             uint64_t written = 0;
             for (size_t c = 0; c < nchunks; ++c) written += r.chunks[c].event_bytes();
             if (bytes_before + written >= cap) {
-              cut_ts = rec.ts + 1;  // this event is the window's last
+              cut_ts = ts + 1;  // this event is the window's last
               r.windows.cut(cut_ts);
             }
           }
@@ -314,6 +322,8 @@ int open_file_locked(Recorder& r, const std::string& path) {
     unlink(path.c_str());
     return err;
   }
+  choose_ticks();
+  r.tick_map.begin(read_anchor());
   r.sequence = 0;
   r.st = Stats{};
   r.st.bytes_written = r.file.bytes_written();
@@ -423,6 +433,15 @@ ThreadState* current_thread() {
 
 // ---- lifecycle ----
 
+// Which clock the events were taken on (their times in the file are CLOCK_MONOTONIC ns
+// either way): for a reader checking a suspect trace, and the tests.
+void announce_clock() {
+  char json[96];
+  snprintf(json, sizeof json, "{\"ticks\": \"%s\", \"ns_per_tick\": %.6f}",
+           g_tsc_ticks ? "tsc" : "monotonic", initial_ns_per_tick());
+  metadata("rlscope.event_clock", json);
+}
+
 int start(const Config& cfg, ThreadState* t) {
   Recorder& r = R();
   std::lock_guard<std::mutex> ctl(r.control_mu);
@@ -444,6 +463,7 @@ int start(const Config& cfg, ThreadState* t) {
     g_session.store(next_session(r), std::memory_order_release);
   }
   if (t) record(t, PROCESS_START, 0);
+  announce_clock();
   start_writer(r);
   return 0;
 }
@@ -454,7 +474,7 @@ void stop(ThreadState* t) {
   if (g_session.load(std::memory_order_acquire) == 0) return;
   if (t && begin_event(t)) {
     // Close the scopes still open on this thread so the trace stays balanced.
-    int64_t now = monotonic_ns();
+    int64_t now = ticks();
     for (uint32_t j = t->depth; j-- > 0;) {
       if (t->stack[j].kind & kInherited) continue;
       t->buf.append(now, t->stack[j].name, t->stack[j].kind + 1);
@@ -521,7 +541,8 @@ int after_fork_child(const std::string& path, ThreadState* t) {
     t->session = s;
   }
   g_session.store(s, std::memory_order_release);
-  if (t) t->buf.append(monotonic_ns(), 0, PROCESS_START);
+  if (t) t->buf.append(ticks(), 0, PROCESS_START);
+  announce_clock();
   start_writer(r);
   return 0;
 }
@@ -563,7 +584,7 @@ Status exit_scope_slow(ThreadState* t, uint32_t begin_kind, uint32_t name,
   while (i > 0) {
     --i;
     if ((t->stack[i].kind & ~kInherited) == begin_kind && t->stack[i].name == name) {
-      int64_t now = monotonic_ns();
+      int64_t now = ticks();
       bool inner_open = false;  // scopes of this process left open inside it
       for (uint32_t j = d; j-- > i;) {
         if (t->stack[j].kind & kInherited) continue;  // the parent's: nothing to record
@@ -590,14 +611,14 @@ Status pop(ThreadState* t, uint32_t begin_kind, uint32_t name) {
     return (top.kind & kInherited) ? STACK_EMPTY : MISMATCH;
   }
   t->depth = d - 1;
-  if (!(top.kind & kInherited)) t->buf.append(monotonic_ns(), top.name, begin_kind + 1);
+  if (!(top.kind & kInherited)) t->buf.append(ticks(), top.name, begin_kind + 1);
   return OK;
 }
 
 Status progress(ThreadState* t, int64_t timesteps, int64_t total) {
   if (!begin_event(t)) return NOT_ACTIVE;
   Record recs[3] = {
-      {monotonic_ns(), 0, PROGRESS},
+      {ticks(), 0, PROGRESS},
       {timesteps, 0, kArgKind},
       {total, 0, kArgKind},
   };
@@ -608,7 +629,7 @@ Status progress(ThreadState* t, int64_t timesteps, int64_t total) {
 Status env_begin(ThreadState* t, uint32_t begin_kind, uint32_t name, int64_t index) {
   if (!begin_event(t)) return NOT_ACTIVE;
   Record recs[2] = {
-      {monotonic_ns(), name, begin_kind},
+      {ticks(), name, begin_kind},
       {index, 0, kArgKind},
   };
   t->buf.append_n(recs, 2);
@@ -617,7 +638,7 @@ Status env_begin(ThreadState* t, uint32_t begin_kind, uint32_t name, int64_t ind
 
 Status env_end(ThreadState* t, uint32_t begin_kind, uint32_t name) {
   if (!begin_event(t)) return NOT_ACTIVE;
-  t->buf.append(monotonic_ns(), name, begin_kind + 1);
+  t->buf.append(ticks(), name, begin_kind + 1);
   return OK;
 }
 

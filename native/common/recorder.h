@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "clock.h"
+#include "ticks.h"
 #include "thread_registry.h"
 
 namespace rlscope {
@@ -152,7 +152,7 @@ inline bool begin_event(ThreadState* t) {
 
 inline Status record(ThreadState* t, uint32_t kind, uint32_t name) {
   if (!begin_event(t)) return NOT_ACTIVE;
-  t->buf.append(monotonic_ns(), name, kind);
+  t->buf.append(ticks(), name, kind);
   return OK;
 }
 
@@ -162,7 +162,7 @@ inline Status push(ThreadState* t, uint32_t begin_kind, uint32_t name) {
   if (__builtin_expect(d >= kMaxDepth, 0)) return TOO_DEEP;
   t->stack[d] = StackEntry{begin_kind, name};
   t->depth = d + 1;
-  t->buf.append(monotonic_ns(), name, begin_kind);
+  t->buf.append(ticks(), name, begin_kind);
   return OK;
 }
 
@@ -179,7 +179,7 @@ inline Status exit_innermost(ThreadState* t, uint32_t begin_kind, uint32_t name)
   if (__builtin_expect(d != 0 && t->stack[d - 1].kind == begin_kind &&
                            t->stack[d - 1].name == name, 1)) {
     t->depth = d - 1;
-    t->buf.append(monotonic_ns(), name, begin_kind + 1);
+    t->buf.append(ticks(), name, begin_kind + 1);
     return OK;
   }
   return NOT_ON_STACK;

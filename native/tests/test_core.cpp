@@ -21,6 +21,7 @@
 #include "detail_windows.h"
 #include "pb_encode.h"
 #include "recorder.h"
+#include "ticks.h"
 #include "trace_writer.h"
 #include "wire_reader.h"
 
@@ -239,7 +240,7 @@ void test_multithreaded_recording(const std::string& dir) {
   CHECK(t.source == "python" && t.recorder == "native");
   CHECK((t.argv == std::vector<std::string>{"test", "", "arg"}));
   CHECK(t.dropped == 0 && st.dropped == 0);
-  CHECK(t.metadata == 1);
+  CHECK(t.metadata == 2);  // "key" and rlscope.event_clock
   CHECK(st.events == t.events.size());
   CHECK(st.chunks == t.chunk_sizes.size());
 
@@ -470,6 +471,29 @@ void test_windows_cut_inside_a_flush(const std::string& dir) {
   rmdir(d.c_str());
 }
 
+// Ticks -> ns through the writer's anchors, on made-up anchors: exact on each segment's
+// line, a segment under 100 us keeps the last rate, a new file keeps a measured rate.
+void test_tick_map() {
+  rlscope::TickMap m;
+  m.begin({1000, 5000, 0}, true, 0.5);
+  CHECK(m.to_ns(1000) == 5000 && m.to_ns(3000) == 6000 && m.to_ns(0) == 4500);
+  const rlscope::TickAnchor a1{1000 + 1'000'000, 5000 + 250'000, 0};
+  m.advance(a1);  // the rate changed: 0.25 ns/tick, the line through both anchors
+  CHECK(m.to_ns(1000) == 5000 && m.to_ns(a1.ticks) == a1.ns);
+  CHECK(m.to_ns(1000 + 500'000) == 5000 + 125'000);
+  m.advance({a1.ticks + 100, a1.ns + 50, 0});  // 50 ns later: too short for a rate
+  CHECK(m.to_ns(a1.ticks + 100) == a1.ns + 25);
+  const rlscope::TickAnchor a2{a1.ticks + 2'000'000, a1.ns + 1'000'000, 0};
+  m.advance(a2);  // measured from a1, not from the short segment's end
+  CHECK(m.to_ns(a1.ticks) == a1.ns && m.to_ns(a2.ticks) == a2.ns);
+  m.begin({a2.ticks + 10, 0, 0}, true, 9.0);  // a fork child's file: the rate stays 0.5
+  CHECK(m.to_ns(a2.ticks + 30) == 10);
+  rlscope::TickMap ns;  // ticks that are ns already
+  ns.begin({7, 7, 0}, false, 1.0);
+  ns.advance({9'000'000, 1, 0});
+  CHECK(ns.to_ns(123) == 123);
+}
+
 void test_not_active() {
   rlscope::ThreadState* me = rlscope::current_thread();
   CHECK(!rlscope::is_active());
@@ -491,6 +515,7 @@ int main(int argc, char** argv) {
   test_detail_windows_share_the_budget(dir);
   test_start_window_is_capped_in_bytes(dir);
   test_windows_cut_inside_a_flush(dir);
+  test_tick_map();
   test_not_active();
   if (g_failures) {
     std::fprintf(stderr, "%d check(s) failed\n", g_failures);

@@ -7,8 +7,10 @@ messages, rlscope.trace.messages' classes) so these tests do not depend on the r
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -236,8 +238,7 @@ def test_progress_metadata_and_chunk_split(tmp_path):
     assert sum(sizes) == 80_000 + 4 and max(sizes) <= 65536  # split exactly in the C++ test
     prog = [e for e in tr.events if e[2] == PROGRESS]
     assert [e[4] for e in prog] == [(123, 1000), (7, -1)]
-    assert len(tr.metadata) == 1
-    m = tr.metadata[0]
+    (m,) = [m for m in tr.metadata if m.key != "rlscope.event_clock"]
     assert (m.key, m.json_value) == ("config", '{"lr": 0.1}')
     assert tr.header.clock.monotonic_ns < m.time_ns < time.perf_counter_ns()
     assert_balanced(tr.events)
@@ -529,3 +530,63 @@ def test_fork_while_other_threads_record(tmp_path):
         assert sum(1 for e in tc.events if e[3] == "c") == 200
         assert tc.events[-1][2] == P_END
         assert_balanced(tc.events)
+
+
+# Events spaced by spins of 20 us (segments too short for a rate of their own) and 2 ms,
+# each flushed: every event must lie between the workload's perf_counter_ns readings
+# around it, whichever clock the events were taken on.
+_TIMED = """
+import json, sys, time
+sys.path.insert(0, sys.argv[2])
+from test_native_recorder import OP_B, Trace, _native, start, NativeTestError, _decorate
+_native.configure(NativeTestError, _decorate)
+start(sys.argv[1], flush_interval_s=60.0)
+op = _native.operation("timed")
+spans = []
+for i in range(2000):
+    b = time.perf_counter_ns()
+    with op:
+        pass
+    spans.append((b, time.perf_counter_ns()))
+    if i % 100 == 99:
+        end = time.perf_counter_ns() + (2_000_000 if i % 200 == 199 else 20_000)
+        while time.perf_counter_ns() < end:
+            pass
+        _native.flush()
+_native.stop()
+tr = Trace(sys.argv[1])
+times = [e[0] for e in tr.events if e[3] == "timed"]
+assert len(times) == 2 * len(spans)
+late = max(max(b - t0, t0 - t1, t1 - a)
+           for (b, a), t0, t1 in zip(spans, times[::2], times[1::2]))
+(clock,) = [json.loads(m.json_value) for m in tr.metadata if m.key == "rlscope.event_clock"]
+print(json.dumps({"late_ns": late, "ticks": clock["ticks"]}))
+"""
+
+
+def _tsc_trusted_here() -> bool:
+    try:
+        source = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return False
+    return (os.uname().machine == "x86_64" and source.read_text().strip() == "tsc"
+            and "constant_tsc" in flags and "nonstop_tsc" in flags)
+
+
+@pytest.mark.parametrize("forced", [None, "monotonic"])
+def test_event_times_on_the_workload_clock(tmp_path, forced):
+    env = {k: v for k, v in os.environ.items() if k != "RLSCOPE_CLOCK"}
+    if forced:
+        env["RLSCOPE_CLOCK"] = forced
+    out = subprocess.run([sys.executable, "-c", _TIMED, str(tmp_path / "t.trace"),
+                          str(Path(__file__).parent)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    want = "tsc" if forced is None and _tsc_trusted_here() else "monotonic"
+    assert got["ticks"] == want
+    # A tick mapping off by its rate would be microseconds out after a 2 ms segment;
+    # the anchors' own error is tens of ns.
+    assert got["late_ns"] <= 1_000, got
