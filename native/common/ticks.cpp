@@ -19,8 +19,6 @@ double g_initial_ns_per_tick = 1.0;
 
 #if defined(__x86_64__)
 bool tsc_trusted() {
-  const char* forced = getenv("RLSCOPE_CLOCK");
-  if (forced && strcmp(forced, "monotonic") == 0) return false;
   std::ifstream cs("/sys/devices/system/clocksource/clocksource0/current_clocksource");
   std::string source;
   if (!(cs >> source) || source != "tsc") return false;
@@ -45,25 +43,30 @@ TickAnchor read_anchor() {
     int64_t t0 = ticks();
     int64_t n = monotonic_ns();
     int64_t t1 = ticks();
-    int64_t width = int64_t(double(t1 - t0) * g_initial_ns_per_tick);
+    int64_t width = int64_t(double(t1 - t0) * (g_tsc_ticks ? g_initial_ns_per_tick : 1.0));
     if (width < best.uncertainty_ns) best = TickAnchor{t0 + (t1 - t0) / 2, n, width};
   }
   return best;
 }
 
 bool choose_ticks() {
-  static bool chosen = false;
-  if (chosen) return g_tsc_ticks;
-  chosen = true;
+  static int trusted = -1;  // the machine's answer, once per process
 #if defined(__x86_64__)
-  if (!tsc_trusted()) return false;
-  g_tsc_ticks = true;
-  // The rate a segment shorter than kMinSegmentNs uses: measured over 2x that, once.
-  TickAnchor a = read_anchor();
-  TickAnchor b = a;
-  while (b.ns - a.ns < 2 * kMinSegmentNs) b = read_anchor();
-  g_initial_ns_per_tick = double(b.ns - a.ns) / double(b.ticks - a.ticks);
+  if (trusted < 0) {
+    trusted = tsc_trusted();
+    if (trusted) {  // the rate a segment shorter than kMinSegmentNs uses: over 2x that
+      g_tsc_ticks = true;
+      TickAnchor a = read_anchor();
+      TickAnchor b = a;
+      while (b.ns - a.ns < 2 * kMinSegmentNs) b = read_anchor();
+      g_initial_ns_per_tick = double(b.ns - a.ns) / double(b.ticks - a.ticks);
+    }
+  }
+#else
+  trusted = 0;
 #endif
+  const char* forced = getenv("RLSCOPE_CLOCK");
+  g_tsc_ticks = trusted == 1 && !(forced && strcmp(forced, "monotonic") == 0);
   return g_tsc_ticks;
 }
 

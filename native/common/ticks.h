@@ -16,7 +16,7 @@
 
 namespace rlscope {
 
-// Chosen once per process (choose_ticks) before its first recording; never changes.
+// Chosen by choose_ticks at each recording start, before any event of it.
 inline bool g_tsc_ticks = false;
 
 inline int64_t ticks() {
@@ -26,8 +26,9 @@ inline int64_t ticks() {
   return monotonic_ns();
 }
 
-// First call decides g_tsc_ticks: x86-64 with constant and nonstop TSC, the kernel's
-// clocksource "tsc", and $RLSCOPE_CLOCK not "monotonic". Returns it.
+// Sets g_tsc_ticks: x86-64 with constant and nonstop TSC and the kernel's clocksource
+// "tsc" (checked, and the TSC rate measured, at the first call), and $RLSCOPE_CLOCK not
+// "monotonic" now. Returns it.
 bool choose_ticks();
 // ns per tick as measured by choose_ticks (1 when ticks are ns).
 double initial_ns_per_tick();

@@ -23,6 +23,10 @@ was descheduled) or process (CPU time of every thread: EnvPool's pool threads an
 rlscope's writer thread too). An instrumented chunk is a recording session of its own,
 ``rlscope.start`` + ``rlscope.intercept.enable("auto")`` (what rls-prof does in a
 profiled process) and ``disable`` + ``stop`` after it, outside the timed part.
+
+``--clock-ab`` (with ``--chunks``) adds a third kind of chunk in the turns, recorded with
+``RLSCOPE_CLOCK=monotonic`` (events timed by ``clock_gettime`` instead of the TSC), and
+the paired difference per env step the TSC makes: ``<loop>_tsc_minus_monotonic_ns``.
 """
 
 from __future__ import annotations
@@ -116,14 +120,18 @@ def chunk(k):
     return dt
 
 
-res = {"plain": [], "rlscope": []}
+modes = sys.argv[7].split(",")
+res = {m: [] for m in modes}
 for r in range(pairs):
-    for m in (("plain", "rlscope") if r % 2 == 0 else ("rlscope", "plain")):
-        if m == "rlscope":
-            rlscope.start(os.path.join(out, f"c{r}"))
+    for m in modes[r % len(modes):] + modes[:r % len(modes)]:
+        if m != "plain":
+            if m == "monotonic":
+                os.environ["RLSCOPE_CLOCK"] = "monotonic"
+            rlscope.start(os.path.join(out, f"c{r}{m}"))
+            os.environ.pop("RLSCOPE_CLOCK", None)
             intercept.enable("auto")
         res[m].append(chunk(steps))
-        if m == "rlscope":
+        if m != "plain":
             intercept.disable()
             rlscope.stop()
 print(json.dumps(res))
@@ -143,14 +151,15 @@ def run(mode: str, kind: str, steps: int, envs: int, tmp: str, i: int) -> float:
     return float(json.loads(r.stdout.strip().splitlines()[-1])["loop_s"])
 
 
-def chunked(kind: str, steps: int, envs: int, pairs: int, tmp: str, clock: str
-            ) -> dict[str, list[float]]:
+def chunked(kind: str, steps: int, envs: int, pairs: int, tmp: str, clock: str,
+            modes: list[str]) -> dict[str, list[float]]:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     script = os.path.join(tmp, "chunks.py")
     with open(script, "w") as f:
         f.write(CHUNKS)
     r = subprocess.run([sys.executable, script, kind, str(steps), str(envs), str(pairs),
-                        os.path.join(tmp, kind), clock], capture_output=True, text=True,
+                        os.path.join(tmp, kind), clock, ",".join(modes)],
+                       capture_output=True, text=True,
                        env=env,
                        timeout=3000)
     if r.returncode != 0:
@@ -169,15 +178,18 @@ def main() -> None:
     ap.add_argument("--clock", default="wall", choices=("wall", "thread", "process"),
                     help="with --chunks: what a chunk's time is (thread: the main thread's "
                     "CPU time, not the time it was descheduled on a loaded machine)")
+    ap.add_argument("--clock-ab", action="store_true",
+                    help="with --chunks: also chunks recorded with RLSCOPE_CLOCK=monotonic")
     a = ap.parse_args()
     loops = a.loops.split(",")
     modes = ["plain", "rlscope"]
     times = {(k, m): [] for k in loops for m in modes}  # type: dict[tuple[str, str], list[float]]
     if a.chunks:
+        chunk_modes = modes + (["monotonic"] if a.clock_ab else [])
         with tempfile.TemporaryDirectory() as tmp:
             for k in loops:
-                got = chunked(k, a.steps, a.envs, a.chunks, tmp, a.clock)
-                for m in modes:
+                got = chunked(k, a.steps, a.envs, a.chunks, tmp, a.clock, chunk_modes)
+                for m in chunk_modes:
                     times[k, m] = got[m]
                 print(f"{k}: done", flush=True)
         report(loops, times, a.steps * a.envs)
@@ -208,6 +220,14 @@ def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int
               f"step quartiles {qa[0]:.0f} {qa[1]:.0f} {qa[2]:.0f} ({len(p)} pairs)")
         result += [f"{k}_inflation={statistics.median(ratios):.3f}",
                    f"{k}_added_ns_per_env_step={statistics.median(added):.0f}"]
+        if (k, "monotonic") in times:  # the same loop's TSC chunks against clock_gettime's
+            diff = [(y - x) / per * 1e9
+                    for x, y in zip(times[k, "monotonic"], q, strict=True)]
+            qd = statistics.quantiles(diff, n=4)
+            se = (qd[2] - qd[0]) / 1.349 / len(diff) ** 0.5 * 1.2533
+            print(f"{k}: TSC - monotonic ns/env step quartiles {qd[0]:.0f} {qd[1]:.0f} "
+                  f"{qd[2]:.0f} (standard error of the median ~{se:.0f})")
+            result.append(f"{k}_tsc_minus_monotonic_ns={statistics.median(diff):.0f}")
     print("RESULT " + " ".join(result))
 
 
