@@ -68,5 +68,9 @@ CUDA_SYNC_AT_EXIT = "RLSCOPE_CUDA_SYNC_AT_EXIT"
 CUDA_ACTIVITY = "RLSCOPE_CUDA_ACTIVITY"
 CUPTI_LIBRARY = "RLSCOPE_CUPTI_LIBRARY"
 
+# Read by the native recorder at each recording start: "monotonic" times events with
+# clock_gettime even where the TSC would do (native/common/ticks.h).
+CLOCK = "RLSCOPE_CLOCK"
+
 # Tests: fail instead of falling back to the Python recorder.
 REQUIRE_NATIVE = "RLSCOPE_REQUIRE_NATIVE"
