@@ -95,6 +95,7 @@ def test_async_vector_env_straggler(tmp_path: Path):
     check_against_truth(v, truth, straggler=2)
     check_wait_part(out, v)
     check_workers(out, v)
+    check_worker_waits_corrected(out, tmp_path)
     # The user wrapper's time in a worker is simulation, not unannotated Python.
     ops = rlscope.analysis.load(out).operations()
     worker_sim = ops[(ops["pid"] == v.envs.loc[2, "pid"]) & (ops["operation"] == "simulation")]
@@ -157,6 +158,35 @@ def test_sequential_vector_envs(tmp_path: Path, mode: str):
     assert v.env_sum_s <= v.step_s and v.straggler == 3
     if mode == "sync":
         check_corrected(out, v)
+
+
+def check_worker_waits_corrected(out: Path, tmp_path: Path) -> None:
+    """With a calibration, the main process's waits on its workers lose what the
+    workers' book-keeping added to them; the parallel analysis reads the workers' traces
+    for that, and gives what the serial one does."""
+    import shutil
+
+    import pandas as pd
+
+    from rlscope.analysis.overhead.correction import correct_trace
+    from rlscope.analysis.overhead.model import Calibration, KindCost, write_calibration
+
+    costs = {"env_call": KindCost(2_000, 800, 0, "test"),
+             "wait_call": KindCost(1_000, 300, 0, "test"),
+             "annotation": KindCost(500, 200, 0, "test")}
+    trace = read_trace(out)
+    _, summary = correct_trace(trace, costs)
+    main = [c for c in summary.processes if c.pid == trace.processes[0].pid]
+    assert main and main[0].waits_ns > 0
+    assert all(c.waits_ns == 0 for c in summary.processes[1:])
+    d = tmp_path / "corrected"
+    shutil.copytree(out, d)
+    write_calibration(Calibration(["x"], costs), d / "calibration.json")
+    serial, parallel = rlscope.analysis.load(d, jobs=1), rlscope.analysis.load(d, jobs=3)
+    assert serial.run["correction"]["applied"]
+    for name in ("operations", "breakdown", "processes"):
+        pd.testing.assert_frame_equal(getattr(serial, name)(), getattr(parallel, name)(),
+                                      check_exact=True, obj=name)
 
 
 def check_corrected(out: Path, raw: ls.VectorEnv) -> None:

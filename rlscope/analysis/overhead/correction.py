@@ -13,9 +13,11 @@ part from the enclosing scope. The timeline is corrected before the overlap swee
 every downstream number (breakdown, plots, timeline, compare) is corrected.
 
 Threads other than the main one start from the main thread's shift at their first event
-(they were started by it). GPU activities move with the API call that launched them. The
-per-process cost lies before recording starts and after it stops; it only enters the
-corrected total of the run.
+(they were started by it). A process that waits on vector-env workers is corrected again
+once the workers are: each wait loses what the workers' book-keeping added to it
+(rlscope.analysis.overhead.worker_waits). GPU activities move with the API call that
+launched them. The per-process cost lies before recording starts and after it stops; it
+only enters the corrected total of the run.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlscope.analysis.engine.summary import process_span
+from rlscope.analysis.overhead import worker_waits
 from rlscope.analysis.overhead.kinds import (
     CUDA_API,
     GPU_ACTIVITY,
@@ -48,6 +51,9 @@ class ProcessCorrection:
     fixed_ns: float  # per-process cost (outside the recorded span)
     threads_ns: float = 0.0  # CPU of rlscope's own threads (writer, sampler): off-timeline
     error_ns: float = 0.0  # the costs' error bars times this process's events
+    # Removed from its waits on vector-env workers that book-keeping slowed
+    # (rlscope.analysis.overhead.worker_waits): in removed_ns, but off the CPU.
+    waits_ns: float = 0.0
 
 
 @dataclass
@@ -67,7 +73,7 @@ class CorrectionSummary:
     def tree_overhead_s(self) -> float:
         """CPU time book-keeping took in the whole process tree: every thread of every
         process, and each process's fixed cost (what a process tree's CPU time holds)."""
-        return sum(sum(p.removed_ns.values()) + p.fixed_ns + p.threads_ns
+        return sum(sum(p.removed_ns.values()) - p.waits_ns + p.fixed_ns + p.threads_ns
                    for p in self.processes) / 1e9
 
     def tree_error_s(self) -> float:
@@ -227,8 +233,10 @@ def _launch_rows(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray]:
     return o[jc], hit
 
 
-def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
-                    ) -> tuple[ProcessTrace, ProcessCorrection]:
+def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
+                    waits: np.ndarray | None = None) -> tuple[ProcessTrace, ProcessCorrection]:
+    """``waits``: extra pre-stamp cost (ns) per event of ``p`` (the ends of its waits on
+    workers that book-keeping slowed: rlscope.analysis.overhead.worker_waits)."""
     ev = p.events
     pre_lut, post_lut = _pre_post(costs)
     spread_lut = _diffuse(costs)
@@ -267,6 +275,8 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
         gap_pre = _gap_costs(p.aggregates, t, kind, pre_lut + post_lut)
         if gap_pre is not None:  # a bounded trace: each gap's events, at its end
             spread += _aggregated_spread(p.aggregates, t, spread_lut)
+        if waits is not None and waits[ei].any():  # slowed workers, at its waits' ends
+            gap_pre = waits[ei] if gap_pre is None else gap_pre + waits[ei]
         if new_ev_time is None:
             new_ev_time = ev.time_ns.copy()
         # The recording thread's timed imports (the start-up row's) move as the events
@@ -350,7 +360,18 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost]
     fixed_ns = fixed.per_event_ns if fixed is not None and count_process(p)[PROCESS] else 0.0
     fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
-                                  own_threads_ns(p), _error_ns(p, costs))
+                                  own_threads_ns(p), _error_ns(p, costs),
+                                  0.0 if waits is None else float(waits.sum()))
+
+
+def correct_holder(p: ProcessTrace, workers: list[tuple[ProcessTrace, ProcessTrace]],
+                   costs: dict[str, KindCost]) -> tuple[ProcessTrace, ProcessCorrection] | None:
+    """``p`` corrected with its waits on its vector envs' workers (``workers``: (raw,
+    corrected) traces of the processes that serve it) shortened by what their
+    book-keeping added; None when it added nothing."""
+    pre, post = _pre_post(costs)
+    extra = worker_waits.wait_costs(p, workers, pre, post) if workers else None
+    return None if extra is None else correct_process(p, costs, extra)
 
 
 def _error_ns(p: ProcessTrace, costs: dict[str, KindCost]) -> float:
@@ -395,10 +416,13 @@ def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
                   ) -> tuple[Trace, CorrectionSummary]:
     """A corrected copy of ``trace`` (the input is not modified) and what was removed."""
     costs = calibration.costs if isinstance(calibration, Calibration) else calibration
-    summary = CorrectionSummary()
-    procs = []
-    for p in trace.processes:
-        q, c = correct_process(p, costs)
-        procs.append(q)
-        summary.processes.append(c)
-    return dataclasses.replace(trace, processes=procs), summary
+    done = [correct_process(p, costs) for p in trace.processes]
+    # Then the waits on vector-env workers, from the workers' corrections.
+    for i, p in enumerate(trace.processes):
+        if worker_waits.holds_workers(p):
+            again = correct_holder(p, [(w, done[k][0]) for k, w in enumerate(trace.processes)
+                                       if worker_waits.serves(w, p)], costs)
+            if again is not None:
+                done[i] = again
+    summary = CorrectionSummary([c for _, c in done])
+    return dataclasses.replace(trace, processes=[q for q, _ in done]), summary

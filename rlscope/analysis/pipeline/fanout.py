@@ -29,7 +29,8 @@ from rlscope.analysis.engine.overlap import analyze_process
 from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, NameTable, PathTable
 from rlscope.analysis.engine.process import ProcessResult, process_info
 from rlscope.analysis.lockstep import from_trace
-from rlscope.analysis.overhead.correction import correct_process
+from rlscope.analysis.overhead import worker_waits
+from rlscope.analysis.overhead.correction import correct_holder, correct_process
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep
 from rlscope.analysis.processes.utilisation import gpu_truth
 from rlscope.errors import RLScopeError
@@ -67,6 +68,9 @@ class Options:
     infer: str
     costs: dict[str, Any] | None = None  # overhead correction: KindCost per kind
     lockstep: bool = False  # also the lock-step analysis's input of the process
+    # With costs: every process of the run. A process that waits on vector-env workers
+    # reads and corrects theirs too (correction.correct_holder), as the serial analysis.
+    siblings: tuple[Unit, ...] = ()
 
 
 @dataclass
@@ -167,10 +171,14 @@ def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) ->
 
 def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
 
-    parts = [read_process(f) for f in (unit.python, unit.cuda) if f is not None]
-    p = merge_cuda(parts)[0]
+    p = _read(unit)
     assert opts.costs is not None
+    raw = p
     p, corr = correct_process(p, opts.costs)
+    if worker_waits.holds_workers(raw):
+        again = correct_holder(raw, _workers_of(raw, unit, opts), opts.costs)
+        if again is not None:
+            p, corr = again
     p = inferred.apply(p, opts.infer)
     r = analyze_process(p, paths, phases, None, opts.batch_events)
     steps = (from_trace(Trace(p.path.parent, {}, [p]), "off")[0]
@@ -178,6 +186,23 @@ def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> Un
     return UnitOut(r, p.header, p.complete, len(p.events), p.metadata, p.progress,
                    p.torn_bytes, p.path.name, list(p.warnings), paths.parent, paths.name,
                    phases.names, 1, corr, unit.bytes, _truth(p, r), steps)
+
+
+def _read(unit: Unit) -> Any:
+    return merge_cuda([read_process(f) for f in (unit.python, unit.cuda) if f is not None])[0]
+
+
+def _workers_of(holder: Any, unit: Unit, opts: Options) -> list[tuple[Any, Any]]:
+    """(raw, corrected) traces of the processes that serve ``holder``'s vector envs."""
+    assert opts.costs is not None
+    out = []
+    for u in opts.siblings:
+        if u == unit or u.python is None:
+            continue
+        w = _read(u)
+        if worker_waits.serves(w, holder):
+            out.append((w, correct_process(w, opts.costs)[0]))
+    return out
 
 
 def _truth(p: Any, r: ProcessResult) -> Any:

@@ -1,0 +1,178 @@
+"""Waits on vector-env workers that rlscope slowed down.
+
+A process that holds a vector env with workers (SB3 ``SubprocVecEnv``, gymnasium
+``AsyncVectorEnv``, legacy gym's) blocks in ``step_wait`` (``reset_wait``) until its last
+worker replies. Each worker's book-keeping during the step delays its reply. So the wait
+holds overhead that none of the holder's own events accounts for. Per vector step:
+
+- take every worker env step or reset that began inside it, and its end ``e_w``;
+- ``d_w``: what the worker's book-keeping cost from its first event in the vector step
+  (its wake-up: the end of its wait for the command) through that end event, both of
+  their costs included. Costs paid before the command came were paid while the worker
+  had nothing to do.
+
+Without rlscope the last reply would have come at ``max_w (e_w - d_w)``, so the wait
+shrinks by
+
+    max_w e_w - max_w (e_w - d_w)
+
+never below zero and never by more than the wait. The holder is corrected again with
+that as the pre-stamp cost of the wait's end event: the wait, and everything after it on
+that thread, move earlier by it (rlscope.analysis.overhead.correction). It is off-CPU
+time: it shortens the holder's timeline, not any process's CPU time.
+
+Not covered: other waits on other processes (a ``multiprocessing.Pool``'s results, Ray
+``get``), where which worker's work ends a wait is not recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlscope.trace import format as fmt
+from rlscope.trace.data import EnvEvents, ProcessTrace
+
+_WAIT_SUFFIX = {False: ".step_wait", True: ".reset_wait"}
+_ENV = {False: (fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END),
+        True: (fmt.ENV_RESET_BEGIN, fmt.ENV_RESET_END)}
+
+
+def holds_workers(p: ProcessTrace) -> bool:
+    """Whether ``p`` announced a vector env with workers."""
+    return bool(_announced(p))
+
+
+def serves(worker: ProcessTrace, holder: ProcessTrace) -> bool:
+    """Whether ``worker`` is a worker of a vector env ``holder`` announced."""
+    served = worker.metadata.get(fmt.META_VECENV)
+    return (isinstance(served, dict) and served.get("pid") == holder.pid
+            and any(served.get("name") == a.get("name") for a in _announced(holder)))
+
+
+def wait_costs(holder: ProcessTrace, workers: list[tuple[ProcessTrace, ProcessTrace]],
+               pre: np.ndarray, post: np.ndarray) -> np.ndarray | None:
+    """Extra pre-stamp cost (ns) of each of ``holder``'s events: at the end of each wait
+    on its vector envs' workers, what the workers' overhead added to it. ``workers``:
+    (raw, corrected) traces of the processes that serve it; ``pre``/``post``: an event's
+    pre- and post-stamp cost by kind, as the correction used them. None when nothing is
+    added."""
+    extra = np.zeros(len(holder.events.time_ns))
+    for a in _announced(holder):
+        name = a["name"]
+        mine = [(w, c) for w, c in workers
+                if (w.metadata.get(fmt.META_VECENV) or {}).get("name") == name]
+        if not mine or name not in holder.strings:
+            continue
+        sid = holder.strings.index(name)
+        for reset in (False, True):
+            vb, ve = _pairs(holder.env, reset, vector=sid)
+            if not len(vb):
+                continue
+            late, late_without = _replies(vb, ve, mine, reset, pre, post)
+            _add_wait_costs(extra, holder, f"{a.get('class', '')}{_WAIT_SUFFIX[reset]}",
+                            vb, ve, late, late_without)
+    return extra if extra.any() else None
+
+
+def _announced(p: ProcessTrace) -> list[dict[str, Any]]:
+    """The vector envs with workers ``p`` announced (rlscope.integrations.vecenv)."""
+    got = p.metadata.get(fmt.META_VECENVS)
+    if not isinstance(got, list):
+        return []
+    return [a for a in got if isinstance(a, dict) and isinstance(a.get("name"), str)
+            and a.get("workers", True) and not isinstance(a.get("key"), dict)]
+
+
+def _pairs(env: EnvEvents, reset: bool, vector: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(begins, ends) of the env steps (resets), a begin paired with the end right after
+    it on its thread, sorted by begin: of single envs, or with ``vector`` (a name id) of
+    that vector env's whole steps."""
+    kb, ke = _ENV[reset]
+    sel = np.flatnonzero((env.kind == kb) | (env.kind == ke))
+    if len(sel) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    th = env.thread[sel].astype(np.int64)
+    o = np.lexsort((env.time_ns[sel], th))
+    sel, th = sel[o], th[o]
+    is_b = env.kind[sel] == kb
+    b = np.flatnonzero(is_b[:-1] & ~is_b[1:] & (th[:-1] == th[1:]))
+    bi, ei = sel[b], sel[b + 1]
+    ok = (env.index[bi] >= 0 if vector is None else
+          (env.name[bi].astype(np.int64) == vector) & (env.index[bi] == fmt.VECTOR_ENV_INDEX))
+    begin, end = env.time_ns[bi][ok], env.time_ns[ei][ok]
+    o = np.argsort(begin, kind="stable")
+    return begin[o], end[o]
+
+
+def _costs_between(p: ProcessTrace, q: ProcessTrace, thread: int, since: np.ndarray,
+                   until: np.ndarray, pre: np.ndarray, post: np.ndarray) -> np.ndarray:
+    """What one thread of a worker (``p`` raw, ``q`` corrected) paid for book-keeping from
+    its first event at or after each time of ``since`` through its last event at or
+    before the matching time of ``until``, both events' costs included (a shift is the
+    costs of the earlier events plus the event's own pre-stamp part)."""
+    m = p.events.thread == thread
+    raw = p.events.time_ns[m]
+    kind = p.events.kind[m].astype(np.int64)
+    o = np.argsort(raw, kind="stable")
+    raw, kind = raw[o], kind[o]
+    shift = (raw - q.events.time_ns[m][o]).astype(np.float64)
+    if not len(raw):
+        return np.zeros(len(since))
+    first = np.minimum(np.searchsorted(raw, since, side="left"), len(raw) - 1)
+    last = np.maximum(np.searchsorted(raw, until, side="right") - 1, 0)
+    paid = (shift[last] + post[kind[last]]) - (shift[first] - pre[kind[first]])
+    return np.where(last >= first, paid, 0.0)
+
+
+def _replies(vb: np.ndarray, ve: np.ndarray, workers: list[tuple[ProcessTrace, ProcessTrace]],
+             reset: bool, pre: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per vector step (or reset): the latest end of a worker env event that began inside
+    it, and the latest end each would have had without the worker's overhead (-1: none)."""
+    late = np.full(len(vb), -1, np.int64)
+    late_without = np.full(len(vb), -1, np.int64)
+    kb, _ = _ENV[reset]
+    for w, c in workers:
+        for t in np.unique(w.env.thread[w.env.kind == kb]).tolist():
+            on = w.env.thread == t
+            sub = EnvEvents(w.env.time_ns[on], w.env.thread[on], w.env.kind[on],
+                            w.env.name[on], w.env.index[on])
+            eb, ee = _pairs(sub, reset)
+            j = np.searchsorted(vb, eb, side="right") - 1
+            ok = (j >= 0) & (eb <= ve[np.maximum(j, 0)])
+            j, eb, ee = j[ok], eb[ok], ee[ok]
+            if not len(j):
+                continue
+            paid = np.rint(np.maximum(_costs_between(w, c, t, vb[j], ee, pre, post), 0))
+            np.maximum.at(late, j, ee)
+            np.maximum.at(late_without, j, ee - paid.astype(np.int64))
+    return late, late_without
+
+
+def _add_wait_costs(extra: np.ndarray, holder: ProcessTrace, wait_name: str, vb: np.ndarray,
+                    ve: np.ndarray, late: np.ndarray, late_without: np.ndarray) -> None:
+    """Adds to ``extra``, at the end event of each ``wait_name`` wait that began inside a
+    vector step, how much earlier the step's last reply would have come."""
+    if wait_name not in holder.strings:
+        return
+    ev = holder.events
+    wid = holder.strings.index(wait_name)
+    sel = np.flatnonzero(((ev.kind == fmt.WAIT_CALL_BEGIN) | (ev.kind == fmt.WAIT_CALL_END))
+                         & (ev.name == wid))
+    if len(sel) < 2:
+        return
+    th = ev.thread[sel].astype(np.int64)
+    o = np.lexsort((ev.time_ns[sel], th))
+    sel, th = sel[o], th[o]
+    is_b = ev.kind[sel] == fmt.WAIT_CALL_BEGIN
+    b = np.flatnonzero(is_b[:-1] & ~is_b[1:] & (th[:-1] == th[1:]))
+    wb, we, end_at = ev.time_ns[sel[b]], ev.time_ns[sel[b + 1]], sel[b + 1]
+    j = np.searchsorted(vb, wb, side="right") - 1
+    ok = (j >= 0) & (wb <= ve[np.maximum(j, 0)])
+    j, wb, we, end_at = j[ok], wb[ok], we[ok], end_at[ok]
+    has = late[j] >= 0
+    gain = np.where(has, late[j] - late_without[j], 0)
+    gain = np.clip(gain, 0, we - wb)
+    np.add.at(extra, end_at, gain.astype(np.float64))
