@@ -26,12 +26,8 @@ enum CallCategory : uint32_t {
 };
 constexpr uint32_t kCallCategories = 4;
 
-// Bit c set: calls of category c are recorded. Calibration (rlscope.launch
-// .chunk_copies) switches categories off in a forked child to time the others alone.
-inline std::atomic<uint32_t> g_call_mask{~0u};
-
 inline bool call_category_on(uint32_t category) {
-  return (g_call_mask.load(std::memory_order_relaxed) >> category) & 1u;
+  return (g_hot.call_mask.load(std::memory_order_relaxed) >> category) & 1u;
 }
 
 constexpr uint32_t call_begin_kind(uint32_t category) {

@@ -20,7 +20,6 @@
 
 namespace rlscope {
 
-std::atomic<uint32_t> g_session{0};
 __thread ThreadState* tls_thread __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
@@ -393,8 +392,8 @@ void fork_child() {
   new (&r.wake_mu) std::mutex();
   new (&r.wake_cv) std::condition_variable();
 
-  uint32_t s = g_session.load(std::memory_order_relaxed);
-  g_session.store(0, std::memory_order_release);
+  uint32_t s = g_hot.session.load(std::memory_order_relaxed);
+  g_hot.session.store(0, std::memory_order_release);
   r.needs_reopen = r.file.is_open();
   r.session_at_fork = s;
   r.file.abandon();  // the parent's descriptor; the parent keeps writing it
@@ -438,14 +437,14 @@ ThreadState* current_thread() {
 void announce_clock() {
   char json[96];
   snprintf(json, sizeof json, "{\"ticks\": \"%s\", \"ns_per_tick\": %.6f}",
-           g_tsc_ticks ? "tsc" : "monotonic", initial_ns_per_tick());
+           g_hot.tsc_ticks ? "tsc" : "monotonic", initial_ns_per_tick());
   metadata("rlscope.event_clock", json);
 }
 
 int start(const Config& cfg, ThreadState* t) {
   Recorder& r = R();
   std::lock_guard<std::mutex> ctl(r.control_mu);
-  if (g_session.load(std::memory_order_acquire) != 0) return -1;
+  if (g_hot.session.load(std::memory_order_acquire) != 0) return -1;
   {
     std::lock_guard<std::mutex> lk(r.drain_mu);
     r.cfg = cfg;
@@ -460,7 +459,7 @@ int start(const Config& cfg, ThreadState* t) {
       std::lock_guard<std::mutex> ml(r.meta_mu);
       r.pending_meta.clear();
     }
-    g_session.store(next_session(r), std::memory_order_release);
+    g_hot.session.store(next_session(r), std::memory_order_release);
   }
   if (t) record(t, PROCESS_START, 0);
   announce_clock();
@@ -468,10 +467,10 @@ int start(const Config& cfg, ThreadState* t) {
   return 0;
 }
 
-void stop(ThreadState* t) {
+void stop(ThreadState* t, bool process_ends) {
   Recorder& r = R();
   std::lock_guard<std::mutex> ctl(r.control_mu);
-  if (g_session.load(std::memory_order_acquire) == 0) return;
+  if (g_hot.session.load(std::memory_order_acquire) == 0) return;
   if (t && begin_event(t)) {
     // Close the scopes still open on this thread so the trace stays balanced.
     int64_t now = ticks();
@@ -482,14 +481,22 @@ void stop(ThreadState* t) {
     t->depth = 0;
     t->buf.append(now, 0, PROCESS_END);
   }
-  g_session.store(0, std::memory_order_release);
-  stop_writer(r);
+  g_hot.session.store(0, std::memory_order_release);
+  if (!process_ends) {
+    stop_writer(r);
+  } else if (r.writer_running) {
+    // Told to leave, not waited for: on a loaded machine the writer may not run for
+    // milliseconds, and a Ray worker is SIGKILLed ~10 ms after it starts to exit. If it
+    // is flushing now, drain_mu below waits for that flush only.
+    std::lock_guard<std::mutex> lk(r.wake_mu);
+    r.stop_writer = true;
+  }
   {
     std::lock_guard<std::mutex> lk(r.drain_mu);
     flush_locked(r, /*final=*/true);
     r.file.close();
   }
-  r.threads.pool().trim();
+  if (!process_ends) r.threads.pool().trim();
 }
 
 void flush() {
@@ -498,7 +505,7 @@ void flush() {
   flush_locked(r);
 }
 
-bool is_active() { return g_session.load(std::memory_order_acquire) != 0; }
+bool is_active() { return g_hot.session.load(std::memory_order_acquire) != 0; }
 
 Stats stats() {
   Recorder& r = R();
@@ -521,7 +528,7 @@ std::string current_path() {
 int after_fork_child(const std::string& path, ThreadState* t) {
   Recorder& r = R();
   std::lock_guard<std::mutex> ctl(r.control_mu);
-  if (!r.needs_reopen || g_session.load(std::memory_order_acquire) != 0) return -1;
+  if (!r.needs_reopen || g_hot.session.load(std::memory_order_acquire) != 0) return -1;
   uint32_t s;
   {
     std::lock_guard<std::mutex> lk(r.drain_mu);
@@ -540,7 +547,7 @@ int after_fork_child(const std::string& path, ThreadState* t) {
     for (uint32_t i = 0; i < t->depth; ++i) t->stack[i].kind |= kInherited;
     t->session = s;
   }
-  g_session.store(s, std::memory_order_release);
+  g_hot.session.store(s, std::memory_order_release);
   if (t) t->buf.append(ticks(), 0, PROCESS_START);
   announce_clock();
   start_writer(r);
@@ -644,8 +651,8 @@ Status env_end(ThreadState* t, uint32_t begin_kind, uint32_t name) {
 
 std::vector<StackEntry> open_scopes(ThreadState* t) {
   std::vector<StackEntry> out;
-  if (!t || g_session.load(std::memory_order_acquire) == 0 ||
-      t->session != g_session.load(std::memory_order_acquire)) {
+  if (!t || g_hot.session.load(std::memory_order_acquire) == 0 ||
+      t->session != g_hot.session.load(std::memory_order_acquire)) {
     return out;
   }
   for (uint32_t i = 0; i < t->depth; ++i) {

@@ -80,8 +80,6 @@ struct ThreadState : BufferedThread {
   StackEntry stack[kMaxDepth];
 };
 
-// 0 = not recording; otherwise the id of the current recording session.
-extern std::atomic<uint32_t> g_session;
 // The calling thread's state, nullptr until it registers.
 extern __thread ThreadState* tls_thread __attribute__((tls_model("initial-exec")));
 
@@ -117,7 +115,9 @@ int start(const Config& cfg, ThreadState* t);
 // Records END for the scopes still open on `t` (may be null) and
 // PROCESS_END, writes everything, joins the writer, closes the file. No-op
 // when not recording.
-void stop(ThreadState* t);
+// `process_ends`: the process ends right after (a library's _Exit): the writer thread is
+// told to stop but not waited for, the caller flushes.
+void stop(ThreadState* t, bool process_ends = false);
 // Synchronous drain + write of every buffer. No-op when not recording.
 void flush();
 bool is_active();
@@ -140,7 +140,7 @@ void metadata(std::string_view key, std::string_view json_value);
 
 // ---- hot path ----
 inline bool begin_event(ThreadState* t) {
-  uint32_t s = g_session.load(std::memory_order_acquire);
+  uint32_t s = g_hot.session.load(std::memory_order_acquire);
   if (__builtin_expect(s == 0, 0)) return false;
   if (__builtin_expect(t->session != s, 0)) {
     // First event of a new recording on this thread: stale scopes are gone.

@@ -43,7 +43,7 @@ TickAnchor read_anchor() {
     int64_t t0 = ticks();
     int64_t n = monotonic_ns();
     int64_t t1 = ticks();
-    int64_t width = int64_t(double(t1 - t0) * (g_tsc_ticks ? g_initial_ns_per_tick : 1.0));
+    int64_t width = int64_t(double(t1 - t0) * (g_hot.tsc_ticks ? g_initial_ns_per_tick : 1.0));
     if (width < best.uncertainty_ns) best = TickAnchor{t0 + (t1 - t0) / 2, n, width};
   }
   return best;
@@ -55,7 +55,7 @@ bool choose_ticks() {
   if (trusted < 0) {
     trusted = tsc_trusted();
     if (trusted) {  // the rate a segment shorter than kMinSegmentNs uses: over 2x that
-      g_tsc_ticks = true;
+      g_hot.tsc_ticks = true;
       TickAnchor a = read_anchor();
       TickAnchor b = a;
       while (b.ns - a.ns < 2 * kMinSegmentNs) b = read_anchor();
@@ -66,8 +66,8 @@ bool choose_ticks() {
   trusted = 0;
 #endif
   const char* forced = getenv("RLSCOPE_CLOCK");
-  g_tsc_ticks = trusted == 1 && !(forced && strcmp(forced, "monotonic") == 0);
-  return g_tsc_ticks;
+  g_hot.tsc_ticks = trusted == 1 && !(forced && strcmp(forced, "monotonic") == 0);
+  return g_hot.tsc_ticks;
 }
 
 double initial_ns_per_tick() { return g_initial_ns_per_tick; }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "clock.h"
+#include "hot_flags.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -16,17 +17,14 @@
 
 namespace rlscope {
 
-// Chosen by choose_ticks at each recording start, before any event of it.
-inline bool g_tsc_ticks = false;
-
 inline int64_t ticks() {
 #if defined(__x86_64__)
-  if (__builtin_expect(g_tsc_ticks, 1)) return int64_t(__rdtsc());
+  if (__builtin_expect(g_hot.tsc_ticks, 1)) return int64_t(__rdtsc());
 #endif
   return monotonic_ns();
 }
 
-// Sets g_tsc_ticks: x86-64 with constant and nonstop TSC and the kernel's clocksource
+// Sets g_hot.tsc_ticks: x86-64 with constant and nonstop TSC and the kernel's clocksource
 // "tsc" (checked, and the TSC rate measured, at the first call), and $RLSCOPE_CLOCK not
 // "monotonic" now. Returns it.
 bool choose_ticks();
@@ -51,7 +49,7 @@ class TickMap {
   // A new file: its first anchor. `tsc`: whether ticks need mapping; `rate`: ns per
   // tick until a segment gives one (a map that had a segment keeps its rate).
   void begin(const TickAnchor& a, bool tsc, double rate);
-  void begin(const TickAnchor& a) { begin(a, g_tsc_ticks, initial_ns_per_tick()); }
+  void begin(const TickAnchor& a) { begin(a, g_hot.tsc_ticks, initial_ns_per_tick()); }
   void advance(const TickAnchor& a);  // a flush: the segment from the last anchor to a
   int64_t to_ns(int64_t t) const {
     if (!tsc_) return t;

@@ -98,7 +98,7 @@ thread_local uint32_t t_unrecorded_open = 0;
 
 PyObject* scope_enter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<ScopeObject*>(self);
-  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+  if (rlscope::g_hot.session.load(std::memory_order_relaxed) == 0) {
     ++t_unrecorded_open;
   } else {
     ThreadState* t = thread_state();
@@ -139,7 +139,7 @@ PyObject* scope_exit_slow(ScopeObject* s, ThreadState* t, bool exc_in_flight) {
 
 PyObject* scope_exit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* s = reinterpret_cast<ScopeObject*>(self);
-  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+  if (rlscope::g_hot.session.load(std::memory_order_relaxed) == 0) {
     if (t_unrecorded_open) --t_unrecorded_open;
     Py_RETURN_FALSE;
   }
@@ -284,7 +284,7 @@ PyObject* g_own_attrs = nullptr;  // frozenset of attribute names not forwarded
 PyObject* callwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                  PyObject* kwnames) {
   auto* w = reinterpret_cast<CallWrapperObject*>(self);
-  if (rlscope::g_session.load(std::memory_order_relaxed) == 0 ||
+  if (rlscope::g_hot.session.load(std::memory_order_relaxed) == 0 ||
       !rlscope::call_category_on(w->category)) {
     return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
@@ -480,7 +480,7 @@ PyObject* py_in_operation(PyObject*, PyObject* name) {
   if (!scope) return nullptr;
   uint32_t id = reinterpret_cast<ScopeObject*>(scope)->name_id;
   Py_DECREF(scope);
-  if (t->session != rlscope::g_session.load(std::memory_order_acquire)) Py_RETURN_FALSE;
+  if (t->session != rlscope::g_hot.session.load(std::memory_order_acquire)) Py_RETURN_FALSE;
   for (uint32_t i = 0; i < t->depth; ++i) {
     if (t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == id) Py_RETURN_TRUE;
   }
@@ -569,7 +569,7 @@ int needs_first_use(OpWrapperObject* w, PyObject* self) {
 PyObject* opwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                PyObject* kwnames) {
   auto* w = reinterpret_cast<OpWrapperObject*>(self);
-  if (rlscope::g_session.load(std::memory_order_relaxed) == 0) {
+  if (rlscope::g_hot.session.load(std::memory_order_relaxed) == 0) {
     return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
   if (w->first_use && PyVectorcall_NARGS(nargsf) > 0) {
@@ -1306,7 +1306,7 @@ PyObject* py_set_call_mask(PyObject*, PyObject* arg) {
   unsigned long mask = PyLong_AsUnsignedLong(arg);
   if (mask == static_cast<unsigned long>(-1) && PyErr_Occurred()) return nullptr;
   return PyLong_FromUnsignedLong(
-      rlscope::g_call_mask.exchange(static_cast<uint32_t>(mask), std::memory_order_relaxed));
+      rlscope::g_hot.call_mask.exchange(static_cast<uint32_t>(mask), std::memory_order_relaxed));
 }
 
 // install_pause_handler() -> bool; pause_gaps() -> [(stop_ns, resume_ns), ...]
@@ -1341,7 +1341,9 @@ PyObject* py_flush(PyObject*, PyObject*) {
 }
 
 // Runs on whichever thread ends the process, without the GIL: the core alone.
-void stop_at_library_exit() { rlscope::stop(rlscope::current_thread()); }
+void stop_at_library_exit() {
+  rlscope::stop(rlscope::current_thread(), /*process_ends=*/true);
+}
 
 PyObject* py_hook_exit_calls(PyObject*, PyObject* arg) {
   const char* sub = PyUnicode_AsUTF8(arg);
