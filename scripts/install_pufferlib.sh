@@ -6,9 +6,9 @@
 # downloads C libraries (box2d) from GitHub while it builds, and its NO_OCEAN switch fails
 # (NameError). So this takes the archive from the package index (sha256 checked, cached
 # in build/pufferlib/), copies its Python package into the venv's site-packages, and
-# compiles one of its native C envs (ocean/cartpole) from its own sources with the raylib
-# the archive bundles. Its other native envs are left out (each would need its own
-# build). The Python dependencies it uses (numpy, gymnasium, psutil) are the test extras'.
+# compiles three of its native C envs (ocean/cartpole, squared, pong) from their own
+# sources with the raylib the archive bundles. Its other native envs are left out (each
+# is one more compile of its binding.c, as below). The Python dependencies it uses (numpy, gymnasium, psutil) are the test extras'.
 # Safe to run again; the tests that need it skip without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +22,10 @@ src="$cache/pufferlib-$VERSION"
 mkdir -p "$cache"
 
 # Imports run in the cache: PufferLib's __init__ links "resources" into the cwd.
-imports() { (cd "$cache" && "$PY" -c "from pufferlib.ocean.cartpole.cartpole import Cartpole" \
-  2>/dev/null); }
+ENVS="cartpole squared pong"
+imports() { (cd "$cache" && "$PY" -c "from pufferlib.ocean.cartpole.cartpole import Cartpole
+from pufferlib.ocean.squared.squared import Squared
+from pufferlib.ocean.pong.pong import Pong" 2>/dev/null); }
 if imports; then
   exit 0  # installed already
 fi
@@ -59,8 +61,11 @@ np_inc="$("$PY" -c "import numpy; print(numpy.get_include())")"
 ext="$("$PY" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")"
 cc="${CC:-gcc}"
 command -v "$cc" >/dev/null || cc=cc
-"$cc" -shared -fPIC -O2 -I"$inc" -I"$np_inc" -I"$src/raylib-5.5_linux_amd64/include" \
-  "$src/pufferlib/ocean/cartpole/binding.c" "$src/raylib-5.5_linux_amd64/lib/libraylib.a" \
-  -lm -o "$site/pufferlib/ocean/cartpole/binding$ext"
-imports || { echo "pufferlib $VERSION: installed, but its CartPole does not import" >&2; exit 1; }
-echo "pufferlib $VERSION installed in $VENV (Python package + its native CartPole)" >&2
+for env in $ENVS; do
+  "$cc" -shared -fPIC -O2 -I"$inc" -I"$np_inc" -I"$src/raylib-5.5_linux_amd64/include" \
+    "$src/pufferlib/ocean/$env/binding.c" "$src/raylib-5.5_linux_amd64/lib/libraylib.a" \
+    -lm -o "$site/pufferlib/ocean/$env/binding$ext"
+done
+imports || { echo "pufferlib $VERSION: installed, but its C envs ($ENVS) do not import" >&2
+             exit 1; }
+echo "pufferlib $VERSION installed in $VENV (Python package + its C envs: $ENVS)" >&2

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rlscope.analysis.calls import named_calls
 from rlscope.trace import format as fmt
 from tests.integration.vec_loops import check_operations, run
 
@@ -37,17 +38,33 @@ def main_pid(ops, measured: dict[str, float]) -> int:  # type: ignore[no-untyped
     return int(pid)
 
 
-def test_native_env(tmp_path: Path):
-    """The C CartPole (one object stepping 512 envs): every step and reset one
-    ``simulation`` call holding one call into its C extension, where most of its time
-    goes (the rest is PufferLib's Python around it)."""
-    measured, a = run(tmp_path, "--lib", "pufferlib", "--backend", "native", "--envs", "512")
+def _c_env_built(name: str) -> bool:
+    return any(Path(_spec.origin).parent.glob(f"ocean/{name}/binding*.so"))  # type: ignore
+
+
+@pytest.mark.parametrize("c_env", ["cartpole", "squared", "pong"])
+def test_native_env(tmp_path: Path, c_env: str):
+    """A C env (one object stepping 512 envs; CartPole, and two more of PufferLib's C envs,
+    found by the same rule): every step and reset one ``simulation`` call holding one
+    call into its C extension, where most of its time goes (the rest is PufferLib's
+    Python around it)."""
+    if not _c_env_built(c_env):
+        pytest.skip(f"PufferLib's C {c_env} is not built (scripts/install_pufferlib.sh)")
+    measured, a = run(tmp_path, "--lib", "pufferlib", "--backend", "native", "--envs", "512",
+                      "--c-env", c_env)
     ops = a.operations()
     check_operations(measured, ops)
     assert measured["env_calls"] == measured["vector_steps"] + 1  # + the reset
     sim = ops.set_index("operation").loc["simulation"]
     assert sim["simulator_calls"] == measured["env_calls"]  # binding.vec_step / vec_reset
     assert sim["simulator_s"] > sim["python_s"], sim
+    # Named after the env's class, by the rule that found it (not a list of C envs).
+    calls = named_calls(a)
+    sim_calls = calls[(calls["category"] == "Simulator") & (calls["operation"] == "simulation")]
+    cls = {"cartpole": "Cartpole", "squared": "Squared", "pong": "Pong"}[c_env]
+    got = sim_calls.groupby("name")["calls"].sum().to_dict()
+    assert got == {f"pufferlib.{cls}.vec_step": measured["vector_steps"],
+                   f"pufferlib.{cls}.vec_reset": 1}, got
 
 
 def test_serial(tmp_path: Path):

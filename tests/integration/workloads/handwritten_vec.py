@@ -4,7 +4,7 @@ itself with time.perf_counter around the real calls and writes what it measured 
 
 Usage: handwritten_vec.py OUT.json [--lib envpool|pufferlib] [--mode sync|async]
        [--backend native|serial|multiprocessing] [--updates N] [--steps N] [--envs N]
-       [--api gymnasium|gym] [--full-batch] [--no-env]
+       [--api gymnasium|gym] [--full-batch] [--no-env] [--c-env cartpole|squared|pong]
 
 - sync: ``env.step(actions)`` per vector step (every env);
 - async: ``batch_size = envs // 2``; ``recv()`` a batch, act on it, ``send`` its actions;
@@ -12,7 +12,8 @@ Usage: handwritten_vec.py OUT.json [--lib envpool|pufferlib] [--mode sync|async]
   a pool that is not async);
 - --lib envpool (default): ``envpool.make_gymnasium`` (or ``make_gym``: --api gym);
 - --lib pufferlib: --backend native (default) is PufferLib's C CartPole, one object
-  stepping every env; serial and multiprocessing are ``pufferlib.vector`` over gymnasium's
+  stepping every env (--c-env: another of its C envs; the policy takes its observation
+  and action sizes); serial and multiprocessing are ``pufferlib.vector`` over gymnasium's
   CartPole (multiprocessing: 2 workers; async needs it);
 - --no-env: the same loop with the env's calls hidden from rlscope (a plain closure
   around a numpy "env" that rlscope does not know), for the no-env fallback.
@@ -44,6 +45,7 @@ ap.add_argument("--envs", type=int, default=16)
 ap.add_argument("--api", default="gymnasium", choices=("gymnasium", "gym"))
 ap.add_argument("--full-batch", action="store_true")
 ap.add_argument("--no-env", action="store_true")
+ap.add_argument("--c-env", default="cartpole", choices=("cartpole", "squared", "pong"))
 args = ap.parse_args()
 
 torch.set_num_threads(1)
@@ -71,6 +73,14 @@ class Hidden:
 
 
 def make_pufferlib():  # type: ignore[no-untyped-def]
+    if args.backend == "native" and args.c_env == "squared":
+        from pufferlib.ocean.squared.squared import Squared
+
+        return Squared(num_envs=n_envs)
+    if args.backend == "native" and args.c_env == "pong":
+        from pufferlib.ocean.pong.pong import Pong
+
+        return Pong(num_envs=n_envs)
     if args.backend == "native":
         from pufferlib.ocean.cartpole.cartpole import Cartpole
 
@@ -103,11 +113,17 @@ else:
                num_threads=min(n_envs, 2))
 
 
+OBS, ACTIONS = 4, 2  # CartPole's
+if args.lib == "pufferlib" and args.backend == "native" and not args.no_env:
+    OBS = int(np.prod(env.single_observation_space.shape))
+    ACTIONS = int(env.single_action_space.n)
+
+
 class Agent(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.critic = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 1))
-        self.actor = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2))
+        self.critic = nn.Sequential(nn.Linear(OBS, 64), nn.Tanh(), nn.Linear(64, 1))
+        self.actor = nn.Sequential(nn.Linear(OBS, 64), nn.Tanh(), nn.Linear(64, ACTIONS))
 
     def act(self, x: torch.Tensor, action: torch.Tensor | None = None
             ) -> tuple[torch.Tensor, ...]:
@@ -144,7 +160,8 @@ for _update in range(args.updates):
         if args.mode == "async" and not args.no_env:
             obs, rew, term, trunc, info, *_ = env_call(env.recv)
             env_id = None if args.lib == "pufferlib" else info["env_id"]
-        x = torch.tensor(np.asarray(obs, np.float32))  # a copy: PufferLib reuses its buffers
+        # A copy (PufferLib reuses its buffers), one row per env.
+        x = torch.tensor(np.asarray(obs, np.float32)).reshape(len(obs), -1)
         with torch.no_grad():
             action, logp, _, value = agent.act(x)
         measured["forwards"] += 1
@@ -165,7 +182,8 @@ for _update in range(args.updates):
         val_l.append(value.flatten())
     t0 = perf()
     with torch.no_grad():  # bootstrap value, returns, advantages
-        last_v = agent.critic(torch.as_tensor(obs, dtype=torch.float32)).flatten()
+        last_v = agent.critic(torch.as_tensor(np.asarray(obs, np.float32)).reshape(
+            len(obs), -1)).flatten()
         ret = torch.stack(rew_l) + 0.99 * torch.cat([torch.stack(val_l)[1:], last_v[None]])
         adv = ret - torch.stack(val_l)
     b_obs, b_act = torch.cat(obs_l), torch.cat(act_l)
