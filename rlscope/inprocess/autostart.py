@@ -88,6 +88,10 @@ def _start_recording(rlscope: ModuleType, out: str) -> None:
     from rlscope import annotate
     from rlscope.trace import format as fmt
 
+    clock = os.environ.get(envvars.CLOCK)
+    if clock not in (None, "", "tsc", "monotonic"):  # the native recorder reads it
+        print(f"rlscope: {envvars.CLOCK}={clock!r} is neither 'monotonic' nor 'tsc'; events "
+              "are timed on the TSC where the kernel's clock runs on it", file=sys.stderr)
     out = fmt.host_directory(out)  # OUTPUT_DIR/<host> for runs over several hosts
     annotate.set_launcher_directory(out)
     try:

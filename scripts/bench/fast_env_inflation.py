@@ -121,6 +121,7 @@ def chunk(k):
 
 
 modes = sys.argv[7].split(",")
+user_clock = os.environ.get("RLSCOPE_CLOCK")  # the "rlscope" chunks keep the user's
 res = {m: [] for m in modes}
 for r in range(pairs):
     for m in modes[r % len(modes):] + modes[:r % len(modes)]:
@@ -128,7 +129,10 @@ for r in range(pairs):
             if m == "monotonic":
                 os.environ["RLSCOPE_CLOCK"] = "monotonic"
             rlscope.start(os.path.join(out, f"c{r}{m}"))
-            os.environ.pop("RLSCOPE_CLOCK", None)
+            if user_clock is None:
+                os.environ.pop("RLSCOPE_CLOCK", None)
+            else:
+                os.environ["RLSCOPE_CLOCK"] = user_clock
             intercept.enable("auto")
         res[m].append(chunk(steps))
         if m != "plain":

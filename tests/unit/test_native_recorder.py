@@ -564,6 +564,20 @@ print(json.dumps({"late_ns": late, "ticks": clock["ticks"]}))
 """
 
 
+def test_clock_variable_misspelt_is_one_line(tmp_path):
+    from tests.conftest import run_tool
+
+    env = dict(os.environ, RLSCOPE_CLOCK="monotnic")
+    r = run_tool("rls-prof", "-o", str(tmp_path / "run"), "-q", "--", sys.executable, "-c",
+                 "pass", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if "RLSCOPE_CLOCK" in x]
+    assert lines == ["rlscope: RLSCOPE_CLOCK='monotnic' is neither 'monotonic' nor 'tsc'; "
+                     "events are timed on the TSC where the kernel's clock runs on it"], r.stderr
+    assert "Traceback" not in r.stderr
+    assert list((tmp_path / "run").glob("*.rlscope"))  # recorded all the same
+
+
 def _tsc_trusted_here() -> bool:
     try:
         source = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
@@ -585,6 +599,7 @@ def test_event_times_on_the_workload_clock(tmp_path, forced):
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
+    print(got)  # pytest -s: how far inside its readings the latest event lay (negative)
     want = "tsc" if forced is None and _tsc_trusted_here() else "monotonic"
     assert got["ticks"] == want
     # A tick mapping off by its rate would be microseconds out after a 2 ms segment;
