@@ -365,13 +365,13 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
 
 
 def correct_holder(p: ProcessTrace, workers: list[tuple[ProcessTrace, ProcessTrace]],
-                   costs: dict[str, KindCost]) -> tuple[ProcessTrace, ProcessCorrection] | None:
-    """``p`` corrected with its waits on its vector envs' workers (``workers``: (raw,
+                   costs: dict[str, KindCost]) -> tuple[ProcessTrace, ProcessCorrection]:
+    """``p`` corrected, with its waits on its vector envs' workers (``workers``: (raw,
     corrected) traces of the processes that serve it) shortened by what their
-    book-keeping added; None when it added nothing."""
+    book-keeping added."""
     pre, post = _pre_post(costs)
     extra = worker_waits.wait_costs(p, workers, pre, post) if workers else None
-    return None if extra is None else correct_process(p, costs, extra)
+    return correct_process(p, costs, extra)
 
 
 def _error_ns(p: ProcessTrace, costs: dict[str, KindCost]) -> float:
@@ -416,13 +416,16 @@ def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
                   ) -> tuple[Trace, CorrectionSummary]:
     """A corrected copy of ``trace`` (the input is not modified) and what was removed."""
     costs = calibration.costs if isinstance(calibration, Calibration) else calibration
-    done = [correct_process(p, costs) for p in trace.processes]
-    # Then the waits on vector-env workers, from the workers' corrections.
-    for i, p in enumerate(trace.processes):
-        if worker_waits.holds_workers(p):
-            again = correct_holder(p, [(w, done[k][0]) for k, w in enumerate(trace.processes)
-                                       if worker_waits.serves(w, p)], costs)
-            if again is not None:
-                done[i] = again
-    summary = CorrectionSummary([c for _, c in done])
-    return dataclasses.replace(trace, processes=[q for q, _ in done]), summary
+    procs = trace.processes
+    holders = {i for i, p in enumerate(procs) if worker_waits.holds_workers(p)}
+    done = {i: correct_process(p, costs) for i, p in enumerate(procs) if i not in holders}
+    # Then the processes waiting on vector-env workers, from the workers' corrections.
+    # A worker's own correction (not its waits on workers of its own, as the fan-out).
+    own = {**done}
+    for i in sorted(holders):
+        workers = [(w, (own[k] if k in own else correct_process(w, costs))[0])
+                   for k, w in enumerate(procs) if worker_waits.serves(w, procs[i])]
+        done[i] = correct_holder(procs[i], workers, costs)
+    out = [done[i] for i in range(len(procs))]
+    summary = CorrectionSummary([c for _, c in out])
+    return dataclasses.replace(trace, processes=[q for q, _ in out]), summary

@@ -173,12 +173,8 @@ def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> Un
 
     p = _read(unit)
     assert opts.costs is not None
-    raw = p
-    p, corr = correct_process(p, opts.costs)
-    if worker_waits.holds_workers(raw):
-        again = correct_holder(raw, _workers_of(raw, unit, opts), opts.costs)
-        if again is not None:
-            p, corr = again
+    p, corr = (correct_holder(p, _workers_of(p, unit, opts), opts.costs)
+               if worker_waits.holds_workers(p) else correct_process(p, opts.costs))
     p = inferred.apply(p, opts.infer)
     r = analyze_process(p, paths, phases, None, opts.batch_events)
     steps = (from_trace(Trace(p.path.parent, {}, [p]), "off")[0]
