@@ -31,12 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from rlscope.analysis.lockstep.reader import env_pairs
 from rlscope.trace import format as fmt
-from rlscope.trace.data import EnvEvents, ProcessTrace
+from rlscope.trace.data import ProcessTrace
 
 _WAIT_SUFFIX = {False: ".step_wait", True: ".reset_wait"}
-_ENV = {False: (fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END),
-        True: (fmt.ENV_RESET_BEGIN, fmt.ENV_RESET_END)}
 
 
 def holds_workers(p: ProcessTrace) -> bool:
@@ -67,7 +66,7 @@ def wait_costs(holder: ProcessTrace, workers: list[tuple[ProcessTrace, ProcessTr
             continue
         sid = holder.strings.index(name)
         for reset in (False, True):
-            vb, ve = _pairs(holder.env, reset, vector=sid)
+            vb, ve = _vector_steps(holder, reset, sid)
             if not len(vb):
                 continue
             late, late_without = _replies(vb, ve, mine, reset, pre, post)
@@ -85,26 +84,13 @@ def _announced(p: ProcessTrace) -> list[dict[str, Any]]:
             and a.get("workers", True) and not isinstance(a.get("key"), dict)]
 
 
-def _pairs(env: EnvEvents, reset: bool, vector: int | None = None
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """(begins, ends) of the env steps (resets), a begin paired with the end right after
-    it on its thread, sorted by begin: of single envs, or with ``vector`` (a name id) of
-    that vector env's whole steps."""
-    kb, ke = _ENV[reset]
-    sel = np.flatnonzero((env.kind == kb) | (env.kind == ke))
-    if len(sel) < 2:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    th = env.thread[sel].astype(np.int64)
-    o = np.lexsort((env.time_ns[sel], th))
-    sel, th = sel[o], th[o]
-    is_b = env.kind[sel] == kb
-    b = np.flatnonzero(is_b[:-1] & ~is_b[1:] & (th[:-1] == th[1:]))
-    bi, ei = sel[b], sel[b + 1]
-    ok = (env.index[bi] >= 0 if vector is None else
-          (env.name[bi].astype(np.int64) == vector) & (env.index[bi] == fmt.VECTOR_ENV_INDEX))
-    begin, end = env.time_ns[bi][ok], env.time_ns[ei][ok]
-    o = np.argsort(begin, kind="stable")
-    return begin[o], end[o]
+def _vector_steps(holder: ProcessTrace, reset: bool, name_id: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(begins, ends) of one vector env's whole steps (resets), sorted by begin."""
+    iv, idx = env_pairs(holder.env, reset)
+    m = (iv.name == name_id) & (idx == fmt.VECTOR_ENV_INDEX)
+    o = np.argsort(iv.begin[m], kind="stable")
+    return iv.begin[m][o], iv.end[m][o]
 
 
 def _costs_between(p: ProcessTrace, q: ProcessTrace, thread: int, since: np.ndarray,
@@ -133,13 +119,11 @@ def _replies(vb: np.ndarray, ve: np.ndarray, workers: list[tuple[ProcessTrace, P
     it, and the latest end each would have had without the worker's overhead (-1: none)."""
     late = np.full(len(vb), -1, np.int64)
     late_without = np.full(len(vb), -1, np.int64)
-    kb, _ = _ENV[reset]
     for w, c in workers:
-        for t in np.unique(w.env.thread[w.env.kind == kb]).tolist():
-            on = w.env.thread == t
-            sub = EnvEvents(w.env.time_ns[on], w.env.thread[on], w.env.kind[on],
-                            w.env.name[on], w.env.index[on])
-            eb, ee = _pairs(sub, reset)
+        iv, idx = env_pairs(w.env, reset)  # each env's own steps (resets), per thread
+        for t in np.unique(iv.thread[idx >= 0]).tolist():
+            m = (idx >= 0) & (iv.thread == t)
+            eb, ee = iv.begin[m], iv.end[m]
             j = np.searchsorted(vb, eb, side="right") - 1
             ok = (j >= 0) & (eb <= ve[np.maximum(j, 0)])
             j, eb, ee = j[ok], eb[ok], ee[ok]
