@@ -55,7 +55,6 @@ class TickMap {
     if (!tsc_) return t;
     return n0_ + int64_t(double(t - t0_) * ns_per_tick_);
   }
-  double ns_per_tick() const { return ns_per_tick_; }
 
  private:
   bool tsc_ = false;
