@@ -44,12 +44,13 @@ std::atomic<uint64_t> g_dropped_report{0};
 // Injected costs (calibration tests): CPU time burnt per API call while a
 // subscriber's callbacks are on (FAKE_CUPTI_CALLBACK_COST_NS, what CUPTI's
 // dispatch would cost) and per activity record of an enabled kind
-// (FAKE_CUPTI_RECORD_COST_NS). Burnt against the thread's CPU clock, since
-// calibration measures CPU time; a read of that clock can cost ~1 us (a
-// system call in some sandboxes), so each burn's real length is measured too
-// (CLOCK_MONOTONIC around it; a burn is far shorter than a time slice, so
-// its wall time is its CPU time unless preempted) and fake_burn_mean()
-// reports it.
+// (FAKE_CUPTI_RECORD_COST_NS). Burnt by spinning on CLOCK_MONOTONIC (vDSO, no
+// system call) with PAUSE between reads: a burn is far shorter than a time
+// slice, so its wall time is its CPU time unless preempted. Spinning on the
+// thread CPU clock instead (a system call per read here) slowed the code
+// around the burns and rlscope's other threads by far more: calibration then
+// found records 40% dearer than the burn (tests/cuda/test_calibrate_cuda.py).
+// Each burn's length is measured and fake_burn_mean() reports it.
 uint64_t cost_ns(const char* var) {
   const char* v = getenv(var);
   return v ? strtoull(v, nullptr, 10) : 0;
@@ -69,8 +70,11 @@ uint64_t clock_ns(clockid_t id) {
 void burn(uint64_t ns, int which) {
   if (!ns) return;
   uint64_t w0 = clock_ns(CLOCK_MONOTONIC);
-  uint64_t until = clock_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
-  while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < until) {
+  uint64_t until = w0 + ns;
+  while (clock_ns(CLOCK_MONOTONIC) < until) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (int k = 0; k < 8; ++k) __builtin_ia32_pause();
+#endif
   }
   size_t i = g_burns[which].fetch_add(1, std::memory_order_relaxed);
   if (i < kBurnSamples) g_burn_ns[which][i] = clock_ns(CLOCK_MONOTONIC) - w0;

@@ -57,10 +57,15 @@ def test_cuda_costs_are_recovered(fake: Fake, tmp_path: Path):
         assert injected >= {"cuda_api": CALLBACK_NS, "gpu_activity": RECORD_NS}[kind]
         found = with_cost.per_event_ns - without.per_event_ns
         bar = math.hypot(with_cost.error_ns, without.error_ns)
-        # Two error bars, and 5% for how well the fake knows its own burn (one read of
-        # the thread CPU clock costs ~1 us here; seen: 0.8-2.2% off with bars of ~17 ns).
-        assert abs(found - injected) <= max(2 * bar, 0.05 * injected), (
-            kind, found, injected, bar)
+        print(f"{kind}: found {found:.0f} ns, burnt {injected} ns ({found / injected - 1:+.1%}), "
+              f"bar {bar:.0f} ns")
+        # All of the burn is found: two error bars, or 5% for how well the fake knows it.
+        assert found >= injected - max(2 * bar, 0.05 * injected), (kind, found, injected, bar)
+        # And not much more. A burn costs more than its own length: the code around it
+        # and rlscope's writer threads run slower when records trickle in every few us
+        # than in a tight loop (found here: +7-9% per call, +11-14% per record). A cost
+        # put in the wrong kind (callbacks taken for records) is +100% or more.
+        assert found <= injected + max(2 * bar, 0.30 * injected), (kind, found, injected, bar)
         # Resolved: the bar a third of the cost or less (a run's CPU time varies by ~5-10%
         # on a shared 2-core VM; 7 rounds, 4 of them calibrating).
         assert bar < injected / 3, (kind, bar)
