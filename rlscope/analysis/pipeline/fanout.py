@@ -12,12 +12,6 @@ order), renumbers the task's rows and sorts them as the serial aggregation does.
 sums themselves are computed in the same order as in the serial analysis, so the numbers
 are bit for bit the same. The one run-wide input of the correction, the run's speed
 (from the root process's progress times), is computed before the tasks start.
-
-With the correction, a process that waits on vector-env workers needs what their own
-corrections found (overhead.worker_waits): the first round of tasks analyses every other
-process and hands back each worker's replies, and such a holder's task defers itself
-(it has read its own trace only); a second round analyses the holders with every
-worker's replies. No task reads another process's trace.
 """
 
 from __future__ import annotations
@@ -36,7 +30,7 @@ from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, NameTable, PathTab
 from rlscope.analysis.engine.process import ProcessResult, process_info
 from rlscope.analysis.lockstep import from_trace
 from rlscope.analysis.overhead import worker_waits
-from rlscope.analysis.overhead.correction import correct_holder, correct_process, worker_replies
+from rlscope.analysis.overhead.correction import correct_holder, correct_process
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep
 from rlscope.analysis.processes.utilisation import gpu_truth
 from rlscope.errors import RLScopeError
@@ -74,10 +68,9 @@ class Options:
     infer: str
     costs: dict[str, Any] | None = None  # overhead correction: KindCost per kind
     lockstep: bool = False  # also the lock-step analysis's input of the process
-    # With costs, the second round: the replies of every vector-env worker of the run
-    # (worker_waits.Replies), for the processes waiting on them. None: the first round,
-    # where those processes defer themselves.
-    replies: tuple[Any, ...] | None = None
+    # With costs: every process of the run. A process that waits on vector-env workers
+    # reads and corrects theirs too (correction.correct_holder), as the serial analysis.
+    siblings: tuple[Unit, ...] = ()
 
 
 @dataclass
@@ -102,15 +95,6 @@ class UnitOut:
     bytes: int = 0
     gpu_truth: Any = None  # utilisation.GpuTruth (phase ids of the task's table)
     lockstep: Any = None  # lockstep.ProcessEvents (string ids of its own file)
-    replies: Any = None  # worker_waits.Replies when the process is a vector env's worker
-
-
-@dataclass
-class Deferred:
-    """A first-round task's answer for a process that waits on vector-env workers: it is
-    analysed in the second round; its own replies if it is a worker too."""
-
-    replies: Any = None
 
 
 @dataclass
@@ -155,7 +139,7 @@ def units(d: Path, run: dict[str, Any], files: list[Path]) -> tuple[list[Unit], 
     return units, order
 
 
-def analyze_unit(unit: Unit, opts: Options) -> UnitOut | Deferred:
+def analyze_unit(unit: Unit, opts: Options) -> UnitOut:
     """The task: read, (correct,) and analyse one process with tables of its own."""
     paths, phases = PathTable(), NameTable()
     if opts.costs is None:
@@ -185,35 +169,36 @@ def _streamed(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) ->
                    lockstep=s.lockstep)
 
 
-def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable
-           ) -> UnitOut | Deferred:
+def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> UnitOut:
 
-    raw = _read(unit)
-    costs = opts.costs
-    assert costs is not None
-    holder = worker_waits.holds_workers(raw)
-    worker = worker_waits.served(raw) is not None
-    own = correct_process(raw, costs) if worker or not holder else None
-    replies = worker_replies(raw, own[0], costs) if own is not None and worker else None
-    if holder and opts.replies is None:
-        return Deferred(replies)
-    if holder:
-        assert opts.replies is not None
-        p, corr = correct_holder(raw, list(opts.replies), costs)
-    else:
-        assert own is not None
-        p, corr = own
+    p = _read(unit)
+    assert opts.costs is not None
+    p, corr = (correct_holder(p, _workers_of(p, unit, opts), opts.costs)
+               if worker_waits.holds_workers(p) else correct_process(p, opts.costs))
     p = inferred.apply(p, opts.infer)
     r = analyze_process(p, paths, phases, None, opts.batch_events)
     steps = (from_trace(Trace(p.path.parent, {}, [p]), "off")[0]
              if opts.lockstep and unit.python is not None else None)
     return UnitOut(r, p.header, p.complete, len(p.events), p.metadata, p.progress,
                    p.torn_bytes, p.path.name, list(p.warnings), paths.parent, paths.name,
-                   phases.names, 1, corr, unit.bytes, _truth(p, r), steps, replies)
+                   phases.names, 1, corr, unit.bytes, _truth(p, r), steps)
 
 
 def _read(unit: Unit) -> Any:
     return merge_cuda([read_process(f) for f in (unit.python, unit.cuda) if f is not None])[0]
+
+
+def _workers_of(holder: Any, unit: Unit, opts: Options) -> list[tuple[Any, Any]]:
+    """(raw, corrected) traces of the processes that serve ``holder``'s vector envs."""
+    assert opts.costs is not None
+    out = []
+    for u in opts.siblings:
+        if u == unit or u.python is None:
+            continue
+        w = _read(u)
+        if worker_waits.serves(w, holder):
+            out.append((w, correct_process(w, opts.costs)[0]))
+    return out
 
 
 def _truth(p: Any, r: ProcessResult) -> Any:
@@ -239,33 +224,6 @@ def workers(jobs: int | None, units: Sequence[Unit]) -> int:
     return max(1, min(cpus, len(units)))
 
 
-def _rounds(units: Sequence[Unit], opts: Options, run: Callable[
-            [list[int], Options], Iterator[tuple[int, UnitOut | Deferred]]],
-            done: Callable[[int], None] | None) -> Iterator[tuple[int, UnitOut]]:
-    """(index, result) of every unit: ``run(indices, opts)`` runs one round of tasks and
-    yields their answers as they come; processes waiting on vector-env workers deferred
-    themselves and get a second round with every worker's replies (in unit order)."""
-    deferred: list[int] = []
-    replies: dict[int, Any] = {}
-    for i, out in run(list(range(len(units))), opts):
-        if out.replies is not None:
-            replies[i] = out.replies
-        if isinstance(out, Deferred):
-            deferred.append(i)
-            continue
-        if done:
-            done(out.bytes)
-        yield i, out
-    if not deferred:
-        return
-    second = replace(opts, replies=tuple(replies[i] for i in sorted(replies)))
-    for i, out in run(sorted(deferred), second):
-        assert isinstance(out, UnitOut)
-        if done:
-            done(out.bytes)
-        yield i, out
-
-
 def run_local(units: Sequence[Unit], opts: Options, n: int,
               done: Callable[[int], None] | None = None) -> Iterator[tuple[int, UnitOut]]:
     """(index, result) of every unit as it completes, on ``n`` local processes."""
@@ -275,13 +233,12 @@ def run_local(units: Sequence[Unit], opts: Options, n: int,
     # fork: the workers start at once with the analysis already imported.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context(method)) as pool:
-
-        def run(indices: list[int], o: Options) -> Iterator[tuple[int, UnitOut | Deferred]]:
-            futures = {pool.submit(analyze_unit, units[i], o): i for i in indices}
-            for f in as_completed(futures):
-                yield futures[f], f.result()  # a task's RLScopeError arrives as itself
-
-        yield from _rounds(units, opts, run, done)
+        futures = {pool.submit(analyze_unit, u, opts): i for i, u in enumerate(units)}
+        for f in as_completed(futures):
+            out = f.result()  # a task's RLScopeError arrives as itself (one line)
+            if done:
+                done(out.bytes)
+            yield futures[f], out
 
 
 def run_ray(units: Sequence[Unit], opts: Options, address: str | None,
@@ -307,28 +264,26 @@ def run_ray(units: Sequence[Unit], opts: Options, address: str | None,
                                "; start it (ray start --head) or pass its address") from None
     try:
         task = ray.remote(num_cpus=1)(analyze_unit)
-
-        def run(indices: list[int], o: Options) -> Iterator[tuple[int, UnitOut | Deferred]]:
-            refs = {task.remote(units[i], o): i for i in indices}
-            pending = list(refs)
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
-                try:
-                    out = ray.get(ready[0])
-                except ray.exceptions.RayTaskError as e:
-                    cause = getattr(e, "cause", None)
-                    if isinstance(cause, FileNotFoundError | RLScopeError) and \
-                            "No such file" in str(cause):
-                        raise RLScopeError(f"a Ray node cannot read the trace: {cause}; "
-                                           "every node needs the run directory at the same "
-                                           "path (a shared file system), or analyse with "
-                                           "--jobs") from None
-                    if isinstance(cause, RLScopeError):
-                        raise cause from None
-                    raise
-                yield refs[ready[0]], out
-
-        yield from _rounds(units, opts, run, done)
+        refs = {task.remote(u, opts): i for i, u in enumerate(units)}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                out = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as e:
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, FileNotFoundError | RLScopeError) and \
+                        "No such file" in str(cause):
+                    raise RLScopeError(f"a Ray node cannot read the trace: {cause}; every "
+                                       "node needs the run directory at the same path "
+                                       "(a shared file system), or analyse with --jobs"
+                                       ) from None
+                if isinstance(cause, RLScopeError):
+                    raise cause from None
+                raise
+            if done:
+                done(out.bytes)
+            yield refs[ready[0]], out
     finally:
         if started:
             ray.shutdown()

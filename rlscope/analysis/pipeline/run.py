@@ -237,7 +237,8 @@ def _fanned_out(d: Path, run: dict[str, Any], units: list[Any], order: list[int]
 
             root_progress = read_progress(root.python)
         costs, scale = scaled_costs(cal, root_progress)
-        opts = fanout.Options(options.batch_events, options.infer, costs, lockstep)
+        opts = fanout.Options(options.batch_events, options.infer, costs, lockstep,
+                              siblings=tuple(units))
     else:
         opts = fanout.Options(options.batch_events or DEFAULT_BATCH, options.infer,
                               lockstep=lockstep)
