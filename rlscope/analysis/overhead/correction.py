@@ -364,14 +364,22 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
                                   0.0 if waits is None else float(waits.sum()))
 
 
-def correct_holder(p: ProcessTrace, workers: list[tuple[ProcessTrace, ProcessTrace]],
+def correct_holder(p: ProcessTrace, workers: list[worker_waits.Replies],
                    costs: dict[str, KindCost]) -> tuple[ProcessTrace, ProcessCorrection]:
-    """``p`` corrected, with its waits on its vector envs' workers (``workers``: (raw,
-    corrected) traces of the processes that serve it) shortened by what their
-    book-keeping added."""
-    pre, post = _pre_post(costs)
-    extra = worker_waits.wait_costs(p, workers, pre, post) if workers else None
+    """``p`` corrected, with its waits on its vector envs' workers shortened by what their
+    book-keeping added (``workers``: replies of processes of the run, see
+    :func:`worker_replies`; those that do not serve ``p`` are left out)."""
+    mine = [w for w in workers if worker_waits.serves(w, p)]
+    extra = worker_waits.wait_costs(p, mine) if mine else None
     return correct_process(p, costs, extra)
+
+
+def worker_replies(raw: ProcessTrace, corrected: ProcessTrace, costs: dict[str, KindCost]
+                   ) -> worker_waits.Replies | None:
+    """What a holder's correction needs of ``raw`` (``corrected``: by
+    :func:`correct_process` with ``costs``) if it is a vector env's worker, else None."""
+    pre, post = _pre_post(costs)
+    return worker_waits.replies_of(raw, corrected, pre, post)
 
 
 def _error_ns(p: ProcessTrace, costs: dict[str, KindCost]) -> float:
@@ -421,11 +429,13 @@ def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
     done = {i: correct_process(p, costs) for i, p in enumerate(procs) if i not in holders}
     # Then the processes waiting on vector-env workers, from the workers' corrections.
     # A worker's own correction (not its waits on workers of its own, as the fan-out).
-    own = {**done}
+    replies = []
+    for i, p in enumerate(procs):
+        if worker_waits.served(p) is not None:
+            own = done[i][0] if i in done else correct_process(p, costs)[0]
+            replies.append(worker_replies(p, own, costs))
     for i in sorted(holders):
-        workers = [(w, (own[k] if k in own else correct_process(w, costs))[0])
-                   for k, w in enumerate(procs) if worker_waits.serves(w, procs[i])]
-        done[i] = correct_holder(procs[i], workers, costs)
+        done[i] = correct_holder(procs[i], [r for r in replies if r is not None], costs)
     out = [done[i] for i in range(len(procs))]
     summary = CorrectionSummary([c for _, c in out])
     return dataclasses.replace(trace, processes=[q for q, _ in out]), summary

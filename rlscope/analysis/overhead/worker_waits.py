@@ -21,12 +21,17 @@ that as the pre-stamp cost of the wait's end event: the wait, and everything aft
 that thread, move earlier by it (rlscope.analysis.overhead.correction). It is off-CPU
 time: it shortens the holder's timeline, not any process's CPU time.
 
+A worker is needed only as :class:`Replies`: its env steps and what its book-keeping had
+cost by each of its events, so an analysis need not keep the workers' traces (the
+fan-out's holder task reads its workers one at a time: rlscope.analysis.pipeline.fanout).
+
 Not covered: other waits on other processes (a ``multiprocessing.Pool``'s results, Ray
 ``get``), where which worker's work ends a wait is not recorded.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,30 +43,63 @@ from rlscope.trace.data import ProcessTrace
 _WAIT_SUFFIX = {False: ".step_wait", True: ".reset_wait"}
 
 
+@dataclass(frozen=True)
+class Replies:
+    """What a holder's correction needs of one worker: which vector env it serves (its
+    ``META_VECENV``: the holder's pid and the env's name), per thread its env steps and
+    resets that ended ((begins, ends) by reset flag), and per such thread its events'
+    times sorted with what its book-keeping had cost before each event's stamp and after
+    it (ns: the event's shift, less its pre-stamp cost or plus its post-stamp cost)."""
+
+    served: dict[str, Any]
+    steps: dict[bool, dict[int, tuple[np.ndarray, np.ndarray]]]
+    paid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
 def holds_workers(p: ProcessTrace) -> bool:
     """Whether ``p`` announced a vector env with workers."""
     return bool(_announced(p))
 
 
-def serves(worker: ProcessTrace, holder: ProcessTrace) -> bool:
+def served(p: ProcessTrace) -> dict[str, Any] | None:
+    """The vector env ``p`` is a worker of, as it announced it (``META_VECENV``)."""
+    got = p.metadata.get(fmt.META_VECENV)
+    return got if isinstance(got, dict) else None
+
+
+def serves(worker: Replies, holder: ProcessTrace) -> bool:
     """Whether ``worker`` is a worker of a vector env ``holder`` announced."""
-    served = worker.metadata.get(fmt.META_VECENV)
-    return (isinstance(served, dict) and served.get("pid") == holder.pid
-            and any(served.get("name") == a.get("name") for a in _announced(holder)))
+    return (worker.served.get("pid") == holder.pid
+            and any(worker.served.get("name") == a.get("name") for a in _announced(holder)))
 
 
-def wait_costs(holder: ProcessTrace, workers: list[tuple[ProcessTrace, ProcessTrace]],
-               pre: np.ndarray, post: np.ndarray) -> np.ndarray | None:
+def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
+               post: np.ndarray) -> Replies | None:
+    """``raw``'s :class:`Replies` (``corrected``: its own correction, with the pre- and
+    post-stamp costs by kind it used); None unless it serves a vector env."""
+    what = served(raw)
+    if what is None:
+        return None
+    steps: dict[bool, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    for reset in (False, True):
+        iv, idx = env_pairs(raw.env, reset)  # each env's own steps (resets), per thread
+        steps[reset] = {}
+        for t in np.unique(iv.thread[idx >= 0]).tolist():
+            m = (idx >= 0) & (iv.thread == t)
+            steps[reset][int(t)] = (iv.begin[m], iv.end[m])
+    threads = {t for per in steps.values() for t in per}
+    return Replies(dict(what), steps,
+                   {t: _paid(raw, corrected, t, pre, post) for t in sorted(threads)})
+
+
+def wait_costs(holder: ProcessTrace, workers: list[Replies]) -> np.ndarray | None:
     """Extra pre-stamp cost (ns) of each of ``holder``'s events: at the end of each wait
-    on its vector envs' workers, what the workers' overhead added to it. ``workers``:
-    (raw, corrected) traces of the processes that serve it; ``pre``/``post``: an event's
-    pre- and post-stamp cost by kind, as the correction used them. None when nothing is
-    added."""
+    on its vector envs' workers, what the workers' overhead added to it. ``workers``: the
+    replies of the processes that serve it. None when nothing is added."""
     extra = np.zeros(len(holder.events.time_ns))
     for a in _announced(holder):
         name = a["name"]
-        mine = [(w, c) for w, c in workers
-                if (w.metadata.get(fmt.META_VECENV) or {}).get("name") == name]
+        mine = [w for w in workers if w.served.get("name") == name]
         if not mine or name not in holder.strings:
             continue
         sid = holder.strings.index(name)
@@ -69,7 +107,7 @@ def wait_costs(holder: ProcessTrace, workers: list[tuple[ProcessTrace, ProcessTr
             vb, ve = _vector_steps(holder, reset, sid)
             if not len(vb):
                 continue
-            late, late_without = _replies(vb, ve, mine, reset, pre, post)
+            late, late_without = _replies(vb, ve, mine, reset)
             _add_wait_costs(extra, holder, f"{a.get('class', '')}{_WAIT_SUFFIX[reset]}",
                             vb, ve, late, late_without)
     return extra if extra.any() else None
@@ -93,11 +131,10 @@ def _vector_steps(holder: ProcessTrace, reset: bool, name_id: int
     return iv.begin[m][o], iv.end[m][o]
 
 
-def _costs_between(p: ProcessTrace, q: ProcessTrace, thread: int, since: np.ndarray,
-                   until: np.ndarray, pre: np.ndarray, post: np.ndarray) -> np.ndarray:
-    """What one thread of a worker (``p`` raw, ``q`` corrected) paid for book-keeping from
-    its first event at or after each time of ``since`` through its last event at or
-    before the matching time of ``until``, both events' costs included (a shift is the
+def _paid(p: ProcessTrace, q: ProcessTrace, thread: int, pre: np.ndarray,
+          post: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One thread of a worker (``p`` raw, ``q`` corrected): its events' times, sorted, and
+    what its book-keeping had cost before and after each event's stamp (a shift is the
     costs of the earlier events plus the event's own pre-stamp part)."""
     m = p.events.thread == thread
     raw = p.events.time_ns[m]
@@ -105,31 +142,36 @@ def _costs_between(p: ProcessTrace, q: ProcessTrace, thread: int, since: np.ndar
     o = np.argsort(raw, kind="stable")
     raw, kind = raw[o], kind[o]
     shift = (raw - q.events.time_ns[m][o]).astype(np.float64)
+    return raw, shift - pre[kind], shift + post[kind]
+
+
+def _paid_between(paid: tuple[np.ndarray, np.ndarray, np.ndarray], since: np.ndarray,
+                  until: np.ndarray) -> np.ndarray:
+    """What one thread (``paid``: :func:`_paid`) paid for book-keeping from its first
+    event at or after each time of ``since`` through its last event at or before the
+    matching time of ``until``, both events' costs included."""
+    raw, before, after = paid
     if not len(raw):
         return np.zeros(len(since))
     first = np.minimum(np.searchsorted(raw, since, side="left"), len(raw) - 1)
     last = np.maximum(np.searchsorted(raw, until, side="right") - 1, 0)
-    paid = (shift[last] + post[kind[last]]) - (shift[first] - pre[kind[first]])
-    return np.where(last >= first, paid, 0.0)
+    return np.where(last >= first, after[last] - before[first], 0.0)
 
 
-def _replies(vb: np.ndarray, ve: np.ndarray, workers: list[tuple[ProcessTrace, ProcessTrace]],
-             reset: bool, pre: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _replies(vb: np.ndarray, ve: np.ndarray, workers: list[Replies], reset: bool
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Per vector step (or reset): the latest end of a worker env event that began inside
     it, and the latest end each would have had without the worker's overhead (-1: none)."""
     late = np.full(len(vb), -1, np.int64)
     late_without = np.full(len(vb), -1, np.int64)
-    for w, c in workers:
-        iv, idx = env_pairs(w.env, reset)  # each env's own steps (resets), per thread
-        for t in np.unique(iv.thread[idx >= 0]).tolist():
-            m = (idx >= 0) & (iv.thread == t)
-            eb, ee = iv.begin[m], iv.end[m]
+    for w in workers:
+        for t, (eb, ee) in w.steps[reset].items():
             j = np.searchsorted(vb, eb, side="right") - 1
             ok = (j >= 0) & (eb <= ve[np.maximum(j, 0)])
             j, eb, ee = j[ok], eb[ok], ee[ok]
             if not len(j):
                 continue
-            paid = np.rint(np.maximum(_costs_between(w, c, t, vb[j], ee, pre, post), 0))
+            paid = np.rint(np.maximum(_paid_between(w.paid[t], vb[j], ee), 0))
             np.maximum.at(late, j, ee)
             np.maximum.at(late_without, j, ee - paid.astype(np.int64))
     return late, late_without

@@ -16,6 +16,7 @@ are bit for bit the same. The one run-wide input of the correction, the run's sp
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,10 +31,11 @@ from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, NameTable, PathTab
 from rlscope.analysis.engine.process import ProcessResult, process_info
 from rlscope.analysis.lockstep import from_trace
 from rlscope.analysis.overhead import worker_waits
-from rlscope.analysis.overhead.correction import correct_holder, correct_process
+from rlscope.analysis.overhead.correction import correct_holder, correct_process, worker_replies
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep
 from rlscope.analysis.processes.utilisation import gpu_truth
 from rlscope.errors import RLScopeError
+from rlscope.trace import format as fmt
 from rlscope.trace.clocks import RunClock
 from rlscope.trace.cuda_reader import SOURCE as SOURCE_CUDA
 from rlscope.trace.cuda_reader import merge_cuda, read_cuda_process
@@ -69,7 +71,8 @@ class Options:
     costs: dict[str, Any] | None = None  # overhead correction: KindCost per kind
     lockstep: bool = False  # also the lock-step analysis's input of the process
     # With costs: every process of the run. A process that waits on vector-env workers
-    # reads and corrects theirs too (correction.correct_holder), as the serial analysis.
+    # reads and corrects theirs too, one at a time (correction.correct_holder), as the
+    # serial analysis does.
     siblings: tuple[Unit, ...] = ()
 
 
@@ -188,17 +191,39 @@ def _read(unit: Unit) -> Any:
     return merge_cuda([read_process(f) for f in (unit.python, unit.cuda) if f is not None])[0]
 
 
-def _workers_of(holder: Any, unit: Unit, opts: Options) -> list[tuple[Any, Any]]:
-    """(raw, corrected) traces of the processes that serve ``holder``'s vector envs."""
-    assert opts.costs is not None
+def _workers_of(holder: Any, unit: Unit, opts: Options) -> list[worker_waits.Replies]:
+    """The replies of the processes that serve ``holder``'s vector envs. Each is read,
+    corrected and reduced to its replies in turn, so one worker's trace at a time is held;
+    a file without the key that announces a worker in its bytes is not read."""
+    costs = opts.costs
+    assert costs is not None
     out = []
     for u in opts.siblings:
-        if u == unit or u.python is None:
+        if u == unit or not _may_serve(u):
             continue
         w = _read(u)
-        if worker_waits.serves(w, holder):
-            out.append((w, correct_process(w, opts.costs)[0]))
+        if worker_waits.served(w) is None:
+            continue
+        r = worker_replies(w, correct_process(w, costs)[0], costs)
+        if r is not None and worker_waits.serves(r, holder):
+            out.append(r)
     return out
+
+
+def _may_serve(unit: Unit) -> bool:
+    """Whether ``unit``'s trace may announce that it serves a vector env: the metadata key
+    is in its bytes (found without decoding the file)."""
+    if unit.python is None:
+        return False
+    try:
+        with open(unit.python, "rb") as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(_VECENV_KEY) >= 0
+    except (OSError, ValueError):  # empty: nothing announced; unreadable: its task says so
+        return False
+
+
+_VECENV_KEY = fmt.META_VECENV.encode()
 
 
 def _truth(p: Any, r: ProcessResult) -> Any:
