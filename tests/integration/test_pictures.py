@@ -57,15 +57,21 @@ def test_startup_is_its_own_row_with_the_measured_import(run: tuple[Path, dict])
     proc = next(p for p in doc["processes"] if p["pid"] == main)
     assert proc["startup_s"] == pytest.approx(startup["wall_s"])
     assert proc["imports_s"] == pytest.approx(imports["wall_s"])
-    # The import the workload timed itself (same clock): within 2 ms.
+    # The import the workload timed itself (same clock): inside the workload's own
+    # readings around it, and at least the 0.2 s the module busy-waits (bounds that hold
+    # whatever else runs: a fixed tolerance failed under load, 2.8 ms off once).
     a = load(out)
     imp = a.imports()
     slow = imp[(imp["pid"] == main) & (imp["module"] == "nested_slow")]["seconds"]
-    assert abs(float(slow.iloc[0]) - own["import_s"]) < 0.002, (slow, own)
+    (p,) = [p for p in read_trace(out).processes if p.pid == main]
+    begin, end = p.metadata[fmt.META_IMPORT_PREFIX + "nested_slow"]
+    t_import, t_imported = own["import_ns"]
+    assert t_import <= begin and end <= t_imported, (begin, end, own)
+    assert float(slow.iloc[0]) == pytest.approx((end - begin) / 1e9)
+    assert 0.2 <= float(slow.iloc[0]) <= own["import_s"], (slow, own)
     assert set(imp.loc[imp["pid"] == main, "module"]) >= {"nested_slow", "torch"}
     assert imports["calls"] >= 2 and imports["wall_s"] >= own["import_s"]
     # The start-up ends at the first event, which the workload noted just before.
-    (p,) = [p for p in read_trace(out).processes if p.pid == main]
     t0 = int(p.events.time_ns[p.events.kind == fmt.PROCESS_START][0])
     end = t0 + startup["wall_s"] * 1e9
     assert 0 <= end - own["first_event_ns"] < 2e6

@@ -44,8 +44,8 @@ def main() -> None:
                 with rlscope.operation("backward"):
                     busy(0.003)
             rlscope.report_progress((i + 1) * 10, 200)
-    print(json.dumps({"import_s": (t_imported - t_import) / 1e9, "first_event_ns": first,
-                      "helper_pid": p.pid}))
+    print(json.dumps({"import_s": (t_imported - t_import) / 1e9, "import_ns": [t_import,
+                      t_imported], "first_event_ns": first, "helper_pid": p.pid}))
 
 
 if __name__ == "__main__":
