@@ -32,6 +32,7 @@ def main() -> None:
     x = torch.ones(32, 32)
     first = time.monotonic_ns()
     with rlscope.phase("training"):
+        first_after = time.monotonic_ns()
         for i in range(10):
             with rlscope.operation("inference"), rlscope.operation("forward"):
                 torch.mm(x, x)
@@ -45,7 +46,8 @@ def main() -> None:
                     busy(0.003)
             rlscope.report_progress((i + 1) * 10, 200)
     print(json.dumps({"import_s": (t_imported - t_import) / 1e9, "import_ns": [t_import,
-                      t_imported], "first_event_ns": first, "helper_pid": p.pid}))
+                      t_imported], "first_event_ns": [first, first_after],
+                      "helper_pid": p.pid}))
 
 
 if __name__ == "__main__":
