@@ -176,7 +176,7 @@ def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> Un
 
     p = _read(unit)
     assert opts.costs is not None
-    p, corr = (correct_holder(p, _workers_of(p, unit, opts), opts.costs)
+    p, corr = (correct_holder(p, _workers_of(unit, opts), opts.costs)
                if worker_waits.holds_workers(p) else correct_process(p, opts.costs))
     p = inferred.apply(p, opts.infer)
     r = analyze_process(p, paths, phases, None, opts.batch_events)
@@ -191,10 +191,11 @@ def _read(unit: Unit) -> Any:
     return merge_cuda([read_process(f) for f in (unit.python, unit.cuda) if f is not None])[0]
 
 
-def _workers_of(holder: Any, unit: Unit, opts: Options) -> list[worker_waits.Replies]:
-    """The replies of the processes that serve ``holder``'s vector envs. Each is read,
-    corrected and reduced to its replies in turn, so one worker's trace at a time is held;
-    a file without the key that announces a worker in its bytes is not read."""
+def _workers_of(unit: Unit, opts: Options) -> list[worker_waits.Replies]:
+    """The replies of the other processes that serve a vector env (correct_holder keeps
+    those of ``unit``'s). Each is read, corrected and reduced to its replies in turn, so
+    one worker's trace at a time is held; a file without the key that announces a worker
+    in its bytes is not read."""
     costs = opts.costs
     assert costs is not None
     out = []
@@ -205,7 +206,7 @@ def _workers_of(holder: Any, unit: Unit, opts: Options) -> list[worker_waits.Rep
         if worker_waits.served(w) is None:
             continue
         r = worker_replies(w, correct_process(w, costs)[0], costs)
-        if r is not None and worker_waits.serves(r, holder):
+        if r is not None:
             out.append(r)
     return out
 
