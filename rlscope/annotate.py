@@ -415,6 +415,12 @@ def active_recorder() -> Recorder | None:
     return _recorder
 
 
+def recording_key() -> tuple[int, int]:
+    """Which recording this process is in: (pid, recordings started so far). Something
+    said once per trace file is said again when the key changes."""
+    return os.getpid(), _sessions
+
+
 def set_launcher_directory(path: str) -> None:
     """This process runs under the rls-prof that holds ``path`` (rlscope.inprocess.autostart):
     :func:`start` may record into it."""

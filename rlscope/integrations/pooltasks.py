@@ -16,11 +16,15 @@ work (Ray's services, gRPC, asyncio), which would fill reports with their tasks.
   wraps each call.
 - **What.** In the worker, each item is an operation ``task:<qualname>`` (the function's
   ``__qualname__``; a ``functools.partial``'s function), and one metadata record
-  ``rlscope.task:<n>`` = ``[qualname, call, index, begin_ns, end_ns, tid]``
-  (format.META_TASK_PREFIX; ``call``: the mapping call's number in the submitting
-  process, 0 for apply_async/submit; ``tid``: the OS thread that ran it). The wait for
-  the next task (the worker's read of its task queue) is outside every task: Waiting
-  (rlscope.intercept.waits), not a task's.
+  ``rlscope.task:<n>`` = ``[qualname, call, index, begin_ns, end_ns, tid, by,
+  submitted_ns]`` (format.META_TASK_PREFIX; ``call``: the mapping call's number in the
+  submitting process, 0 for apply_async/submit; ``tid``: the OS thread that ran it;
+  ``by``: the submitting process's pid; ``submitted_ns``: when it made the call). The
+  wait for the next task (the worker's read of its task queue) is outside every task:
+  Waiting (rlscope.intercept.waits), not a task's.
+- **Who waits.** The submitting process records ``rlscope.pool_tasks`` once
+  (format.META_POOL_TASKS): overhead correction shortens its waits for results by what
+  the workers' book-keeping added to them (rlscope.analysis.overhead.task_waits).
 
 Nothing changes while no recording is active in the submitting process; a worker that
 is not recording runs the function unrecorded.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import threading
 import time
 
@@ -71,12 +76,14 @@ class Task:
     """A pool's function, recording each call as an operation ``task:<name>`` with the
     item's index (see the module's docstring for the four calling modes)."""
 
-    __slots__ = ("call", "fn", "index", "mode", "name")
+    __slots__ = ("by", "call", "fn", "index", "mode", "name", "submitted")
 
     def __init__(self, fn: Callable[..., Any], mode: int, call: int,
                  index: int = -1) -> None:
         self.fn, self.mode, self.call, self.index = fn, mode, call, index
         self.name = task_name(fn)
+        self.by, self.submitted = os.getpid(), time.perf_counter_ns()
+        _announce()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         mode = self.mode
@@ -97,13 +104,16 @@ class Task:
             with rec.operation("task:" + self.name):
                 return self.fn(*args, **kwargs)
         finally:
-            _record(rec, self.name, self.call, index, begin, time.perf_counter_ns())
+            _record(rec, self.name, self.call, index, begin, time.perf_counter_ns(),
+                    self.by, self.submitted)
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self.fn, self.mode, self.call, self.index, self.name)
+        return (self.fn, self.mode, self.call, self.index, self.name, self.by,
+                self.submitted)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.fn, self.mode, self.call, self.index, self.name = state
+        (self.fn, self.mode, self.call, self.index, self.name, self.by,
+         self.submitted) = state
 
     def __repr__(self) -> str:
         return f"<rlscope task {self.name} (call {self.call})>"
@@ -117,12 +127,30 @@ def _json_str(s: str) -> str:
     return json.dumps(s)
 
 
-def _record(rec: Any, name: str, call: int, index: int, begin: int, end: int) -> None:
+def _record(rec: Any, name: str, call: int, index: int, begin: int, end: int,
+            by: int, submitted: int) -> None:
     try:
         rec.metadata(f"{fmt.META_TASK_PREFIX}{next(_done)}",
                      f"[{_json_str(name)}, {int(call)}, {int(index)}, {begin}, {end}, "
-                     f"{threading.get_native_id()}]")
+                     f"{threading.get_native_id()}, {int(by)}, {int(submitted)}]")
     except Exception:  # never fail the user's task over its record
+        pass
+
+
+_announced: list[Any] = [None]  # the recording this process last said it submits tasks in
+
+
+def _announce() -> None:
+    """Says once per recording that this process hands tasks to a pool (the Task is made
+    only while one records)."""
+    rec = annotate.active_recorder()
+    key = annotate.recording_key()
+    if rec is None or _announced[0] == key:
+        return
+    _announced[0] = key
+    try:
+        rec.metadata(fmt.META_POOL_TASKS, "1")
+    except Exception:
         pass
 
 

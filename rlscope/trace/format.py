@@ -113,8 +113,12 @@ META_FORKED = "rlscope.forked"
 META_ENVPOOL_BATCHES_PREFIX = "rlscope.envpool_batches:"
 # One pool or executor task run in this process (rlscope.integrations.pooltasks): the key
 # is this prefix and the task's number in the process, the value [function's qualname,
-# call, item index, begin_ns, end_ns] (CLOCK_MONOTONIC).
+# call, item index, begin_ns, end_ns, tid, by, submitted_ns] (CLOCK_MONOTONIC; tid: the
+# thread that ran it; by: the submitting process's pid; submitted_ns: when it made the
+# call; records of older traces stop earlier).
 META_TASK_PREFIX = "rlscope.task:"
+# "1" in the trace of a process that handed tasks to a pool or executor while recording.
+META_POOL_TASKS = "rlscope.pool_tasks"
 # One JIT compilation (rlscope.intercept.compile_record): the key is this prefix and its
 # number in the process, the value [framework, function, begin_ns, end_ns, tid, reason,
 # kind, counts, graph_breaks] (CLOCK_MONOTONIC; tid: the compiling thread's native id).

@@ -15,10 +15,12 @@ import pandas as pd
 import pytest
 
 from rlscope.analysis import load
+from rlscope.analysis.overhead.correction import correct_trace
 from rlscope.analysis.overhead.model import Calibration, KindCost, write_calibration
 from rlscope.analysis.pipeline.fanout import Unit, workers
 from rlscope.trace import format as fmt
 from rlscope.trace.data import Header
+from rlscope.trace.reader import read_trace
 from tests.conftest import REPO, run_tool
 
 WORKLOAD = REPO / "tests" / "integration" / "workloads" / "fanout_mix.py"
@@ -73,6 +75,12 @@ def test_corrected_equal_serial(run_dir: Path, tmp_path: Path):
     serial = load(d, jobs=1)
     assert serial.run["correction"]["applied"]
     assert_same(serial, load(d, jobs=2))
+    # The main process's wait for its pool's tasks lost what the workers' costs added.
+    trace = read_trace(d)
+    _, summary = correct_trace(trace, costs)
+    main = next(c for c in summary.processes if fmt.META_POOL_TASKS in
+                next(p for p in trace.processes if p.pid == c.pid).metadata)
+    assert main.waits_ns > 0
 
 
 def test_cli_reports_identical(run_dir: Path):

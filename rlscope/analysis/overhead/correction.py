@@ -13,11 +13,11 @@ part from the enclosing scope. The timeline is corrected before the overlap swee
 every downstream number (breakdown, plots, timeline, compare) is corrected.
 
 Threads other than the main one start from the main thread's shift at their first event
-(they were started by it). A process that waits on vector-env workers is corrected again
-once the workers are: each wait loses what the workers' book-keeping added to it
-(rlscope.analysis.overhead.worker_waits). GPU activities move with the API call that
-launched them. The per-process cost lies before recording starts and after it stops; it
-only enters the corrected total of the run.
+(they were started by it). A process that waits on vector-env workers or on its pool
+tasks' results is corrected again once the workers are: each wait loses what the workers'
+book-keeping added to it (rlscope.analysis.overhead.worker_waits, .task_waits). GPU
+activities move with the API call that launched them. The per-process cost lies before
+recording starts and after it stops; it only enters the corrected total of the run.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlscope.analysis.engine.summary import process_span
-from rlscope.analysis.overhead import worker_waits
+from rlscope.analysis.overhead import task_waits, worker_waits
 from rlscope.analysis.overhead.kinds import (
     CUDA_API,
     GPU_ACTIVITY,
@@ -364,22 +364,48 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
                                   0.0 if waits is None else float(waits.sum()))
 
 
-def correct_holder(p: ProcessTrace, workers: list[worker_waits.Replies],
-                   costs: dict[str, KindCost]) -> tuple[ProcessTrace, ProcessCorrection]:
-    """``p`` corrected, with its waits on its vector envs' workers shortened by what their
-    book-keeping added (``workers``: replies of processes of the run, see
-    :func:`worker_replies`; those that do not serve ``p`` are left out)."""
-    mine = [w for w in workers if worker_waits.serves(w, p)]
-    extra = worker_waits.wait_costs(p, mine) if mine else None
+Replies = worker_waits.Replies | task_waits.TaskReplies  # what a worker tells its holder
+
+
+def waits_on_workers(p: ProcessTrace) -> bool:
+    """Whether ``p`` may wait on other processes whose book-keeping slowed them: it holds
+    a vector env with workers, or it handed tasks to a pool (:func:`correct_holder`)."""
+    return worker_waits.holds_workers(p) or task_waits.submits_tasks(p)
+
+
+def serves_others(p: ProcessTrace) -> bool:
+    """Whether ``p`` is a vector env's worker or ran another process's pool tasks."""
+    return worker_waits.served(p) is not None or task_waits.runs_tasks(p)
+
+
+def correct_holder(p: ProcessTrace, workers: list[Replies], costs: dict[str, KindCost]
+                   ) -> tuple[ProcessTrace, ProcessCorrection]:
+    """``p`` corrected, with its waits on its vector envs' workers and on its pool tasks'
+    results shortened by what the workers' book-keeping added (``workers``: replies of
+    processes of the run, see :func:`worker_replies`; those not serving ``p`` are left
+    out)."""
+    vec = [w for w in workers
+           if isinstance(w, worker_waits.Replies) and worker_waits.serves(w, p)]
+    extra = worker_waits.wait_costs(p, vec) if vec else None
+    tasks = [w for w in workers if isinstance(w, task_waits.TaskReplies) and w.by == p.pid]
+    if tasks:  # the shortening needs p's own correction first (task_waits)
+        pre, post = _pre_post(costs)
+        more = task_waits.wait_costs(p, correct_process(p, costs, extra)[0], pre, post,
+                                     tasks)
+        if more is not None:
+            extra = more if extra is None else extra + more
     return correct_process(p, costs, extra)
 
 
 def worker_replies(raw: ProcessTrace, corrected: ProcessTrace, costs: dict[str, KindCost]
-                   ) -> worker_waits.Replies | None:
-    """What a holder's correction needs of ``raw`` (``corrected``: by
-    :func:`correct_process` with ``costs``) if it is a vector env's worker, else None."""
+                   ) -> list[Replies]:
+    """What holders' corrections need of ``raw`` (``corrected``: by
+    :func:`correct_process` with ``costs``): its replies as a vector env's worker and as
+    a pool's worker (empty if it is neither)."""
     pre, post = _pre_post(costs)
-    return worker_waits.replies_of(raw, corrected, pre, post)
+    out: list[Replies] = list(task_waits.replies_of(raw, corrected, pre, post))
+    vec = worker_waits.replies_of(raw, corrected, pre, post)
+    return out if vec is None else [vec, *out]
 
 
 def _error_ns(p: ProcessTrace, costs: dict[str, KindCost]) -> float:
@@ -425,17 +451,17 @@ def correct_trace(trace: Trace, calibration: Calibration | dict[str, KindCost]
     """A corrected copy of ``trace`` (the input is not modified) and what was removed."""
     costs = calibration.costs if isinstance(calibration, Calibration) else calibration
     procs = trace.processes
-    holders = {i for i, p in enumerate(procs) if worker_waits.holds_workers(p)}
+    holders = {i for i, p in enumerate(procs) if waits_on_workers(p)}
     done = {i: correct_process(p, costs) for i, p in enumerate(procs) if i not in holders}
-    # Then the processes waiting on vector-env workers, from the workers' corrections.
-    # A worker's own correction (not its waits on workers of its own, as the fan-out).
-    replies = []
+    # Then the processes waiting on workers, from the workers' corrections. A worker's
+    # own correction (not its waits on workers of its own, as the fan-out).
+    replies: list[Replies] = []
     for i, p in enumerate(procs):
-        if worker_waits.served(p) is not None:
+        if serves_others(p):
             own = done[i][0] if i in done else correct_process(p, costs)[0]
-            replies.append(worker_replies(p, own, costs))
+            replies += worker_replies(p, own, costs)
     for i in sorted(holders):
-        done[i] = correct_holder(procs[i], [r for r in replies if r is not None], costs)
+        done[i] = correct_holder(procs[i], replies, costs)
     out = [done[i] for i in range(len(procs))]
     summary = CorrectionSummary([c for _, c in out])
     return dataclasses.replace(trace, processes=[q for q, _ in out]), summary

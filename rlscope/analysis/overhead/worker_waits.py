@@ -25,8 +25,8 @@ A worker is needed only as :class:`Replies`: its env steps and what its book-kee
 cost by each of its events, so an analysis need not keep the workers' traces (the
 fan-out's holder task reads its workers one at a time: rlscope.analysis.pipeline.fanout).
 
-Not covered: other waits on other processes (a ``multiprocessing.Pool``'s results, Ray
-``get``), where which worker's work ends a wait is not recorded.
+Waits for pool tasks' results: rlscope.analysis.overhead.task_waits. Not covered: Ray
+``get``, where which worker's work ends a wait is not recorded.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
             steps[reset][int(t)] = (iv.begin[m], iv.end[m])
     threads = {t for per in steps.values() for t in per}
     return Replies(dict(what), steps,
-                   {t: _paid(raw, corrected, t, pre, post) for t in sorted(threads)})
+                   {t: thread_paid(raw, corrected, t, pre, post) for t in sorted(threads)})
 
 
 def wait_costs(holder: ProcessTrace, workers: list[Replies]) -> np.ndarray | None:
@@ -131,7 +131,7 @@ def _vector_steps(holder: ProcessTrace, reset: bool, name_id: int
     return iv.begin[m][o], iv.end[m][o]
 
 
-def _paid(p: ProcessTrace, q: ProcessTrace, thread: int, pre: np.ndarray,
+def thread_paid(p: ProcessTrace, q: ProcessTrace, thread: int, pre: np.ndarray,
           post: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One thread of a worker (``p`` raw, ``q`` corrected): its events' times, sorted, and
     what its book-keeping had cost before and after each event's stamp (a shift is the
@@ -145,7 +145,7 @@ def _paid(p: ProcessTrace, q: ProcessTrace, thread: int, pre: np.ndarray,
     return raw, shift - pre[kind], shift + post[kind]
 
 
-def _paid_between(paid: tuple[np.ndarray, np.ndarray, np.ndarray], since: np.ndarray,
+def paid_between(paid: tuple[np.ndarray, np.ndarray, np.ndarray], since: np.ndarray,
                   until: np.ndarray) -> np.ndarray:
     """What one thread (``paid``: :func:`_paid`) paid for book-keeping from its first
     event at or after each time of ``since`` through its last event at or before the
@@ -171,7 +171,7 @@ def _replies(vb: np.ndarray, ve: np.ndarray, workers: list[Replies], reset: bool
             j, eb, ee = j[ok], eb[ok], ee[ok]
             if not len(j):
                 continue
-            paid = np.rint(np.maximum(_paid_between(w.paid[t], vb[j], ee), 0))
+            paid = np.rint(np.maximum(paid_between(w.paid[t], vb[j], ee), 0))
             np.maximum.at(late, j, ee)
             np.maximum.at(late_without, j, ee - paid.astype(np.int64))
     return late, late_without

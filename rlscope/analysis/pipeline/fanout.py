@@ -30,8 +30,14 @@ from rlscope.analysis.engine.overlap import analyze_process
 from rlscope.analysis.engine.paths import FIRST_OPERATION_ID, NameTable, PathTable
 from rlscope.analysis.engine.process import ProcessResult, process_info
 from rlscope.analysis.lockstep import from_trace
-from rlscope.analysis.overhead import worker_waits
-from rlscope.analysis.overhead.correction import correct_holder, correct_process, worker_replies
+from rlscope.analysis.overhead.correction import (
+    Replies,
+    correct_holder,
+    correct_process,
+    serves_others,
+    waits_on_workers,
+    worker_replies,
+)
 from rlscope.analysis.pipeline.stream import DEFAULT_BATCH, ScannedProcess, scan, sweep
 from rlscope.analysis.processes.utilisation import gpu_truth
 from rlscope.errors import RLScopeError
@@ -70,9 +76,9 @@ class Options:
     infer: str
     costs: dict[str, Any] | None = None  # overhead correction: KindCost per kind
     lockstep: bool = False  # also the lock-step analysis's input of the process
-    # With costs: every process of the run. A process that waits on vector-env workers
-    # reads and corrects theirs too, one at a time (correction.correct_holder), as the
-    # serial analysis does.
+    # With costs: every process of the run. A process that waits on vector-env workers or
+    # pool tasks reads and corrects theirs too, one at a time (correction.correct_holder),
+    # as the serial analysis does.
     siblings: tuple[Unit, ...] = ()
 
 
@@ -177,7 +183,7 @@ def _whole(unit: Unit, opts: Options, paths: PathTable, phases: NameTable) -> Un
     p = _read(unit)
     assert opts.costs is not None
     p, corr = (correct_holder(p, _workers_of(unit, opts), opts.costs)
-               if worker_waits.holds_workers(p) else correct_process(p, opts.costs))
+               if waits_on_workers(p) else correct_process(p, opts.costs))
     p = inferred.apply(p, opts.infer)
     r = analyze_process(p, paths, phases, None, opts.batch_events)
     steps = (from_trace(Trace(p.path.parent, {}, [p]), "off")[0]
@@ -191,40 +197,37 @@ def _read(unit: Unit) -> Any:
     return merge_cuda([read_process(f) for f in (unit.python, unit.cuda) if f is not None])[0]
 
 
-def _workers_of(unit: Unit, opts: Options) -> list[worker_waits.Replies]:
-    """The replies of the other processes that serve a vector env (correct_holder keeps
-    those of ``unit``'s). Each is read, corrected and reduced to its replies in turn, so
-    one worker's trace at a time is held; a file without the key that announces a worker
-    in its bytes is not read."""
+def _workers_of(unit: Unit, opts: Options) -> list[Replies]:
+    """The replies of the other processes that serve a vector env or ran pool tasks
+    (correct_holder keeps those for ``unit``). Each is read, corrected and reduced to its
+    replies in turn, so one worker's trace at a time is held; a file without the keys
+    that announce a worker in its bytes is not read."""
     costs = opts.costs
     assert costs is not None
-    out = []
+    out: list[Replies] = []
     for u in opts.siblings:
         if u == unit or not _may_serve(u):
             continue
         w = _read(u)
-        if worker_waits.served(w) is None:
-            continue
-        r = worker_replies(w, correct_process(w, costs)[0], costs)
-        if r is not None:
-            out.append(r)
+        if serves_others(w):
+            out += worker_replies(w, correct_process(w, costs)[0], costs)
     return out
 
 
 def _may_serve(unit: Unit) -> bool:
-    """Whether ``unit``'s trace may announce that it serves a vector env: the metadata key
-    is in its bytes (found without decoding the file)."""
+    """Whether ``unit``'s trace may announce that it serves a vector env or ran pool
+    tasks: a metadata key is in its bytes (found without decoding the file)."""
     if unit.python is None:
         return False
     try:
         with open(unit.python, "rb") as f, \
                 mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return m.find(_VECENV_KEY) >= 0
+            return any(m.find(k) >= 0 for k in _WORKER_KEYS)
     except (OSError, ValueError):  # empty: nothing announced; unreadable: its task says so
         return False
 
 
-_VECENV_KEY = fmt.META_VECENV.encode()
+_WORKER_KEYS = (fmt.META_VECENV.encode(), fmt.META_TASK_PREFIX.encode())
 
 
 def _truth(p: Any, r: ProcessResult) -> Any:

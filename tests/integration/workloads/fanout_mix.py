@@ -1,6 +1,7 @@
 """Processes that name their operations and phases in different orders (so each meets
-names in its own order), with threads, waits and progress: parallel analysis must number
-them as the serial one does."""
+names in its own order), with threads, waits and progress, and a pool whose tasks the
+main process waits for: parallel analysis must number them as the serial one does (and
+correct the pool's waits as it does)."""
 
 import multiprocessing as mp
 import threading
@@ -39,7 +40,16 @@ def work(k: int) -> None:
     t.join()
 
 
+def pool_task(k: int) -> int:
+    for _ in range(20):
+        with rlscope.operation("pool-step"):
+            spin(100)
+    return k
+
+
 def main() -> None:
+    with mp.get_context("fork").Pool(2) as pool, rlscope.operation("pool"):
+        assert pool.map(pool_task, range(4)) == list(range(4))
     ctx = mp.get_context("spawn")
     with rlscope.phase("setup"), rlscope.operation("parent"):
         procs = [ctx.Process(target=work, args=(k,)) for k in range(4)]

@@ -1,0 +1,165 @@
+"""Waits for pool and executor results that rlscope slowed down.
+
+A process that hands tasks to worker processes (``multiprocessing.Pool``,
+``ProcessPoolExecutor``: rlscope.integrations.pooltasks, which records each task's begin
+and end in its worker, who submitted it and when) blocks for the results in a threading wait:
+``Pool.map``/``apply_async().get()`` in ``Event.wait``, ``imap`` and ``Future.result`` in
+``Condition.wait``. Each worker's book-keeping during its tasks delays the results, so
+the wait holds overhead that none of the submitter's own events accounts for. Per such
+wait ``[b, e]`` of the submitter:
+
+- per worker thread, the tasks the submitter handed out that ended inside the wait: the
+  last one's end ``e_w``, and ``d_w``, what the worker's book-keeping cost from the
+  submission ``s_w`` of the first of them (its first event after it: the wake-up, or the
+  rest of earlier work that held the tasks up) through ``e_w``, both events' costs
+  included;
+- counted from the submission, the results came ``max_w e_w - max_w (e_w - d_w)`` later
+  than they would have without rlscope;
+- the submitter's own correction already moved the wait's end earlier by ``h``, what its
+  own book-keeping cost from ``s = min(min_w s_w, b)`` to ``b`` (earlier waits'
+  shortening included), so the wait needs only the rest.
+
+The wait's end event then carries ``clip(gain - h, 0, e - b)`` as an extra pre-stamp cost
+(rlscope.analysis.overhead.correction): the wait, and everything after it on that thread,
+move earlier by it. It is off-CPU time, like rlscope.analysis.overhead.worker_waits.
+
+It assumes each worker runs its tasks back to back from the submission on (a mapping
+call's tasks are queued at once). Not covered: thread pools (their workers are the submitter's own
+threads), Ray ``get`` (Ray's workers record no task begin and end).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlscope.analysis.overhead.worker_waits import paid_between, thread_paid
+from rlscope.trace import format as fmt
+from rlscope.trace.data import ProcessTrace
+
+# The waits a submitter blocks in for results (rlscope.intercept.waits' names).
+RESULT_WAITS = ("threading.Event.wait", "threading.Condition.wait",
+                "threading.Condition.wait_for")
+
+
+@dataclass(frozen=True)
+class TaskReplies:
+    """What a submitter's correction needs of one worker process: the submitter's pid
+    (``by``), per thread of the worker the tasks it ran for it ((submissions, ends), by
+    end), and per such thread its events' times with what its book-keeping had cost before and
+    after each event's stamp (worker_waits.thread_paid)."""
+
+    by: int
+    tasks: dict[int, tuple[np.ndarray, np.ndarray]]
+    paid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def submits_tasks(p: ProcessTrace) -> bool:
+    """Whether ``p`` handed tasks to a pool or executor while it recorded."""
+    return fmt.META_POOL_TASKS in p.metadata
+
+
+def runs_tasks(p: ProcessTrace) -> bool:
+    """Whether ``p`` ran tasks some other process submitted (records that say by whom)."""
+    return bool(_tasks(p))
+
+
+def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
+               post: np.ndarray) -> list[TaskReplies]:
+    """``raw``'s :class:`TaskReplies`, one per process it ran tasks for (``corrected``: its
+    own correction, with the pre- and post-stamp costs by kind it used)."""
+    index = {t.tid: t.index for t in raw.threads.values()}
+    by: dict[int, dict[int, list[tuple[int, int]]]] = {}
+    for submitter, tid, submitted, end in _tasks(raw):
+        t = index.get(tid)
+        if t is not None:
+            by.setdefault(submitter, {}).setdefault(t, []).append((submitted, end))
+    out = []
+    paid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for submitter, threads in sorted(by.items()):
+        tasks = {}
+        for t, spans in sorted(threads.items()):
+            a = np.array(sorted(spans, key=lambda s: s[1]), np.int64)
+            tasks[t] = (a[:, 0], a[:, 1])
+            if t not in paid:
+                paid[t] = thread_paid(raw, corrected, t, pre, post)
+        out.append(TaskReplies(submitter, tasks, {t: paid[t] for t in tasks}))
+    return out
+
+
+def wait_costs(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
+               post: np.ndarray, workers: list[TaskReplies]) -> np.ndarray | None:
+    """Extra pre-stamp cost (ns) of each of ``raw``'s events: at the end of each wait for
+    results, what the workers' overhead added to it (``corrected``: ``raw``'s own
+    correction with the costs ``pre``/``post``; ``workers``: the replies of the processes
+    that ran its tasks). None when nothing is added."""
+    mine = [w for w in workers if w.by == raw.pid]
+    ev = raw.events
+    ids = [raw.strings.index(n) for n in RESULT_WAITS if n in raw.strings]
+    if not mine or not ids:
+        return None
+    sel = np.flatnonzero(((ev.kind == fmt.WAIT_CALL_BEGIN) | (ev.kind == fmt.WAIT_CALL_END))
+                         & np.isin(ev.name, ids))
+    if len(sel) < 2:
+        return None
+    th = ev.thread[sel].astype(np.int64)
+    o = np.lexsort((ev.time_ns[sel], th))
+    sel, th = sel[o], th[o]
+    is_b = ev.kind[sel] == fmt.WAIT_CALL_BEGIN
+    pair = np.flatnonzero(is_b[:-1] & ~is_b[1:] & (th[:-1] == th[1:]))
+    wb, we, end_at = ev.time_ns[sel[pair]], ev.time_ns[sel[pair + 1]], sel[pair + 1]
+    late, late_without, since = _replies(wb, we, mine)
+    extra = np.zeros(len(ev.time_ns))
+    for t in np.unique(th[pair]).tolist():
+        ks = np.flatnonzero((th[pair] == t) & (late >= 0))  # in time order
+        s = np.minimum(since[ks], wb[ks])
+        own = paid_between(thread_paid(raw, corrected, t, pre, post), s, wb[ks])
+        at: list[int] = []  # ends of this thread's shortened waits, and the running sum
+        total = [0.0]  # of their shortening
+        for k, s_k, h in zip(ks.tolist(), s.tolist(), own.tolist(), strict=True):
+            h += total[bisect.bisect_right(at, int(wb[k]))] - total[bisect.bisect_left(at, s_k)]
+            x = min(max(float(late[k] - late_without[k]) - h, 0.0), float(we[k] - wb[k]))
+            if x > 0:
+                extra[end_at[k]] += x
+                at.append(int(we[k]))
+                total.append(total[-1] + x)
+    return extra if extra.any() else None
+
+
+def _tasks(p: ProcessTrace) -> list[tuple[int, int, int, int]]:
+    """(submitter pid, OS thread id, submitted_ns, end_ns) of each task ``p`` ran for
+    another process (records without the submission, of older traces, are left out)."""
+    out = []
+    for key, v in p.metadata.items():
+        if not key.startswith(fmt.META_TASK_PREFIX) or not isinstance(v, list) or len(v) < 8:
+            continue
+        _name, _call, _index, begin, end, tid, by, submitted = v[:8]
+        if all(isinstance(x, int) for x in (begin, end, tid, by, submitted)) \
+                and by != p.pid and submitted <= begin <= end:
+            out.append((by, tid, submitted, end))
+    return out
+
+
+def _replies(wb: np.ndarray, we: np.ndarray, workers: list[TaskReplies]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per wait: the latest end of a task that ended inside it, the latest end each would
+    have had without its worker's overhead (-1: none), and the earliest submission among
+    the first such task of each worker thread."""
+    late = np.full(len(wb), -1, np.int64)
+    late_without = np.full(len(wb), -1, np.int64)
+    since = np.full(len(wb), np.iinfo(np.int64).max, np.int64)
+    for w in workers:
+        for t, (tb, te) in w.tasks.items():
+            lo = np.searchsorted(te, wb, side="left")
+            hi = np.searchsorted(te, we, side="right") - 1
+            k = np.flatnonzero(hi >= lo)
+            if not len(k):
+                continue
+            s, e = tb[lo[k]], te[hi[k]]
+            d = np.rint(np.maximum(paid_between(w.paid[t], s, e), 0)).astype(np.int64)
+            np.maximum.at(late, k, e)
+            np.maximum.at(late_without, k, e - d)
+            np.minimum.at(since, k, s)
+    return late, late_without, since

@@ -1,0 +1,163 @@
+"""A process's waits for its pool tasks' results, which rlscope slowed in the workers: a
+Pool-like run simulated event by event, true and instrumented, then corrected; the
+submitter's corrected timeline must be its true one, exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlscope.analysis.engine.synthetic import process_trace
+from rlscope.analysis.overhead.correction import correct_trace
+from rlscope.trace import format as fmt
+from rlscope.trace.data import ProcessTrace, Trace
+from tests.unit.test_correction import COSTS, _split
+
+OB, OE = fmt.OPERATION_BEGIN, fmt.OPERATION_END
+SB, SE = fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END
+BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END
+WB, WE = fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END
+START, END = fmt.PROCESS_START, fmt.PROCESS_END
+HOLDER, TID = 100, 1000  # the submitter's pid; each worker's thread (process_trace's)
+SEND, TRANSFER = 1500, 100  # the submitter hands the tasks out at SEND; a message's time
+
+
+def _record(events: list[tuple[int, int]], wakes: dict[int, int]
+            ) -> tuple[list[int], list[int]]:
+    """One thread's events as recording stamps them: each event's costs delay what
+    follows, except that a wait ending at index i of ``wakes`` ends when what it waits for
+    arrives (``wakes[i]``, recorded time) whatever was paid before. Returns the stamps
+    and, per event, when the thread moved on after it (its costs paid)."""
+    stamps, after, offset, delay = [], [], 0, 0.0
+    for i, (t, k) in enumerate(events):
+        if i in wakes:
+            offset, delay = wakes[i] - t, 0.0
+        pre, post = _split(k)
+        delay += pre
+        stamps.append(t + offset + int(delay))
+        delay += post
+        after.append(t + offset + int(delay))
+    return stamps, after
+
+
+@dataclass
+class Worker:
+    tasks: list[tuple[int, int]]  # (length ns, simulator calls inside) run back to back
+
+
+def _worker_events(w: Worker) -> tuple[list[tuple[int, int]], list[int]]:
+    """True timeline of a worker: waits for work, runs its tasks (each an operation
+    ``task:f`` with simulator calls inside, a queue read between them), waits again.
+    Returns the events and the indexes of each task's begin and end."""
+    wake = SEND + TRANSFER
+    ev, begins, ends, t = [(0, START), (100, WB), (wake, WE)], [], [], wake + 50
+    for length, calls in w.tasks:
+        begins.append(len(ev))
+        ev.append((t, OB))
+        gap = length // (2 * calls + 1)
+        for c in range(calls):
+            ev += [(t + (2 * c + 1) * gap, SB), (t + (2 * c + 2) * gap, SE)]
+        ends.append(len(ev))
+        ev.append((t + length, OE))
+        ev += [(t + length + 10, WB), (t + length + 20, WE)]
+        t += length + 40
+    ev[-1] = (90_000, WE)
+    return [*ev, (100_000, END)], list(zip(begins, ends, strict=True))
+
+
+_WORKER_NAMES = {START: "", END: "", WB: "multiprocessing.connection.Connection._recv",
+                 WE: "multiprocessing.connection.Connection._recv", OB: "task:f",
+                 OE: "task:f", SB: "step", SE: "step"}
+
+
+def _worker(pid: int, events: list[tuple[int, int]], tasks: list[tuple[int, int]],
+            end_ns: list[int], submitted: int) -> ProcessTrace:
+    meta = {f"{fmt.META_TASK_PREFIX}{j}": ["f", 1, j, events[b][0], end_ns[j], TID,
+                                          HOLDER, submitted]
+            for j, (b, _) in enumerate(tasks)}
+    return process_trace([(t, 0, k, _WORKER_NAMES[k]) for t, k in events], pid=pid,
+                         metadata=meta)
+
+
+def _run(workers: list[Worker], waits: list[list[tuple[int, int]]], work_ns: int = 400
+         ) -> tuple[ProcessTrace, ProcessTrace, list[ProcessTrace]]:
+    """The submitter's true and recorded traces, and the recorded workers'. ``waits``:
+    per wait of the submitter, the (worker, task) results it waits for; between two waits
+    it makes a backend call of ``work_ns``."""
+    true_w = [_worker_events(w) for w in workers]
+    done = [[ev[e][0] for _, e in tasks] for ev, tasks in true_w]  # true task ends
+    head = [(0, START), (1000, OB)]
+    sent = SEND + int(sum(sum(_split(k)) for _, k in head))  # recorded submission
+    rec_w, rec_done = [], []
+    for i, (ev, tasks) in enumerate(true_w):
+        stamps, after = _record(ev, {2: sent + TRANSFER})
+        # A task's record ends once its operation's end is paid for: it replies then.
+        rec_done.append([after[e] for _, e in tasks])
+        rec_w.append(_worker(200 + i, list(zip(stamps, (k for _, k in ev), strict=True)),
+                             tasks, rec_done[-1], sent))
+    holder, wakes, t = list(head), {}, 1600
+    for n, wanted in enumerate(waits):
+        if n:
+            holder += [(t, BB), (t + work_ns, BE)]
+            t += work_ns + 100
+        arrive = max(done[w][j] for w, j in wanted) + TRANSFER
+        assert arrive > t + 1000, "the submitter must wait"
+        wakes[len(holder) + 1] = max(rec_done[w][j] for w, j in wanted) + TRANSFER
+        holder += [(t, WB), (arrive, WE)]
+        t = arrive + 100
+    holder += [(t, OE), (t + 200, END)]
+    names = {START: "", END: "", OB: "collect", OE: "collect", BB: "torch.mm",
+             BE: "torch.mm", WB: "threading.Event.wait", WE: "threading.Event.wait"}
+    meta = {fmt.META_POOL_TASKS: "1"}
+
+    def proc(ev: list[tuple[int, int]]) -> ProcessTrace:
+        return process_trace([(t, 0, k, names[k]) for t, k in ev], pid=HOLDER, metadata=meta)
+
+    stamps, _ = _record(holder, wakes)
+    recorded = proc(list(zip(stamps, (k for _, k in holder), strict=True)))
+    return proc(holder), recorded, rec_w
+
+
+def _corrected(recorded: ProcessTrace, workers: list[ProcessTrace]) -> ProcessTrace:
+    out, _ = correct_trace(Trace(None, {}, [recorded, *workers]), COSTS)  # type: ignore
+    return out.processes[0]
+
+
+def test_a_map_wait_is_corrected_to_its_true_length():
+    # Worker 0's tasks are shorter but make many more calls: recorded, it answers last.
+    true, recorded, workers = _run([Worker([(4_000, 20), (4_000, 20)]),
+                                    Worker([(4_500, 1), (4_500, 1)])],
+                                   [[(0, 0), (0, 1), (1, 0), (1, 1)]])
+    alone = _corrected(recorded, [])
+    fixed = _corrected(recorded, workers)
+    assert fixed.events.time_ns.tolist() == true.events.time_ns.tolist()
+    # Without the workers only the submitter's own costs go: the wait stays longer.
+    assert alone.events.time_ns[-1] - fixed.events.time_ns[-1] > 10_000
+
+
+def test_the_worker_that_answers_last_without_recording_sets_the_wait():
+    true, recorded, workers = _run([Worker([(4_000, 30), (4_000, 30)]),
+                                    Worker([(4_700, 1), (4_700, 1)])],
+                                   [[(0, 0), (0, 1), (1, 0), (1, 1)]])
+    assert _corrected(recorded, workers).events.time_ns.tolist() \
+        == true.events.time_ns.tolist()
+
+
+def test_successive_waits_on_one_submission_are_each_corrected():
+    # imap-like: one submission, the submitter waits for each result in turn and works
+    # in between; the second wait must not lose again what the first one lost.
+    true, recorded, workers = _run([Worker([(6_000, 20), (6_000, 20)])],
+                                   [[(0, 0)], [(0, 1)]])
+    assert _corrected(recorded, workers).events.time_ns.tolist() \
+        == true.events.time_ns.tolist()
+
+
+def test_tasks_of_another_submitter_or_an_older_trace_change_nothing():
+    _, recorded, workers = _run([Worker([(4_000, 20)])], [[(0, 0)]])
+    alone = _corrected(recorded, [])
+    other = workers[0]
+    other.metadata = {k: [*v[:6], HOLDER + 1, v[7]] for k, v in other.metadata.items()}
+    assert _corrected(recorded, [other]).events.time_ns.tolist() \
+        == alone.events.time_ns.tolist()
+    other.metadata = {k: v[:6] for k, v in other.metadata.items()}  # no submitter
+    assert _corrected(recorded, [other]).events.time_ns.tolist() \
+        == alone.events.time_ns.tolist()
