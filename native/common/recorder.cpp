@@ -16,6 +16,7 @@
 #include "aggregator.h"
 #include "detail_windows.h"
 #include "host.h"
+#include "term_watch.h"
 #include "trace_writer.h"
 
 namespace rlscope {
@@ -254,6 +255,23 @@ void flush_locked(Recorder& r, bool final = false) {
   r.threads.reap();
 }
 
+void stop_locked(Recorder& r, ThreadState* t, bool process_ends);
+
+// A SIGTERM the program's handler never acted on (term_watch.h): the recording is
+// stopped as an exit stops it where no thread is starting or stopping one (else what is
+// buffered is flushed), then the process ends as SIGTERM would have ended it.
+// (Not waiting for control_mu: a thread stopping the recording may be joining this one.)
+[[noreturn]] void end_after_unanswered_sigterm(Recorder& r) {
+  std::unique_lock<std::mutex> ctl(r.control_mu, std::try_to_lock);
+  if (ctl.owns_lock()) {
+    stop_locked(r, current_thread(), /*process_ends=*/true);
+  } else {
+    std::lock_guard<std::mutex> lk(r.drain_mu);
+    flush_locked(r);
+  }
+  die_of_sigterm();
+}
+
 void* writer_main(void*) {
   Recorder& r = R();
   const auto tick = std::chrono::milliseconds(20);
@@ -263,6 +281,7 @@ void* writer_main(void*) {
       r.wake_cv.wait_for(lk, tick, [&] { return r.stop_writer; });
       if (r.stop_writer) break;
     }
+    if (sigterm_unanswered(monotonic_ns())) end_after_unanswered_sigterm(r);
     std::lock_guard<std::mutex> lk(r.drain_mu);
     if (!r.file.is_open()) continue;
     int64_t interval = int64_t(r.cfg.flush_interval_s * 1e9);
@@ -467,9 +486,10 @@ int start(const Config& cfg, ThreadState* t) {
   return 0;
 }
 
-void stop(ThreadState* t, bool process_ends) {
-  Recorder& r = R();
-  std::lock_guard<std::mutex> ctl(r.control_mu);
+namespace {
+
+// stop() with control_mu held.
+void stop_locked(Recorder& r, ThreadState* t, bool process_ends) {
   if (g_hot.session.load(std::memory_order_acquire) == 0) return;
   if (t && begin_event(t)) {
     // Close the scopes still open on this thread so the trace stays balanced.
@@ -497,6 +517,14 @@ void stop(ThreadState* t, bool process_ends) {
     r.file.close();
   }
   if (!process_ends) r.threads.pool().trim();
+}
+
+}  // namespace
+
+void stop(ThreadState* t, bool process_ends) {
+  Recorder& r = R();
+  std::lock_guard<std::mutex> ctl(r.control_mu);
+  stop_locked(r, t, process_ends);
 }
 
 void flush() {
@@ -550,6 +578,7 @@ int after_fork_child(const std::string& path, ThreadState* t) {
   g_hot.session.store(s, std::memory_order_release);
   if (t) t->buf.append(ticks(), 0, PROCESS_START);
   announce_clock();
+  reset_sigterm_watch();  // a SIGTERM the parent had is not the child's
   start_writer(r);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "../common/calls.h"
 #include "../common/exit_hook.h"
 #include "../common/pause.h"
+#include "../common/term_watch.h"
 #include "../common/recorder.h"
 #include "../common/trace_writer.h"
 
@@ -1345,6 +1346,16 @@ void stop_at_library_exit() {
   rlscope::stop(rlscope::current_thread(), /*process_ends=*/true);
 }
 
+// watch_sigterm() -> int (0 or an errno); sigterm_answered(): see term_watch.h.
+PyObject* py_watch_sigterm(PyObject*, PyObject*) {
+  return PyLong_FromLong(rlscope::watch_sigterm());
+}
+
+PyObject* py_sigterm_answered(PyObject*, PyObject*) {
+  rlscope::sigterm_answered();
+  Py_RETURN_NONE;
+}
+
 PyObject* py_hook_exit_calls(PyObject*, PyObject* arg) {
   const char* sub = PyUnicode_AsUTF8(arg);
   if (!sub) return nullptr;
@@ -1535,6 +1546,11 @@ PyMethodDef module_methods[] = {
     {"set_call_mask", py_set_call_mask, METH_O,
      "set_call_mask(mask) -> previous: bit c set records wrapped calls of category c."},
     {"flush", py_flush, METH_NOARGS, "Write every buffered event now."},
+    {"watch_sigterm", py_watch_sigterm, METH_NOARGS,
+     "watch_sigterm() -> 0 or an errno: a SIGTERM whose Python handler has not run 2 s "
+     "later stops the recording and ends the process as SIGTERM would."},
+    {"sigterm_answered", py_sigterm_answered, METH_NOARGS,
+     "The Python SIGTERM handler ran: the program acts on the signal."},
     {"hook_exit_calls", py_hook_exit_calls, METH_O,
      "hook_exit_calls(library_substring) -> n: the loaded library's calls to _Exit/_exit/"
      "exit stop the recording first (its trace is complete); n entries patched."},

@@ -34,6 +34,9 @@ def _exit_under_way() -> bool:
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     global _pending
+    native = sys.modules.get("rlscope._native")
+    if native is not None:  # acting on it: the native watch need not (_watch_sigterm)
+        native.sigterm_answered()
     if _starting:  # an exception here would abort the interpreter's start-up (site)
         _pending = True
         return
@@ -125,6 +128,18 @@ def _start_python_sampler(out: str) -> None:
     pysampler.start(out, hz)
 
 
+def _watch_sigterm() -> None:
+    """The handler runs on the main thread between bytecodes: a SIGTERM that lands as the
+    main thread blocks in C (a lock Pool.terminate() holds for good) would never be acted
+    on, and the process would outlive it. The native recorder's watch ends it 2 s later,
+    its trace stopped, as SIGTERM would have (native/common/term_watch.h)."""
+    try:
+        from rlscope import _native
+    except ImportError:  # the Python recorder: no watch
+        return
+    _native.watch_sigterm()
+
+
 def _install_sigterm_handler() -> bool:
     """SIGTERM -> SystemExit (so the trace is flushed), unless the program handles it."""
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
@@ -133,6 +148,7 @@ def _install_sigterm_handler() -> bool:
         signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread
         return False
+    _watch_sigterm()
     import threading
 
     # Runs first in interpreter shutdown (threading._shutdown), before atexit hooks.

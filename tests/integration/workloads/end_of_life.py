@@ -9,6 +9,10 @@
                      SIGTERM to workers that may already be exiting
   os_exit METHOD     children (a multiprocessing Process, a bare os.fork()) that record
                      an operation and leave through os._exit()
+  unanswered         a forked Process records 100 operations, then blocks for good in C
+                     with SIGTERM blocked on its main thread (a helper thread takes it):
+                     its Python handler can never run, as when the signal lands just
+                     before a lock wait (Pool.terminate()); ended by SIGTERM
 """
 
 from __future__ import annotations
@@ -103,6 +107,19 @@ def main() -> None:
         ctx = mp.get_context("forkserver")
         with ctx.Pool(1) as pool:
             out["worker"] = pool.apply(noop)
+    elif mode == "unanswered":
+        ctx = mp.get_context("fork")
+        ready = ctx.Event()
+        p = ctx.Process(target=_block_in_c, args=(ready,))
+        p.start()
+        if not ready.wait(120):
+            raise SystemExit("the worker did not start")
+        t0 = time.perf_counter()
+        p.terminate()
+        p.join(120)
+        out.update(worker=p.pid, exitcode=p.exitcode, ended_s=time.perf_counter() - t0)
+        if p.exitcode is None:
+            p.kill()
     elif mode == "os_exit":
         p = mp.get_context(sys.argv[2]).Process(target=_step_then_os_exit)
         p.start()
@@ -120,6 +137,20 @@ def _step_then_os_exit() -> None:
     with rlscope.operation("last_step"):
         spin(0.001)
     os._exit(3)
+
+
+def _block_in_c(ready) -> None:
+    import threading
+
+    for _ in range(100):
+        with rlscope.operation("before"):
+            pass
+    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    lock = threading.Lock()
+    lock.acquire()
+    ready.set()
+    lock.acquire()  # never returns; no signal interrupts this thread
 
 
 _counter = None
