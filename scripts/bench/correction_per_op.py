@@ -53,8 +53,9 @@ from rlscope.trace.reader import read_trace
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "selftimed.py")
 WORKLOADS = {"cartpole": ["cartpole", "60000"], "mujoco": ["mujoco", "30000"],
-             "dqn": ["dqn", "35000"], "pool": ["pool", "20"], "sb3": ["sb3", "16384"]}
-BY_RUNS = {"pool", "sb3"}  # a forked copy could not share their workers: whole runs
+             "dqn": ["dqn", "35000"], "pool": ["pool", "20"], "pool_torch": ["pool_torch", "40"],
+             "sb3": ["sb3", "16384"]}
+BY_RUNS = {"pool", "pool_torch", "sb3"}  # a forked copy could not share their workers: whole runs
 ENV = {"OMP_NUM_THREADS": "1"}
 
 

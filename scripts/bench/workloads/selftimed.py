@@ -12,8 +12,12 @@ KIND:
 - ``dqn``: many small backend calls: inference is 12 small torch ops on a 1x4 input, a
   step of CartPole, a 64-sample backprop every 4 steps;
 - ``pool``: a multiprocessing Pool(2) (fork) simulates in its workers (each task a few
-  hundred CartPole steps, annotated as simulation there); the main process does
-  inference on the results. Per-operation truth is the main process's.
+  hundred CartPole steps, annotated as simulation there); the main process waits for
+  them in ``pool.map`` (its ``simulation``) and does inference on the results.
+  Per-operation truth is the main process's.
+- ``pool_torch``: the same with tasks of many small backend calls in the workers (a
+  learned model stepped 1,500 times: ~3,000 recorded calls per task), so that the
+  workers' book-keeping is a visible part of the main process's wait.
 - ``sb3``: stable-baselines3 PPO on a ``SubprocVecEnv`` of 4 CartPoles (STEPS: total
   timesteps), its own methods timed: ``VecEnv.step`` (simulation), the policy's
   ``forward``/``predict_values`` (inference), ``PPO.train`` (backprop). Per-operation
@@ -134,6 +138,17 @@ def _sim_task(seed: int, steps: int = 300) -> float:
     return total
 
 
+def _model_task(seed: int, steps: int = 1500) -> float:
+    """A learned model stepped in a worker: many small backend calls (a few µs each)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, 4, generator=g)
+    w = torch.randn(4, 4, generator=g) * 0.5
+    with rlscope.operation("simulation"):
+        for _ in range(steps):
+            x = torch.tanh(x @ w) + 0.01
+    return float(x.sum())
+
+
 def main() -> None:
     kind, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     torch.manual_seed(0)
@@ -142,14 +157,16 @@ def main() -> None:
         _sb3(t, steps)
         _write(out, t.total)
         return
-    if kind == "pool":
+    if kind in ("pool", "pool_torch"):
+        task = _sim_task if kind == "pool" else _model_task
         policy = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(),
                                      torch.nn.Linear(32, 2))
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(2) as pool:
             for i in range(steps):
-                results = pool.map(_sim_task, [2 * i, 2 * i + 1])
+                with t.op("simulation"):  # the wait for the workers' simulation
+                    results = pool.map(task, [2 * i, 2 * i + 1])
                 with t.op("inference"), torch.no_grad():
                     for _ in range(200):
                         policy(torch.tensor([results[:2] + results[:2]], dtype=torch.float32))
