@@ -16,7 +16,7 @@ KIND:
   them in ``pool.map`` (its ``simulation``) and does inference on the results.
   Per-operation truth is the main process's.
 - ``pool_torch``: the same with tasks of many small backend calls in the workers (a
-  learned model stepped 1,500 times: ~3,000 recorded calls per task), so that the
+  learned model stepped 1,500 times: ~4,500 recorded calls per task), so that the
   workers' book-keeping is a visible part of the main process's wait.
 - ``sb3``: stable-baselines3 PPO on a ``SubprocVecEnv`` of 4 CartPoles (STEPS: total
   timesteps), its own methods timed: ``VecEnv.step`` (simulation), the policy's
