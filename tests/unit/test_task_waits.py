@@ -4,7 +4,7 @@ submitter's corrected timeline must be its true one, exactly."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.analysis.overhead.correction import correct_trace
@@ -151,13 +151,15 @@ def test_successive_waits_on_one_submission_are_each_corrected():
         == true.events.time_ns.tolist()
 
 
-def test_tasks_of_another_submitter_or_an_older_trace_change_nothing():
+def test_tasks_of_another_submitter_host_or_older_trace_change_nothing():
     _, recorded, workers = _run([Worker([(4_000, 20)])], [[(0, 0)]])
-    alone = _corrected(recorded, [])
-    other = workers[0]
-    other.metadata = {k: [*v[:6], HOLDER + 1, v[7]] for k, v in other.metadata.items()}
-    assert _corrected(recorded, [other]).events.time_ns.tolist() \
-        == alone.events.time_ns.tolist()
-    other.metadata = {k: v[:6] for k, v in other.metadata.items()}  # no submitter
-    assert _corrected(recorded, [other]).events.time_ns.tolist() \
-        == alone.events.time_ns.tolist()
+    alone = _corrected(recorded, []).events.time_ns.tolist()
+    w = workers[0]
+    assert _corrected(recorded, [w]).events.time_ns.tolist() != alone
+    records = w.metadata
+    for meta in ({k: [*v[:6], HOLDER + 1, v[7]] for k, v in records.items()},  # another pid
+                 {k: v[:6] for k, v in records.items()}):  # an older trace: no submitter
+        assert _corrected(recorded, [replace(w, metadata=meta)]).events.time_ns.tolist() \
+            == alone
+    elsewhere = replace(w, header=replace(w.header, host="other"))  # the pid, elsewhere
+    assert _corrected(recorded, [elsewhere]).events.time_ns.tolist() == alone

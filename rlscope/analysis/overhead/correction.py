@@ -387,7 +387,8 @@ def correct_holder(p: ProcessTrace, workers: list[Replies], costs: dict[str, Kin
     vec = [w for w in workers
            if isinstance(w, worker_waits.Replies) and worker_waits.serves(w, p)]
     extra = worker_waits.wait_costs(p, vec) if vec else None
-    tasks = [w for w in workers if isinstance(w, task_waits.TaskReplies) and w.by == p.pid]
+    tasks = [w for w in workers
+             if isinstance(w, task_waits.TaskReplies) and task_waits.submitted_by(w, p)]
     if tasks:  # the shortening needs p's own correction first (task_waits)
         pre, post = _pre_post(costs)
         more = task_waits.wait_costs(p, correct_process(p, costs, extra)[0], pre, post,

@@ -47,13 +47,20 @@ RESULT_WAITS = ("threading.Event.wait", "threading.Condition.wait",
 @dataclass(frozen=True)
 class TaskReplies:
     """What a submitter's correction needs of one worker process: the submitter's pid
-    (``by``), per thread of the worker the tasks it ran for it ((submissions, ends), by
-    end), and per such thread its events' times with what its book-keeping had cost before and
-    after each event's stamp (worker_waits.thread_paid)."""
+    (``by``) and host (the worker's: a pool's workers run beside it), per thread of the
+    worker the tasks it ran for it ((submissions, ends), by end), and per such thread its
+    events' times with what its book-keeping had cost before and after each event's
+    stamp (worker_waits.thread_paid)."""
 
     by: int
+    host: str
     tasks: dict[int, tuple[np.ndarray, np.ndarray]]
     paid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def submitted_by(w: TaskReplies, p: ProcessTrace) -> bool:
+    """Whether ``w`` holds tasks ``p`` submitted (pids repeat across hosts)."""
+    return w.by == p.pid and w.host == p.header.host
 
 
 def submits_tasks(p: ProcessTrace) -> bool:
@@ -85,7 +92,8 @@ def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
             tasks[t] = (a[:, 0], a[:, 1])
             if t not in paid:
                 paid[t] = thread_paid(raw, corrected, t, pre, post)
-        out.append(TaskReplies(submitter, tasks, {t: paid[t] for t in tasks}))
+        out.append(TaskReplies(submitter, raw.header.host, tasks,
+                               {t: paid[t] for t in tasks}))
     return out
 
 
@@ -95,7 +103,7 @@ def wait_costs(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
     results, what the workers' overhead added to it (``corrected``: ``raw``'s own
     correction with the costs ``pre``/``post``; ``workers``: the replies of the processes
     that ran its tasks). None when nothing is added."""
-    mine = [w for w in workers if w.by == raw.pid]
+    mine = [w for w in workers if submitted_by(w, raw)]
     ev = raw.events
     ids = [raw.strings.index(n) for n in RESULT_WAITS if n in raw.strings]
     if not mine or not ids:
