@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlscope.analysis.overhead.worker_waits import paid_between, thread_paid
+from rlscope.analysis.overhead.worker_waits import paid_between, thread_paid, wait_pairs
 from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace
 
@@ -108,20 +108,11 @@ def wait_costs(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
     ids = [raw.strings.index(n) for n in RESULT_WAITS if n in raw.strings]
     if not mine or not ids:
         return None
-    sel = np.flatnonzero(((ev.kind == fmt.WAIT_CALL_BEGIN) | (ev.kind == fmt.WAIT_CALL_END))
-                         & np.isin(ev.name, ids))
-    if len(sel) < 2:
-        return None
-    th = ev.thread[sel].astype(np.int64)
-    o = np.lexsort((ev.time_ns[sel], th))
-    sel, th = sel[o], th[o]
-    is_b = ev.kind[sel] == fmt.WAIT_CALL_BEGIN
-    pair = np.flatnonzero(is_b[:-1] & ~is_b[1:] & (th[:-1] == th[1:]))
-    wb, we, end_at = ev.time_ns[sel[pair]], ev.time_ns[sel[pair + 1]], sel[pair + 1]
+    wb, we, end_at, th = wait_pairs(raw, ids)
     late, late_without, since = _replies(wb, we, mine)
     extra = np.zeros(len(ev.time_ns))
-    for t in np.unique(th[pair]).tolist():
-        ks = np.flatnonzero((th[pair] == t) & (late >= 0))  # in time order
+    for t in np.unique(th).tolist():
+        ks = np.flatnonzero((th == t) & (late >= 0))  # in time order
         s = np.minimum(since[ks], wb[ks])
         own = paid_between(thread_paid(raw, corrected, t, pre, post), s, wb[ks])
         at: list[int] = []  # ends of this thread's shortened waits, and the running sum

@@ -122,6 +122,21 @@ def _announced(p: ProcessTrace) -> list[dict[str, Any]]:
             and a.get("workers", True) and not isinstance(a.get("key"), dict)]
 
 
+def wait_pairs(p: ProcessTrace, name_ids: list[int]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``p``'s waits (WAIT_CALL pairs) with one of the names ``name_ids``: their begins,
+    ends, the index of each end event and each one's thread, by thread then time."""
+    ev = p.events
+    sel = np.flatnonzero(((ev.kind == fmt.WAIT_CALL_BEGIN) | (ev.kind == fmt.WAIT_CALL_END))
+                         & np.isin(ev.name, name_ids))
+    th = ev.thread[sel].astype(np.int64)
+    o = np.lexsort((ev.time_ns[sel], th))
+    sel, th = sel[o], th[o]
+    is_b = ev.kind[sel] == fmt.WAIT_CALL_BEGIN
+    b = np.flatnonzero(is_b[:-1] & ~is_b[1:] & (th[:-1] == th[1:]))
+    return ev.time_ns[sel[b]], ev.time_ns[sel[b + 1]], sel[b + 1], th[b]
+
+
 def _vector_steps(holder: ProcessTrace, reset: bool, name_id: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(begins, ends) of one vector env's whole steps (resets), sorted by begin."""
@@ -183,18 +198,7 @@ def _add_wait_costs(extra: np.ndarray, holder: ProcessTrace, wait_name: str, vb:
     vector step, how much earlier the step's last reply would have come."""
     if wait_name not in holder.strings:
         return
-    ev = holder.events
-    wid = holder.strings.index(wait_name)
-    sel = np.flatnonzero(((ev.kind == fmt.WAIT_CALL_BEGIN) | (ev.kind == fmt.WAIT_CALL_END))
-                         & (ev.name == wid))
-    if len(sel) < 2:
-        return
-    th = ev.thread[sel].astype(np.int64)
-    o = np.lexsort((ev.time_ns[sel], th))
-    sel, th = sel[o], th[o]
-    is_b = ev.kind[sel] == fmt.WAIT_CALL_BEGIN
-    b = np.flatnonzero(is_b[:-1] & ~is_b[1:] & (th[:-1] == th[1:]))
-    wb, we, end_at = ev.time_ns[sel[b]], ev.time_ns[sel[b + 1]], sel[b + 1]
+    wb, we, end_at, _ = wait_pairs(holder, [holder.strings.index(wait_name)])
     j = np.searchsorted(vb, wb, side="right") - 1
     ok = (j >= 0) & (wb <= ve[np.maximum(j, 0)])
     j, wb, we, end_at = j[ok], wb[ok], we[ok], end_at[ok]
