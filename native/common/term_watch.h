@@ -18,7 +18,7 @@
 
 namespace rlscope {
 
-constexpr int64_t kTermDeadlineNs = 2'000'000'000;
+constexpr int64_t kTermDeadlineNs = 500'000'000;  // what Pool.terminate() then waits
 
 // Wrap the current SIGTERM handler (call after Python installed its own). Returns 0, or
 // an errno (EINVAL: SIGTERM is at its default or ignored, nothing to wrap).

@@ -1547,7 +1547,7 @@ PyMethodDef module_methods[] = {
      "set_call_mask(mask) -> previous: bit c set records wrapped calls of category c."},
     {"flush", py_flush, METH_NOARGS, "Write every buffered event now."},
     {"watch_sigterm", py_watch_sigterm, METH_NOARGS,
-     "watch_sigterm() -> 0 or an errno: a SIGTERM whose Python handler has not run 2 s "
+     "watch_sigterm() -> 0 or an errno: a SIGTERM whose Python handler has not run 0.5 s "
      "later stops the recording and ends the process as SIGTERM would."},
     {"sigterm_answered", py_sigterm_answered, METH_NOARGS,
      "The Python SIGTERM handler ran: the program acts on the signal."},

@@ -131,7 +131,7 @@ def _start_python_sampler(out: str) -> None:
 def _watch_sigterm() -> None:
     """The handler runs on the main thread between bytecodes: a SIGTERM that lands as the
     main thread blocks in C (a lock Pool.terminate() holds for good) would never be acted
-    on, and the process would outlive it. The native recorder's watch ends it 2 s later,
+    on, and the process would outlive it. The native recorder's watch ends it 0.5 s later,
     its trace stopped, as SIGTERM would have (native/common/term_watch.h)."""
     try:
         from rlscope import _native
