@@ -76,13 +76,16 @@ class Task:
     """A pool's function, recording each call as an operation ``task:<name>`` with the
     item's index (see the module's docstring for the four calling modes)."""
 
-    __slots__ = ("by", "call", "fn", "index", "mode", "name", "submitted")
+    __slots__ = ("_blob", "_head", "_tail", "by", "call", "fn", "index", "mode", "name",
+                 "submitted")
 
     def __init__(self, fn: Callable[..., Any], mode: int, call: int,
                  index: int = -1) -> None:
         self.fn, self.mode, self.call, self.index = fn, mode, call, index
         self.name = task_name(fn)
         self.by, self.submitted = os.getpid(), time.perf_counter_ns()
+        self._blob: bytes | None = None
+        self._head = self._tail = ""
         _announce()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -104,16 +107,30 @@ class Task:
             with rec.operation("task:" + self.name):
                 return self.fn(*args, **kwargs)
         finally:
-            _record(rec, self.name, self.call, index, begin, time.perf_counter_ns(),
-                    self.by, self.submitted)
+            self._record(rec, index, begin, time.perf_counter_ns())
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self.fn, self.mode, self.call, self.index, self.name, self.by,
-                self.submitted)
+    def _record(self, rec: Any, index: int, begin: int, end: int) -> None:
+        """The task's metadata record (format.META_TASK_PREFIX); the parts that do not
+        change from item to item are made once."""
+        try:
+            if not self._head:
+                self._head = f"[{_json_str(self.name)}, {int(self.call)}, "
+                self._tail = f", {int(self.by)}, {int(self.submitted)}]"
+            rec.metadata(f"{fmt.META_TASK_PREFIX}{next(_done)}",
+                         f"{self._head}{int(index)}, {begin}, {end}, "
+                         f"{threading.get_native_id()}{self._tail}")
+        except Exception:  # never fail the user's task over its record
+            pass
 
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        (self.fn, self.mode, self.call, self.index, self.name, self.by,
-         self.submitted) = state
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent with every job: pickled once per call, unpickled once per worker (_task_of).
+        blob = self._blob
+        if blob is None:
+            import pickle
+
+            blob = self._blob = pickle.dumps((self.fn, self.mode, self.call, self.index,
+                                              self.name, self.by, self.submitted))
+        return (_task_of, (blob,))
 
     def __repr__(self) -> str:
         return f"<rlscope task {self.name} (call {self.call})>"
@@ -127,14 +144,24 @@ def _json_str(s: str) -> str:
     return json.dumps(s)
 
 
-def _record(rec: Any, name: str, call: int, index: int, begin: int, end: int,
-            by: int, submitted: int) -> None:
-    try:
-        rec.metadata(f"{fmt.META_TASK_PREFIX}{next(_done)}",
-                     f"[{_json_str(name)}, {int(call)}, {int(index)}, {begin}, {end}, "
-                     f"{threading.get_native_id()}, {int(by)}, {int(submitted)}]")
-    except Exception:  # never fail the user's task over its record
-        pass
+_received: dict[bytes, Task] = {}  # in a worker: the tasks unpickled, by their bytes
+
+
+def _task_of(blob: bytes) -> Task:
+    """The Task pickled as ``blob`` (Task.__reduce__), unpickled once per process."""
+    task = _received.get(blob)
+    if task is None:
+        import pickle
+
+        fn, mode, call, index, name, by, submitted = pickle.loads(blob)
+        task = Task.__new__(Task)
+        task.fn, task.mode, task.call, task.index, task.name = fn, mode, call, index, name
+        task.by, task.submitted, task._blob = by, submitted, blob
+        task._head = task._tail = ""
+        if len(_received) >= 1024:  # apply_async makes one per call: keep it bounded
+            _received.clear()
+        _received[blob] = task
+    return task
 
 
 _announced: list[Any] = [None]  # the recording this process last said it submits tasks in
