@@ -109,6 +109,16 @@ def test_task_modes_unrecorded(mode: int, args: tuple[object, ...],
     assert back(*args, **kwargs) == want and back.name == "_double"
 
 
+def test_a_task_is_unpickled_once_per_process() -> None:
+    # Sent with every job of its call: the worker decodes it once, then looks it up.
+    t = pooltasks.Task(_double, pooltasks.ITEM, 1)
+    blob = pickle.dumps(t)
+    assert pickle.dumps(t) == blob
+    first, again = pickle.loads(blob), pickle.loads(blob)
+    assert first is again and first is not t
+    assert (first.by, first.submitted, first.call) == (t.by, t.submitted, t.call)
+
+
 def test_task_name() -> None:
     assert pooltasks.task_name(functools.partial(_double, y=1)) == "_double"
     assert pooltasks.task_name(len) == "len"
