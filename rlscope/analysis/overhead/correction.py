@@ -389,13 +389,16 @@ def correct_holder(p: ProcessTrace, workers: list[Replies], costs: dict[str, Kin
     extra = worker_waits.wait_costs(p, vec) if vec else None
     tasks = [w for w in workers
              if isinstance(w, task_waits.TaskReplies) and task_waits.submitted_by(w, p)]
-    if tasks:  # the shortening needs p's own correction first (task_waits)
-        pre, post = _pre_post(costs)
-        more = task_waits.wait_costs(p, correct_process(p, costs, extra)[0], pre, post,
-                                     tasks)
-        if more is not None:
-            extra = more if extra is None else extra + more
-    return correct_process(p, costs, extra)
+    if not tasks:
+        return correct_process(p, costs, extra)
+    # The pool waits' shortening needs p's own correction first (task_waits); that one
+    # stands when there is nothing to shorten.
+    pre, post = _pre_post(costs)
+    first = correct_process(p, costs, extra)
+    more = task_waits.wait_costs(p, first[0], pre, post, tasks)
+    if more is None:
+        return first
+    return correct_process(p, costs, more if extra is None else extra + more)
 
 
 def worker_replies(raw: ProcessTrace, corrected: ProcessTrace, costs: dict[str, KindCost]

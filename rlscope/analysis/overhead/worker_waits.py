@@ -147,7 +147,7 @@ def _vector_steps(holder: ProcessTrace, reset: bool, name_id: int
 
 
 def thread_paid(p: ProcessTrace, q: ProcessTrace, thread: int, pre: np.ndarray,
-          post: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                post: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One thread of a worker (``p`` raw, ``q`` corrected): its events' times, sorted, and
     what its book-keeping had cost before and after each event's stamp (a shift is the
     costs of the earlier events plus the event's own pre-stamp part)."""
@@ -161,8 +161,8 @@ def thread_paid(p: ProcessTrace, q: ProcessTrace, thread: int, pre: np.ndarray,
 
 
 def paid_between(paid: tuple[np.ndarray, np.ndarray, np.ndarray], since: np.ndarray,
-                  until: np.ndarray) -> np.ndarray:
-    """What one thread (``paid``: :func:`_paid`) paid for book-keeping from its first
+                 until: np.ndarray) -> np.ndarray:
+    """What one thread (``paid``: :func:`thread_paid`) paid for book-keeping from its first
     event at or after each time of ``since`` through its last event at or before the
     matching time of ``until``, both events' costs included."""
     raw, before, after = paid
