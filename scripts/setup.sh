@@ -48,20 +48,33 @@ if [ ! -x "$VENV/bin/python" ]; then
   step "creating the virtual environment $VENV" "$PY" -m venv "$VENV"
 fi
 pip() { "$VENV/bin/python" -m pip "$@"; }
-step "updating pip in $VENV" pip install -q --upgrade pip
+# pip install that survives a flaky index or CDN: pip resumes a cut download itself
+# (--resume-retries), and a whole install that still fails is tried again twice (the
+# wheels already fetched come from pip's cache then).
+pip_install() {
+  local attempt resume=()
+  # A venv's bundled pip may predate --resume-retries (pip 25.1); the upgrade goes without.
+  case "$(pip install --help 2>/dev/null)" in *--resume-retries*) resume=(--resume-retries 20) ;; esac
+  for attempt in 1 2 3; do
+    pip install --retries 10 "${resume[@]}" "$@" && return 0
+    [ "$attempt" = 3 ] || { log "  pip install failed (attempt $attempt of 3); retrying in $((attempt * 15)) s"; sleep $((attempt * 15)); }
+  done
+  return 1
+}
+step "updating pip in $VENV" pip_install -q --upgrade pip
 # Build tools in the venv so builds need no network-isolated build environment.
 step "installing the build tools (scikit-build-core, grpcio-tools, ninja, cmake)" \
-  pip install -q "scikit-build-core>=0.10" "grpcio-tools==1.85.1" ninja "cmake>=3.20"
+  pip_install -q "scikit-build-core>=0.10" "grpcio-tools==1.85.1" ninja "cmake>=3.20"
 # torch first and pinned: a range alone could fetch a multi-GB CUDA build.
 case ",$extras," in
   *,demo,*|*,test,*|*,torch,*|*,sb3,*|*,rllib,*)
-    step "installing torch 2.13.0 (~1-2 min the first time)" pip install -q "torch==2.13.0" ;;
+    step "installing torch 2.13.0 (~1-2 min the first time)" pip_install -q "torch==2.13.0" ;;
 esac
 # A second venv builds in its own directory (CMake caches the interpreter it found).
 build=()
 [ "$VENV" = .venv ] || build=(-C "build-dir=build/$(basename "$VENV")/{wheel_tag}")
 step "installing rlscope[$extras] and building its native extension (~1-2 min the first time)" \
-  pip install -q --no-build-isolation "${build[@]}" -e ".[$extras]"
+  pip_install -q --no-build-isolation "${build[@]}" -e ".[$extras]"
 "$VENV/bin/python" -c "import rlscope._native, rlscope.trace.messages" \
   || { log "the native extension did not build; see the pip output above"; exit 1; }
 log "ready: $VENV (set-up took $(took $((SECONDS - start))))"
