@@ -81,9 +81,12 @@ class PySampler:
         seen = sampled_at = time.process_time_ns() - time.thread_time_ns()
         seen_t = last_flush
         # time.sleep, not Event.wait: a wake-up costs half the CPU (39 vs 77 us measured
-        # here), and the thread wakes up to hz times a second in every process.
+        # here), and the thread wakes up to hz times a second in every process. The
+        # original, not the wait wrapper: rlscope's own thread records nothing (its sleeps
+        # were waits in the trace and the process counted a thread more).
+        sleep = getattr(time.sleep, "__wrapped__", time.sleep)
         while True:
-            time.sleep(max(0.0, next_t - time.monotonic()))
+            sleep(max(0.0, next_t - time.monotonic()))
             if self._stopping:
                 break
             now = time.monotonic()

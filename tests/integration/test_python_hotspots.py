@@ -11,8 +11,10 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from rlscope.trace.reader import read_process
 from tests.conftest import run_tool
 from tests.integration.test_multiprocess import WORKLOADS, settled
 
@@ -31,6 +33,17 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     assert r.returncode == 0, r.stderr
     settled(out)
     return out, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_the_sampler_thread_records_nothing(recorded: tuple[Path, dict[str, float]]
+                                            ) -> None:
+    """rlscope's own thread is not one of the process's: its sleeps are not waits."""
+    out, _ = recorded
+    for path in out.glob("python.*.rlscope"):
+        t = read_process(path)
+        named = {i: info.name for i, info in t.threads.items()}
+        assert "rlscope-pysampler" not in named.values(), (path.name, named)
+        assert set(np.unique(t.events.thread).tolist()) <= set(named), named
 
 
 def _names(rows: list[dict]) -> set[str]:
