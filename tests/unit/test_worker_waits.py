@@ -93,7 +93,10 @@ def _run(workers: list[tuple[int, int]]
         replies.append(after[next(i for i, (_, k) in enumerate(ev) if k == EE)])
         recorded_w.append(stamps)
     answer = max(t for ev in true_w for t, k in ev if k == EE) + TRANSFER
-    extra = max(replies) + TRANSFER - (answer + sent - SEND)
+    # Recorded, the wait ends when the last reply arrives (then its end's own pre-stamp
+    # cost): what the holder paid after the send (the wait's begin) overlapped the
+    # workers' steps. ``inject`` below delays the end by that too: ``extra`` takes it out.
+    extra = max(replies) + TRANSFER - (answer + sent - SEND) - sum(_split(WB))
 
     def holder(late: int) -> list[tuple[int, int]]:
         return [*head, (answer + late, WE), (answer + late + 100, EE),

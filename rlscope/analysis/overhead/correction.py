@@ -386,18 +386,18 @@ def correct_holder(p: ProcessTrace, workers: list[Replies], costs: dict[str, Kin
     out)."""
     vec = [w for w in workers
            if isinstance(w, worker_waits.Replies) and worker_waits.serves(w, p)]
-    extra = worker_waits.wait_costs(p, vec) if vec else None
     tasks = [w for w in workers
              if isinstance(w, task_waits.TaskReplies) and task_waits.submitted_by(w, p)]
-    if not tasks:
-        return correct_process(p, costs, extra)
-    # The pool waits' shortening needs p's own correction first (task_waits); that one
-    # stands when there is nothing to shorten.
+    # Each shortening needs p's correction so far (what its own costs moved already); a
+    # correction stands when there is nothing more to shorten.
     pre, post = _pre_post(costs)
-    first = correct_process(p, costs, extra)
-    more = task_waits.wait_costs(p, first[0], pre, post, tasks)
+    done = correct_process(p, costs)
+    extra = worker_waits.wait_costs(p, done[0], pre, post, vec) if vec else None
+    if extra is not None:
+        done = correct_process(p, costs, extra)
+    more = task_waits.wait_costs(p, done[0], pre, post, tasks) if tasks else None
     if more is None:
-        return first
+        return done
     return correct_process(p, costs, more if extra is None else extra + more)
 
 

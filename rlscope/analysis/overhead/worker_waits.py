@@ -11,10 +11,13 @@ holds overhead that none of the holder's own events accounts for. Per vector ste
   their costs included. Costs paid before the command came were paid while the worker
   had nothing to do.
 
-Without rlscope the last reply would have come at ``max_w (e_w - d_w)``, so the wait
-shrinks by
+Without rlscope the last reply would have come at ``max_w (e_w - d_w)``, so the reply
+came ``max_w e_w - max_w (e_w - d_w)`` later. The holder's own correction already moved
+the wait's end earlier by ``h``, what the holder's book-keeping cost after the step began
+(the commands go out then) through the wait's begin: paid while the workers stepped, it
+did not delay the replies. So the wait shrinks by
 
-    max_w e_w - max_w (e_w - d_w)
+    max_w e_w - max_w (e_w - d_w) - h
 
 never below zero and never by more than the wait. The holder is corrected again with
 that as the pre-stamp cost of the wait's end event: the wait, and everything after it on
@@ -92,11 +95,14 @@ def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
                    {t: thread_paid(raw, corrected, t, pre, post) for t in sorted(threads)})
 
 
-def wait_costs(holder: ProcessTrace, workers: list[Replies]) -> np.ndarray | None:
+def wait_costs(holder: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
+               post: np.ndarray, workers: list[Replies]) -> np.ndarray | None:
     """Extra pre-stamp cost (ns) of each of ``holder``'s events: at the end of each wait
-    on its vector envs' workers, what the workers' overhead added to it. ``workers``: the
-    replies of the processes that serve it. None when nothing is added."""
+    on its vector envs' workers, what the workers' overhead added to it (``corrected``:
+    ``holder``'s own correction with the costs ``pre``/``post``; ``workers``: the replies
+    of the processes that serve it). None when nothing is added."""
     extra = np.zeros(len(holder.events.time_ns))
+    own = _Own(holder, corrected, pre, post)
     for a in _announced(holder):
         name = a["name"]
         mine = [w for w in workers if w.served.get("name") == name]
@@ -109,7 +115,7 @@ def wait_costs(holder: ProcessTrace, workers: list[Replies]) -> np.ndarray | Non
                 continue
             late, late_without = _replies(vb, ve, mine, reset)
             _add_wait_costs(extra, holder, f"{a.get('class', '')}{_WAIT_SUFFIX[reset]}",
-                            vb, ve, late, late_without)
+                            vb, ve, late, late_without, own)
     return extra if extra.any() else None
 
 
@@ -192,17 +198,38 @@ def _replies(vb: np.ndarray, ve: np.ndarray, workers: list[Replies], reset: bool
     return late, late_without
 
 
+class _Own:
+    """The holder's book-keeping per thread (thread_paid), each thread's read once."""
+
+    def __init__(self, raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
+                 post: np.ndarray) -> None:
+        self.raw, self.corrected, self.pre, self.post = raw, corrected, pre, post
+        self.paid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def between(self, thread: int, since: np.ndarray, until: np.ndarray) -> np.ndarray:
+        if thread not in self.paid:
+            self.paid[thread] = thread_paid(self.raw, self.corrected, thread, self.pre,
+                                            self.post)
+        return paid_between(self.paid[thread], since, until)
+
+
 def _add_wait_costs(extra: np.ndarray, holder: ProcessTrace, wait_name: str, vb: np.ndarray,
-                    ve: np.ndarray, late: np.ndarray, late_without: np.ndarray) -> None:
+                    ve: np.ndarray, late: np.ndarray, late_without: np.ndarray, own: _Own
+                    ) -> None:
     """Adds to ``extra``, at the end event of each ``wait_name`` wait that began inside a
-    vector step, how much earlier the step's last reply would have come."""
+    vector step, how much earlier the step's last reply would have come, less what the
+    holder's own correction moved it already (its costs after the step's begin event
+    through the wait's begin)."""
     if wait_name not in holder.strings:
         return
-    wb, we, end_at, _ = wait_pairs(holder, [holder.strings.index(wait_name)])
+    wb, we, end_at, th = wait_pairs(holder, [holder.strings.index(wait_name)])
     j = np.searchsorted(vb, wb, side="right") - 1
     ok = (j >= 0) & (wb <= ve[np.maximum(j, 0)])
-    j, wb, we, end_at = j[ok], wb[ok], we[ok], end_at[ok]
+    j, wb, we, end_at, th = j[ok], wb[ok], we[ok], end_at[ok], th[ok]
     has = late[j] >= 0
-    gain = np.where(has, late[j] - late_without[j], 0)
+    gain = np.where(has, late[j] - late_without[j], 0).astype(np.float64)
+    for t in np.unique(th[has]).tolist():
+        m = has & (th == t)
+        gain[m] -= own.between(t, vb[j[m]] + 1, wb[m])  # after the step's begin event
     gain = np.clip(gain, 0, we - wb)
-    np.add.at(extra, end_at, gain.astype(np.float64))
+    np.add.at(extra, end_at, gain)
