@@ -356,3 +356,25 @@ def test_overhead_error_bar_is_the_costs_error_times_the_events():
     _, summary = correct_trace(Trace(None, {}, [process_trace(inject(TRUE))]),  # type: ignore
                                costs)
     assert abs(summary.tree_error_s() - 2 * 10 / 1e9) < 1e-15  # two annotation pairs
+
+
+def test_waits_on_ray_workers_are_said_to_be_uncorrected():
+    """ray.get is recorded as a wait, but Ray's workers record no task begin and end: the
+    wait is not shortened by what rlscope cost them, and the report says so."""
+    from rlscope.analysis.overhead.applied import apply_correction
+    from rlscope.analysis.overhead.model import Calibration
+    from rlscope.reporters.correction import correction_lines
+
+    ev = [(0, 0, START, ""), (100, 0, WB, "ray.get"), (900, 0, WE, "ray.get"),
+          (1000, 0, WB, "ray.wait"), (1500, 0, WE, "ray.wait"),
+          (1600, 0, WB, "os.read"), (1700, 0, WE, "os.read"), (2000, 0, END, "")]
+    cal = Calibration([], COSTS, mode="chunks", metric="thread-cpu",
+                      validation={"total_error_pct": 0.1, "raw_total_error_pct": 1.9,
+                                  "validation_rounds": [1, 3]})
+    out = apply_correction(Trace(None, {}, [process_trace(ev)]), cal)  # type: ignore
+    lines = correction_lines(out.run)
+    assert any(line.startswith("  warning: 2 waits in ray.get/ray.wait are not shortened")
+               for line in lines), lines
+    plain = apply_correction(Trace(None, {}, [process_trace([ev[0], *ev[5:]])]),
+                             cal)  # type: ignore[arg-type]
+    assert not any("ray.get" in line for line in correction_lines(plain.run))

@@ -54,6 +54,9 @@ class ProcessCorrection:
     # Removed from its waits on vector-env workers that book-keeping slowed
     # (rlscope.analysis.overhead.worker_waits): in removed_ns, but off the CPU.
     waits_ns: float = 0.0
+    # Its waits on Ray workers (ray.get / ray.wait): not shortened, since Ray's workers
+    # record no task begin and end (the report says so).
+    ray_waits: int = 0
 
 
 @dataclass
@@ -80,6 +83,9 @@ class CorrectionSummary:
         """The error bar of :meth:`tree_overhead_s` from the costs' own (a sum: the
         processes' errors come from the same costs, so they do not average out)."""
         return sum(p.error_ns for p in self.processes) / 1e9
+
+    def ray_waits(self) -> int:
+        return sum(p.ray_waits for p in self.processes)
 
 
 def _pre_post(costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
@@ -361,7 +367,20 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
     fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
                                   own_threads_ns(p), _error_ns(p, costs),
-                                  0.0 if waits is None else float(waits.sum()))
+                                  0.0 if waits is None else float(waits.sum()),
+                                  _count_waits(p, RAY_WAITS))
+
+
+RAY_WAITS = ("ray.get", "ray.wait")  # rlscope.integrations.ray_workers' wait names
+
+
+def _count_waits(p: ProcessTrace, names: tuple[str, ...]) -> int:
+    """How many waits ``p`` recorded under these names (their begin events)."""
+    ids = [i for i, s in enumerate(p.strings) if s in names]
+    if not ids:
+        return 0
+    ev = p.events
+    return int(((ev.kind == fmt.WAIT_CALL_BEGIN) & np.isin(ev.name, ids)).sum())
 
 
 Replies = worker_waits.Replies | task_waits.TaskReplies  # what a worker tells its holder
