@@ -27,6 +27,15 @@ profiled process) and ``disable`` + ``stop`` after it, outside the timed part.
 ``--clock-ab`` (with ``--chunks``) adds a third kind of chunk in the turns, recorded with
 ``RLSCOPE_CLOCK=monotonic`` (events timed by ``clock_gettime`` instead of the TSC), and
 the paired difference per env step the TSC makes: ``<loop>_tsc_minus_monotonic_ns``.
+
+``--control-us X`` (with ``--chunks``) adds a control kind of chunk, plain but with X µs
+of busy work on the main thread after each vector step: what X µs of any extra work costs
+this loop. A loop whose env runs on other threads (EnvPool) need not charge work 1:1:
+slowed by it, the main thread can leave the pool's thread asleep longer, and waking it
+costs more than the work (seen ~1.85x here). Printed: ``<loop>_control_added_ns_per_env_step``
+and ``<loop>_work_amplification`` (that, over X µs / envs), and
+``<loop>_direct_ns_per_env_step``: rlscope's added ns over the amplification, what its
+own work would cost if charged 1:1. The target is on the added ns, not this.
 """
 
 from __future__ import annotations
@@ -107,7 +116,7 @@ CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time,
 clock = CLOCKS[sys.argv[6]]
 
 
-def chunk(k):
+def chunk(k, busy_ns=0):
     env, obs = make()
     for i in range(20 + k):
         if i == 20:
@@ -115,17 +124,22 @@ def chunk(k):
         with torch.no_grad():
             a = policy(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
         obs = env.step(a)[0]
+        if busy_ns:  # the control: known extra work on the main thread
+            t1 = time.perf_counter_ns()
+            while time.perf_counter_ns() - t1 < busy_ns:
+                pass
     dt = clock() - t0
     env.close()
     return dt
 
 
 modes = sys.argv[7].split(",")
+busy_ns = int(float(sys.argv[8]) * 1000) if len(sys.argv) > 8 else 0
 user_clock = os.environ.get("RLSCOPE_CLOCK")  # the "rlscope" chunks keep the user's
 res = {m: [] for m in modes}
 for r in range(pairs):
     for m in modes[r % len(modes):] + modes[:r % len(modes)]:
-        if m != "plain":
+        if m not in ("plain", "control"):
             if m == "monotonic":
                 os.environ["RLSCOPE_CLOCK"] = "monotonic"
             rlscope.start(os.path.join(out, f"c{r}{m}"))
@@ -134,8 +148,8 @@ for r in range(pairs):
             else:
                 os.environ["RLSCOPE_CLOCK"] = user_clock
             intercept.enable("auto")
-        res[m].append(chunk(steps))
-        if m != "plain":
+        res[m].append(chunk(steps, busy_ns if m == "control" else 0))
+        if m not in ("plain", "control"):
             intercept.disable()
             rlscope.stop()
 print(json.dumps(res))
@@ -156,13 +170,13 @@ def run(mode: str, kind: str, steps: int, envs: int, tmp: str, i: int) -> float:
 
 
 def chunked(kind: str, steps: int, envs: int, pairs: int, tmp: str, clock: str,
-            modes: list[str]) -> dict[str, list[float]]:
+            modes: list[str], control_us: float = 0.0) -> dict[str, list[float]]:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     script = os.path.join(tmp, "chunks.py")
     with open(script, "w") as f:
         f.write(CHUNKS)
     r = subprocess.run([sys.executable, script, kind, str(steps), str(envs), str(pairs),
-                        os.path.join(tmp, kind), clock, ",".join(modes)],
+                        os.path.join(tmp, kind), clock, ",".join(modes), str(control_us)],
                        capture_output=True, text=True,
                        env=env,
                        timeout=3000)
@@ -184,19 +198,24 @@ def main() -> None:
                     "CPU time, not the time it was descheduled on a loaded machine)")
     ap.add_argument("--clock-ab", action="store_true",
                     help="with --chunks: also chunks recorded with RLSCOPE_CLOCK=monotonic")
+    ap.add_argument("--control-us", type=float, default=0.0,
+                    help="with --chunks: also plain chunks with this much busy work (us) "
+                    "after each vector step: how the loop charges extra work")
     a = ap.parse_args()
     loops = a.loops.split(",")
     modes = ["plain", "rlscope"]
     times = {(k, m): [] for k in loops for m in modes}  # type: dict[tuple[str, str], list[float]]
     if a.chunks:
-        chunk_modes = modes + (["monotonic"] if a.clock_ab else [])
+        chunk_modes = modes + (["monotonic"] if a.clock_ab else []) + \
+            (["control"] if a.control_us > 0 else [])
         with tempfile.TemporaryDirectory() as tmp:
             for k in loops:
-                got = chunked(k, a.steps, a.envs, a.chunks, tmp, a.clock, chunk_modes)
+                got = chunked(k, a.steps, a.envs, a.chunks, tmp, a.clock, chunk_modes,
+                              a.control_us)
                 for m in chunk_modes:
                     times[k, m] = got[m]
                 print(f"{k}: done", flush=True)
-        report(loops, times, a.steps * a.envs)
+        report(loops, times, a.steps * a.envs, a.control_us * 1000 / a.envs)
         return
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "workload.py"), "w") as f:
@@ -211,7 +230,15 @@ def main() -> None:
     report(loops, times, a.steps * a.envs)
 
 
-def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int) -> None:
+def _median_se(values: list[float]) -> float:
+    """The standard error of the median of ``values`` (normal approximation)."""
+    q = statistics.quantiles(values, n=4)
+    return (q[2] - q[0]) / 1.349 / len(values) ** 0.5 * 1.2533
+
+
+def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int,
+           control_ns: float = 0.0) -> None:
+    """``control_ns``: the control chunks' busy work per env step (0: none ran)."""
     result = []
     for k in loops:
         p, q = times[k, "plain"], times[k, "rlscope"]
@@ -228,10 +255,19 @@ def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int
             diff = [(y - x) / per * 1e9
                     for x, y in zip(times[k, "monotonic"], q, strict=True)]
             qd = statistics.quantiles(diff, n=4)
-            se = (qd[2] - qd[0]) / 1.349 / len(diff) ** 0.5 * 1.2533
             print(f"{k}: TSC - monotonic ns/env step quartiles {qd[0]:.0f} {qd[1]:.0f} "
-                  f"{qd[2]:.0f} (standard error of the median ~{se:.0f})")
+                  f"{qd[2]:.0f} (standard error of the median ~{_median_se(diff):.0f})")
             result.append(f"{k}_tsc_minus_monotonic_ns={statistics.median(diff):.0f}")
+        if (k, "control") in times and control_ns > 0 and len(p) > 1:
+            ctl = [(y - x) / per * 1e9 for x, y in zip(p, times[k, "control"], strict=True)]
+            amp = statistics.median(ctl) / control_ns
+            print(f"{k}: {control_ns:.0f} ns of busy work per env step cost "
+                  f"{statistics.median(ctl):.0f} (standard error ~{_median_se(ctl):.0f}): "
+                  f"work is charged {amp:.2f}x; rlscope's added ns (standard error "
+                  f"~{_median_se(added):.0f}) over that: {statistics.median(added) / amp:.0f}")
+            result += [f"{k}_control_added_ns_per_env_step={statistics.median(ctl):.0f}",
+                       f"{k}_work_amplification={amp:.2f}",
+                       f"{k}_direct_ns_per_env_step={statistics.median(added) / amp:.0f}"]
     print("RESULT " + " ".join(result))
 
 
