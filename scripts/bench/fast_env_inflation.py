@@ -28,14 +28,14 @@ profiled process) and ``disable`` + ``stop`` after it, outside the timed part.
 ``RLSCOPE_CLOCK=monotonic`` (events timed by ``clock_gettime`` instead of the TSC), and
 the paired difference per env step the TSC makes: ``<loop>_tsc_minus_monotonic_ns``.
 
-``--control-us X`` (with ``--chunks``) adds a control kind of chunk, plain but with X µs
-of busy work on the main thread after each vector step: what X µs of any extra work costs
-this loop. A loop whose env runs on other threads (EnvPool) need not charge work 1:1:
-slowed by it, the main thread can leave the pool's thread asleep longer, and waking it
-costs more than the work (seen ~1.85x here). Printed: ``<loop>_control_added_ns_per_env_step``
-and ``<loop>_work_amplification`` (that, over X µs / envs), and
-``<loop>_direct_ns_per_env_step``: rlscope's added ns over the amplification, what its
-own work would cost if charged 1:1. The target is on the added ns, not this.
+``--control-us X`` (with ``--chunks``) adds a control kind of chunk, plain but with a busy
+loop of at least X µs on the main thread after each vector step, its length timed as it
+runs (it overshoots X; wall time, the CPU time's on a quiet machine): whether the loop
+charges extra work 1:1 (one whose envs step on another thread, EnvPool's, need not).
+Printed:
+``<loop>_control_added_ns_per_env_step``, ``<loop>_work_amplification`` (that over what
+the busy loops took), and ``<loop>_direct_ns_per_env_step``: rlscope's added ns over the
+amplification. The target is on the added ns, not this.
 """
 
 from __future__ import annotations
@@ -116,18 +116,24 @@ CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time,
 clock = CLOCKS[sys.argv[6]]
 
 
+busy_s = [0.0]  # the control's busy work in the last chunk, by the chunk's clock
+
+
 def chunk(k, busy_ns=0):
     env, obs = make()
+    busy_s[0] = 0.0
     for i in range(20 + k):
         if i == 20:
             t0 = clock()
         with torch.no_grad():
             a = policy(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
         obs = env.step(a)[0]
-        if busy_ns:  # the control: known extra work on the main thread
-            t1 = time.perf_counter_ns()
-            while time.perf_counter_ns() - t1 < busy_ns:
-                pass
+        if busy_ns:  # the control: extra work on the main thread, timed as it runs
+            t1 = t2 = time.perf_counter_ns()
+            while t2 - t1 < busy_ns:
+                t2 = time.perf_counter_ns()
+            if i >= 20:
+                busy_s[0] += (t2 - t1) / 1e9
     dt = clock() - t0
     env.close()
     return dt
@@ -137,6 +143,7 @@ modes = sys.argv[7].split(",")
 busy_ns = int(float(sys.argv[8]) * 1000) if len(sys.argv) > 8 else 0
 user_clock = os.environ.get("RLSCOPE_CLOCK")  # the "rlscope" chunks keep the user's
 res = {m: [] for m in modes}
+res["control_busy"] = []
 for r in range(pairs):
     for m in modes[r % len(modes):] + modes[:r % len(modes)]:
         if m not in ("plain", "control"):
@@ -149,6 +156,8 @@ for r in range(pairs):
                 os.environ["RLSCOPE_CLOCK"] = user_clock
             intercept.enable("auto")
         res[m].append(chunk(steps, busy_ns if m == "control" else 0))
+        if m == "control":
+            res["control_busy"].append(busy_s[0])
         if m not in ("plain", "control"):
             intercept.disable()
             rlscope.stop()
@@ -212,10 +221,10 @@ def main() -> None:
             for k in loops:
                 got = chunked(k, a.steps, a.envs, a.chunks, tmp, a.clock, chunk_modes,
                               a.control_us)
-                for m in chunk_modes:
+                for m in chunk_modes + (["control_busy"] if a.control_us > 0 else []):
                     times[k, m] = got[m]
                 print(f"{k}: done", flush=True)
-        report(loops, times, a.steps * a.envs, a.control_us * 1000 / a.envs)
+        report(loops, times, a.steps * a.envs)
         return
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "workload.py"), "w") as f:
@@ -236,9 +245,7 @@ def _median_se(values: list[float]) -> float:
     return (q[2] - q[0]) / 1.349 / len(values) ** 0.5 * 1.2533
 
 
-def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int,
-           control_ns: float = 0.0) -> None:
-    """``control_ns``: the control chunks' busy work per env step (0: none ran)."""
+def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int) -> None:
     result = []
     for k in loops:
         p, q = times[k, "plain"], times[k, "rlscope"]
@@ -258,10 +265,12 @@ def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int
             print(f"{k}: TSC - monotonic ns/env step quartiles {qd[0]:.0f} {qd[1]:.0f} "
                   f"{qd[2]:.0f} (standard error of the median ~{_median_se(diff):.0f})")
             result.append(f"{k}_tsc_minus_monotonic_ns={statistics.median(diff):.0f}")
-        if (k, "control") in times and control_ns > 0 and len(p) > 1:
+        if (k, "control") in times and len(p) > 1:
             ctl = [(y - x) / per * 1e9 for x, y in zip(p, times[k, "control"], strict=True)]
+            # What the busy work itself took (it overshoots its nominal length).
+            control_ns = statistics.median(times[k, "control_busy"]) / per * 1e9
             amp = statistics.median(ctl) / control_ns
-            print(f"{k}: {control_ns:.0f} ns of busy work per env step cost "
+            print(f"{k}: busy work of {control_ns:.0f} ns per env step added "
                   f"{statistics.median(ctl):.0f} (standard error ~{_median_se(ctl):.0f}): "
                   f"work is charged {amp:.2f}x; rlscope's added ns (standard error "
                   f"~{_median_se(added):.0f}) over that: {statistics.median(added) / amp:.0f}")
