@@ -12,7 +12,8 @@ and rlscope runs of each loop (order alternating). Per loop: inflation = median 
 of the paired ratio rlscope / plain; added ns per env step = median of the paired
 differences / (steps * envs). Last line:
 
-    RESULT <loop>_inflation=<ratio> <loop>_added_ns_per_env_step=<ns> ... (per loop)
+    RESULT <loop>_inflation=<ratio> <loop>_added_ns_per_env_step=<ns>
+        <loop>_added_ns_se=<standard error of that median> ... (per loop)
 
 ``--chunks N`` measures in one process per loop instead (for a loaded machine, where
 fresh processes minutes apart differ by 2x): N pairs of chunks of ``--steps`` vector
@@ -258,6 +259,8 @@ def report(loops: list[str], times: dict[tuple[str, str], list[float]], per: int
               f"step quartiles {qa[0]:.0f} {qa[1]:.0f} {qa[2]:.0f} ({len(p)} pairs)")
         result += [f"{k}_inflation={statistics.median(ratios):.3f}",
                    f"{k}_added_ns_per_env_step={statistics.median(added):.0f}"]
+        if len(added) > 1:  # how far the median can be trusted (runs apart move more)
+            result.append(f"{k}_added_ns_se={_median_se(added):.0f}")
         if (k, "monotonic") in times:  # the same loop's TSC chunks against clock_gettime's
             diff = [(y - x) / per * 1e9
                     for x, y in zip(times[k, "monotonic"], q, strict=True)]
