@@ -43,6 +43,14 @@ case ",$extras," in
     fi ;;
 esac
 
+# A full disk shows up as failed or cut downloads deep in pip's output: say it first. A
+# new venv with the test extras takes ~5 GB (torch, TensorFlow, JAX), the RLlib one ~2 GB.
+if [ ! -x "$VENV/bin/python" ]; then
+  free_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt $((6 * 1024 * 1024)) ]; then
+    log "warning: only $((free_kb / 1024)) MB free here; a new $VENV needs up to ~5 GB (free some space if the install fails)"
+  fi
+fi
 PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
   step "creating the virtual environment $VENV" "$PY" -m venv "$VENV"
