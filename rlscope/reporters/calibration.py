@@ -38,6 +38,10 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
             return (head + " (tight-loop microbenchmark of the env wrappers: no "
                     "calibration configuration separates their cost)")
         if not has_estimate:
+            if c.per_event_ns > mb > 0:  # the in-situ figure (calibration.microbench)
+                return head + (f" (a wrapped call timed between small torch ops; the "
+                               f"tight loop gives {_ns(mb)}; not measured on this "
+                               "workload)")
             return head + " (tight-loop microbenchmark; not measured on this workload)"
         if c.fallback == "held-out":
             return (head + f": the {measured} gave {_estimate(c)}, but correcting with "

@@ -32,3 +32,22 @@ def test_every_hook_is_measured(tmp_path: Path, recorder: str):
     # An env step's wrapper does more than an annotation's hook (a Python-level call,
     # its recorder lookup and the operation check around two native records).
     assert out["env_call"]["per_event_ns"] > out["annotation"]["per_event_ns"]
+
+
+def test_a_wrapped_call_is_timed_between_torch_ops(tmp_path: Path):
+    """Where torch is installed, the native recorder's wrapped call is also timed in situ,
+    per recorded call: the loop makes three wrapped calls an iteration, all recorded."""
+    import pytest
+
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, "-c",
+                        "import json, sys; from pathlib import Path; "
+                        "from rlscope.calibration.microbench import in_situ_call; "
+                        "print(json.dumps(in_situ_call(Path(sys.argv[1]))))", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    out = json.loads(r.stdout)
+    assert out["in_situ_calls"] == 3.0
+    assert math.isfinite(out["in_situ_ns"]) and out["in_situ_error_ns"] > 0

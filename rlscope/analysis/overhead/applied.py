@@ -214,6 +214,8 @@ def _source(c: KindCost) -> str:
         return "microbenchmark: the estimate was below it"
     if math.isfinite(c.estimate_ns):
         return "microbenchmark: not resolved on this workload"
+    if c.per_event_ns > c.microbenchmark_ns > 0:
+        return "microbenchmark, between torch ops"
     return "microbenchmark"
 
 

@@ -1,0 +1,37 @@
+"""The cost model's choice of figure per kind (rlscope.calibration.build.model_costs): a
+wrapped call is priced at its in-situ figure (timed between real torch ops) where that
+was measured and is above the tight loop's lower bound, else at the tight loop's."""
+
+from __future__ import annotations
+
+import math
+
+from rlscope.calibration.build import model_costs
+from rlscope.reporters.calibration import cost_line
+
+
+def _mb(**backend: float) -> dict[str, dict[str, float]]:
+    call = {"per_event_ns": 34.0, "error_ns": 1.0, "inside_ns": 17.0, **backend}
+    return {"backend_call": call, "simulator_call": dict(call),
+            "annotation": {"per_event_ns": 50.0, "error_ns": 2.0, "inside_ns": 20.0}}
+
+
+def test_wrapped_calls_cost_their_in_situ_figure():
+    costs = model_costs(_mb(in_situ_ns=70.0, in_situ_error_ns=9.0), math.nan, math.nan,
+                        {"backend_call": 10, "simulator_call": 5, "annotation": 3})
+    for kind in ("backend_call", "simulator_call"):
+        c = costs[kind]
+        assert (c.per_event_ns, c.error_ns, c.inside_ns) == (70.0, 9.0, 17.0)
+        assert c.microbenchmark_ns == 34.0  # the lower bound stays on record
+        assert "between small torch ops" in c.note and "34 ns" in c.note
+        assert "between small torch ops" in cost_line(kind, c, "runs")
+    assert costs["annotation"].per_event_ns == 50.0  # no in-situ figure: the tight loop
+
+
+def test_the_tight_loop_stands_without_a_higher_in_situ_figure():
+    for extra in ({}, {"in_situ_ns": 20.0, "in_situ_error_ns": 30.0},
+                  {"in_situ_ns": math.nan}):
+        c = model_costs(_mb(**extra), math.nan, math.nan, {"backend_call": 1})["backend_call"]
+        assert (c.per_event_ns, c.error_ns) == (34.0, 1.0), extra
+        assert "tight-loop" in c.note
+        assert "tight-loop microbenchmark" in cost_line("backend_call", c, "runs")
