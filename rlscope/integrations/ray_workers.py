@@ -1,13 +1,16 @@
 """Ray: what each process of a Ray job is, and complete traces from its workers
-(docs/ray.md). Installed when ``ray`` is imported; records metadata only, nothing per
-call but a dict lookup per task.
+(docs/ray.md). Installed when ``ray`` is imported; records metadata only: per task or
+actor method call, when it ran (a few µs; Ray's own cost per task is ~100x that).
 
 - **Identity.** The driver (the process that calls ``ray.init``) records
   ``rlscope.ray`` = ``{"kind": "driver", "job_id"}``. A worker records, when it loads an
   actor class, its role (format.ROLE_RAY_ACTOR) with the class and actor id; when it first
   runs a remote function, its role (format.ROLE_RAY_TASK) and the names of the functions
   it has run. A worker that ran nothing keeps the role its command line gives.
-- **Waits.** ``ray.get`` and ``ray.wait`` are blocking calls (Waiting).
+- **Waits.** ``ray.get`` and ``ray.wait`` are blocking calls (Waiting). Each task and
+  (synchronous) actor method call records its begin and end (format.META_RAY_CALL_PREFIX):
+  the correction shortens the driver's waits by what rlscope cost the calls
+  (rlscope.analysis.overhead.task_waits).
 - **Exit.** Ray's core worker ends its process with ``_Exit`` on its shutdown paths (the
   job finished, the actor's owner exited, the raylet died), from a C++ thread: atexit and
   signal handlers never run, and the trace's last flush interval would be lost. The
@@ -21,7 +24,12 @@ call but a dict lookup per task.
 from __future__ import annotations
 
 import functools
+import inspect
+import itertools
+import json
 import sys
+import threading
+import time
 from typing import Any
 
 from rlscope import annotate
@@ -176,13 +184,15 @@ def _after_actor_class(cls: Any, manager: Any, job_id: Any, descriptor: Any,
 
 
 TASK_PHASE = "ray task "  # + the task's function name: the phase a task runs in
-_phased: dict[int, tuple[Any, Any]] = {}  # id(function) -> (function, its phased wrapper)
+_timed: dict[int, tuple[Any, Any]] = {}  # id(function) -> (function, its timed wrapper)
+_calls = itertools.count()  # this process's format.META_RAY_CALL_PREFIX records
 
 
 def _tasks_in_phases(get_info: Any) -> Any:
-    """``get_execution_info`` whose tasks (not actor methods) run inside the phase
-    ``ray task <function>``: a task worker runs many tasks, and each operation then says
-    which one it belongs to."""
+    """``get_execution_info`` whose tasks run inside the phase ``ray task <function>`` (a
+    task worker runs many tasks, and each operation then says which one it belongs to),
+    and whose tasks and actor methods record when they ran (format.META_RAY_CALL_PREFIX:
+    the driver's waits on them are corrected by what rlscope cost them)."""
     @functools.wraps(get_info)
     def wrapper(self: Any, job_id: Any, descriptor: Any, *args: Any, **kwargs: Any) -> Any:
         info = get_info(self, job_id, descriptor, *args, **kwargs)
@@ -190,11 +200,19 @@ def _tasks_in_phases(get_info: Any) -> Any:
             return info
         try:
             _after_execution_info(info, self, job_id, descriptor, *args, **kwargs)
-            if getattr(descriptor, "class_name", "") or _state.get("kind") != "task" \
-                    or not hasattr(info, "_replace"):
+            if not hasattr(info, "_replace"):
                 return info
-            return info._replace(function=_in_phase(info.function, _task_name(info,
-                                                                              descriptor)))
+            cls = str(getattr(descriptor, "class_name", "") or "")
+            if cls:
+                fn = info.function
+                method = str(getattr(fn, "name", "") or getattr(info, "function_name", ""))
+                if method.startswith("__ray") or _is_async(getattr(fn, "method", fn)):
+                    return info  # Ray's own methods; a coroutine's call only makes it
+                return info._replace(function=_timed_call(fn, f"{cls}.{method}", None))
+            if _state.get("kind") != "task":
+                return info
+            name = _task_name(info, descriptor)
+            return info._replace(function=_timed_call(info.function, name, TASK_PHASE + name))
         except Exception:  # never break a Ray task over its trace
             return info
     return wrapper
@@ -205,18 +223,39 @@ def _task_name(info: Any, descriptor: Any) -> str:
                ).removeprefix("__main__.")
 
 
-def _in_phase(fn: Any, name: str) -> Any:
-    hit = _phased.get(id(fn))
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+
+
+def _timed_call(fn: Any, name: str, phase: str | None) -> Any:
+    """``fn`` recording when it ran (and inside ``phase``, if given). functools.wraps
+    keeps the attributes Ray's executor reads (an actor method executor's ``name`` and
+    ``method``)."""
+    hit = _timed.get(id(fn))
     if hit is not None and hit[0] is fn:
         return hit[1]
-    phase = TASK_PHASE + name
+    head = f"[{json.dumps(name)}, "
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        with annotate.phase(phase):
+        rec = annotate.active_recorder()
+        if rec is None:
             return fn(*args, **kwargs)
+        begin = time.perf_counter_ns()  # CLOCK_MONOTONIC, the recorders' clock
+        try:
+            if phase is None:
+                return fn(*args, **kwargs)
+            with annotate.phase(phase):
+                return fn(*args, **kwargs)
+        finally:
+            try:
+                rec.metadata(f"{fmt.META_RAY_CALL_PREFIX}{next(_calls)}",
+                             f"{head}{begin}, {time.perf_counter_ns()}, "
+                             f"{threading.get_native_id()}]")
+            except Exception:  # never fail the user's call over its record
+                pass
 
-    _phased[id(fn)] = (fn, run)
+    _timed[id(fn)] = (fn, run)
     return run
 
 

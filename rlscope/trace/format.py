@@ -117,6 +117,10 @@ META_ENVPOOL_BATCHES_PREFIX = "rlscope.envpool_batches:"
 # thread that ran it; by: the submitting process's pid; submitted_ns: when it made the
 # call; records of older traces stop earlier).
 META_TASK_PREFIX = "rlscope.task:"
+# One Ray task or actor method call run in this process (rlscope.integrations.ray_workers):
+# the key is this prefix and the call's number in the process, the value [name, begin_ns,
+# end_ns, tid] (CLOCK_MONOTONIC; name: the function, or Class.method).
+META_RAY_CALL_PREFIX = "rlscope.ray_call:"
 # "1" in the trace of a process that handed tasks to a pool or executor while recording.
 META_POOL_TASKS = "rlscope.pool_tasks"
 # One JIT compilation (rlscope.intercept.compile_record): the key is this prefix and its

@@ -119,6 +119,23 @@ def test_ray_actors_complete_roles_and_slow_actor(tmp_path: Path):
     fast = min(scale, key=lambda k: scale[k])
     assert per_actor[slow] > 1.5 * per_actor[fast], per_actor
 
+    # Every actor method and task call says when it ran, and the driver's ray.get waits
+    # on them are shortened by what the calls' book-keeping cost (task_waits).
+    from rlscope.analysis.overhead.correction import correct_trace
+    from rlscope.trace.reader import read_trace
+    from tests.unit.test_correction import COSTS
+
+    trace = read_trace(out)
+    calls: dict[int, list[str]] = {
+        p.pid: [v[0] for k, v in p.metadata.items() if k.startswith(fmt.META_RAY_CALL_PREFIX)]
+        for p in trace.processes}
+    for pid in actors["pid"]:
+        assert calls[int(pid)].count("Worker.step") == STEPS, calls[int(pid)]
+    assert sum(calls[int(pid)].count("double") for pid in tasks["pid"]) == 4, calls
+    _, summary = correct_trace(trace, COSTS)  # type: ignore[arg-type]
+    mine = [c for c in summary.processes if c.pid == int(driver.iloc[0]["pid"])]
+    assert len(mine) == 1 and mine[0].waits_ns > 0 and mine[0].ray_waits == 0, mine
+
     report = run_tool("rls-analyze", "report", str(out))
     assert report.returncode == 0, report.stderr
     assert f"Worker actor {slow[:8]}" in report.stdout

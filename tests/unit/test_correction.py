@@ -359,8 +359,9 @@ def test_overhead_error_bar_is_the_costs_error_times_the_events():
 
 
 def test_waits_on_ray_workers_are_said_to_be_uncorrected():
-    """ray.get is recorded as a wait, but Ray's workers record no task begin and end: the
-    wait is not shortened by what rlscope cost them, and the report says so."""
+    """ray.get is recorded as a wait; with no Ray worker's calls in the run (here none:
+    an actor's waits on others are the same) the wait is not shortened by what rlscope
+    cost them, and the report says so."""
     from rlscope.analysis.overhead.applied import apply_correction
     from rlscope.analysis.overhead.model import Calibration
     from rlscope.reporters.correction import correction_lines

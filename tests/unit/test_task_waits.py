@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.analysis.overhead.correction import correct_trace
 from rlscope.trace import format as fmt
@@ -163,3 +165,60 @@ def test_tasks_of_another_submitter_host_or_older_trace_change_nothing():
             == alone
     elsewhere = replace(w, header=replace(w.header, host="other"))  # the pid, elsewhere
     assert _corrected(recorded, [elsewhere]).events.time_ns.tolist() == alone
+
+
+JOB = "01000000"
+
+
+def _as_ray(recorded: ProcessTrace, workers: list[ProcessTrace]
+            ) -> tuple[ProcessTrace, list[ProcessTrace]]:
+    """The same run as a Ray job: the submitter a driver waiting in ``ray.get``, each
+    worker an actor recording its method calls (format.META_RAY_CALL_PREFIX: when each
+    ran, nothing about who called it or when)."""
+    driver = replace(recorded, metadata={fmt.META_RAY: {"kind": "driver", "job_id": JOB}},
+                     strings=["ray.get" if s == "threading.Event.wait" else s
+                              for s in recorded.strings])
+    actors = []
+    for w in workers:
+        calls = {f"{fmt.META_RAY_CALL_PREFIX}{j}": ["Worker.step", v[3], v[4], v[5]]
+                 for j, v in enumerate(w.metadata.values())}
+        actors.append(replace(w, metadata={fmt.META_RAY: {"kind": "actor", "job_id": JOB},
+                                           **calls}))
+    return driver, actors
+
+
+def test_a_ray_get_is_corrected_by_what_the_actors_calls_cost():
+    """A driver's ray.get on its actors' method calls: shortened by what the actors'
+    book-keeping cost from each call's begin. Ray tells a worker neither who called it
+    nor when, so the actor's wake-up before its first call (its wait's end: 35 ns before
+    the stamp, 140 after) stays in the wait, exactly."""
+    true, recorded, workers = _run([Worker([(4_000, 20), (4_000, 20)]),
+                                    Worker([(4_500, 1), (4_500, 1)])],
+                                   [[(0, 0), (0, 1), (1, 0), (1, 1)]])
+    driver, actors = _as_ray(recorded, workers)
+    alone = _corrected(driver, []).events.time_ns
+    fixed = _corrected(driver, actors).events.time_ns
+    wake = int(sum(_split(WE)))
+    assert wake == 175
+    after = np.flatnonzero(true.events.kind == OE)[0]  # the wait's end is before it
+    assert fixed[after:].tolist() == (true.events.time_ns[after:] + wake).tolist()
+    assert fixed[:after - 1].tolist() == true.events.time_ns[:after - 1].tolist()
+    assert alone[-1] - fixed[-1] > 10_000
+    # The report's count of ray waits left as recorded: the driver's, without its actors.
+    for procs, left in (([driver], 1), ([driver, *actors], 0)):
+        _, summary = correct_trace(Trace(None, {}, procs), COSTS)  # type: ignore[arg-type]
+        assert summary.ray_waits() == left
+
+
+def test_ray_calls_of_another_job_or_host_change_nothing():
+    _, recorded, workers = _run([Worker([(4_000, 20)])], [[(0, 0)]])
+    driver, actors = _as_ray(recorded, workers)
+    alone = _corrected(driver, []).events.time_ns.tolist()
+    a = actors[0]
+    assert _corrected(driver, [a]).events.time_ns.tolist() != alone
+    other_job = replace(a, metadata={**a.metadata, fmt.META_RAY: {"kind": "actor",
+                                                                  "job_id": "02000000"}})
+    elsewhere = replace(a, header=replace(a.header, host="other"))
+    not_ray = replace(a, metadata={k: v for k, v in a.metadata.items() if k != fmt.META_RAY})
+    for w in (other_job, elsewhere, not_ray):
+        assert _corrected(driver, [w]).events.time_ns.tolist() == alone

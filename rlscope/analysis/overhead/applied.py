@@ -196,8 +196,9 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
     if summary.ray_waits():
         info["warnings"].append(
             f"{summary.ray_waits():,} waits in ray.get/ray.wait are not shortened by what "
-            "rlscope cost the Ray workers they waited on (Ray's workers record no task "
-            "begin and end): operations that wait on Ray workers keep that share")
+            "rlscope cost the Ray workers they waited on (waits of actors on other actors, "
+            "or on workers that recorded no calls): operations that wait there keep that "
+            "share")
     if cal.command and run.get("command") and list(run["command"]) != list(cal.command):
         info["warnings"].append("the calibration was made for another command ("
                                 + shell_line(cal.command, 120) + "); costs may not transfer")

@@ -54,8 +54,8 @@ class ProcessCorrection:
     # Removed from its waits on vector-env workers that book-keeping slowed
     # (rlscope.analysis.overhead.worker_waits): in removed_ns, but off the CPU.
     waits_ns: float = 0.0
-    # Its waits on Ray workers (ray.get / ray.wait): not shortened, since Ray's workers
-    # record no task begin and end (the report says so).
+    # Its waits on Ray workers (ray.get / ray.wait) left as recorded: an actor's on other
+    # actors, or a driver's whose workers recorded no calls (the report says so).
     ray_waits: int = 0
 
 
@@ -415,9 +415,11 @@ def correct_holder(p: ProcessTrace, workers: list[Replies], costs: dict[str, Kin
     if extra is not None:
         done = correct_process(p, costs, extra)
     more = task_waits.wait_costs(p, done[0], pre, post, tasks) if tasks else None
-    if more is None:
-        return done
-    return correct_process(p, costs, more if extra is None else extra + more)
+    if more is not None:
+        done = correct_process(p, costs, more if extra is None else extra + more)
+    if any(w.job is not None for w in tasks):  # a Ray driver whose workers' calls are known
+        done = (done[0], dataclasses.replace(done[1], ray_waits=0))
+    return done
 
 
 def worker_replies(raw: ProcessTrace, corrected: ProcessTrace, costs: dict[str, KindCost]

@@ -24,8 +24,16 @@ The wait's end event then carries ``clip(gain - h, 0, e - b)`` as an extra pre-s
 move earlier by it. It is off-CPU time, like rlscope.analysis.overhead.worker_waits.
 
 It assumes each worker runs its tasks back to back from the submission on (a mapping
-call's tasks are queued at once). Not covered: thread pools (their workers are the submitter's own
-threads), Ray ``get`` (Ray's workers record no task begin and end).
+call's tasks are queued at once).
+
+Ray: a job's workers record each task and synchronous actor method call they run
+(format.META_RAY_CALL_PREFIX, rlscope.integrations.ray_workers), and the driver's
+``ray.get``/``ray.wait`` are its result waits. Ray does not tell a worker who called it,
+so every call of the job is taken as the driver's (a call that an actor awaited and that
+ended inside one of the driver's waits counts there too), and a call's submission is
+taken as its begin (the worker's wake-up before it is not counted). Not covered: thread
+pools (their workers are the submitter's own threads), async actor methods, and waits
+of actors on other actors (the report counts those).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from rlscope.trace.data import ProcessTrace
 
 # The waits a submitter blocks in for results (rlscope.intercept.waits' names).
 RESULT_WAITS = ("threading.Event.wait", "threading.Condition.wait",
-                "threading.Condition.wait_for")
+                "threading.Condition.wait_for", "ray.get", "ray.wait")
 
 
 @dataclass(frozen=True)
@@ -56,21 +64,38 @@ class TaskReplies:
     host: str
     tasks: dict[int, tuple[np.ndarray, np.ndarray]]
     paid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    job: str | None = None  # a Ray worker's: its calls are its job's driver's (by: -1)
 
 
 def submitted_by(w: TaskReplies, p: ProcessTrace) -> bool:
     """Whether ``w`` holds tasks ``p`` submitted (pids repeat across hosts)."""
-    return w.by == p.pid and w.host == p.header.host
+    if w.host != p.header.host:
+        return False
+    return w.by == p.pid if w.job is None else w.job == ray_driver_job(p)
 
 
 def submits_tasks(p: ProcessTrace) -> bool:
-    """Whether ``p`` handed tasks to a pool or executor while it recorded."""
-    return fmt.META_POOL_TASKS in p.metadata
+    """Whether ``p`` handed tasks to a pool or executor, or drove a Ray job, while it
+    recorded."""
+    return fmt.META_POOL_TASKS in p.metadata or ray_driver_job(p) is not None
 
 
 def runs_tasks(p: ProcessTrace) -> bool:
-    """Whether ``p`` ran tasks some other process submitted (records that say by whom)."""
-    return bool(_tasks(p))
+    """Whether ``p`` ran tasks some other process submitted (records that say by whom),
+    or Ray tasks and actor methods of a job."""
+    return bool(_tasks(p)) or (_ray_job(p) is not None and bool(_ray_calls(p)))
+
+
+def ray_driver_job(p: ProcessTrace) -> str | None:
+    """The job ``p`` drove, if it is a Ray driver (format.META_RAY)."""
+    ray = p.metadata.get(fmt.META_RAY)
+    return _ray_job(p) if isinstance(ray, dict) and ray.get("kind") == "driver" else None
+
+
+def _ray_job(p: ProcessTrace) -> str | None:
+    ray = p.metadata.get(fmt.META_RAY)
+    job = ray.get("job_id") if isinstance(ray, dict) else None
+    return job if isinstance(job, str) and job else None
 
 
 def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
@@ -83,6 +108,12 @@ def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
         t = index.get(tid)
         if t is not None:
             by.setdefault(submitter, {}).setdefault(t, []).append((submitted, end))
+    job = _ray_job(raw)
+    if job is not None:  # a Ray job's calls: by its driver, told apart by the job (-1)
+        for tid, begin, end in _ray_calls(raw):
+            t = index.get(tid)
+            if t is not None:
+                by.setdefault(-1, {}).setdefault(t, []).append((begin, end))
     out = []
     paid: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for submitter, threads in sorted(by.items()):
@@ -93,7 +124,7 @@ def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
             if t not in paid:
                 paid[t] = thread_paid(raw, corrected, t, pre, post)
         out.append(TaskReplies(submitter, raw.header.host, tasks,
-                               {t: paid[t] for t in tasks}))
+                               {t: paid[t] for t in tasks}, job if submitter == -1 else None))
     return out
 
 
@@ -138,6 +169,19 @@ def _tasks(p: ProcessTrace) -> list[tuple[int, int, int, int]]:
         if all(isinstance(x, int) for x in (begin, end, tid, by, submitted)) \
                 and by != p.pid and submitted <= begin <= end:
             out.append((by, tid, submitted, end))
+    return out
+
+
+def _ray_calls(p: ProcessTrace) -> list[tuple[int, int, int]]:
+    """(OS thread id, begin_ns, end_ns) of each Ray task or actor method call ``p`` ran."""
+    out = []
+    for key, v in p.metadata.items():
+        if not key.startswith(fmt.META_RAY_CALL_PREFIX) or not isinstance(v, list) \
+                or len(v) < 4:
+            continue
+        _name, begin, end, tid = v[:4]
+        if all(isinstance(x, int) for x in (begin, end, tid)) and begin <= end:
+            out.append((tid, begin, end))
     return out
 
 
