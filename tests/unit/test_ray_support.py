@@ -11,6 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,61 @@ def test_ray_barrier_joined_by_job_and_event_name():
     # A runner's Sampling is its sample() calls, not the time it waits for the driver.
     table = {s.pid: s for s in result.tables}
     assert table[10].sampling_s == pytest.approx(sum(r[0] for r in busy) / 1e3)
+
+
+def test_actor_methods_and_tasks_record_when_they_ran(tmp_path: Path):
+    """get_execution_info's wrapper (no Ray needed: Ray's objects faked): a synchronous
+    actor method and a task record [name, begin, end, tid]; the task also runs in its
+    phase; an actor method executor keeps the attributes Ray reads (``name``, ``method``);
+    Ray's own methods and coroutine methods are left as they are."""
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    Info = namedtuple("Info", "function function_name max_calls")
+
+    def executor_for(method):  # what Ray's _make_actor_method_executor returns
+        def actor_method_executor(actor, *args, **kwargs):
+            return method(actor, *args, **kwargs)
+        actor_method_executor.name = method.__name__
+        actor_method_executor.method = method
+        return actor_method_executor
+
+    class Worker:
+        def step(self, x):
+            return x + 1
+
+        async def fetch(self):
+            return 1
+
+        def __ray_ready__(self):
+            return True
+
+    infos = {n: Info(executor_for(getattr(Worker, n)), n, 0)
+             for n in ("step", "fetch", "__ray_ready__")}
+    get = ray_workers._tasks_in_phases(
+        lambda self, job, d: infos[d.function_name] if d.class_name else
+        Info(lambda x: 2 * x, "__main__.double", 0))
+    manager = SimpleNamespace(_worker=None)
+    rlscope.start(tmp_path / "run")
+    try:
+        step = get(manager, None, SimpleNamespace(class_name="Worker", function_name="step"))
+        assert step.function is not infos["step"].function
+        assert (step.function.name, step.function.method) == ("step", Worker.step)
+        assert step.function(Worker(), 1) == 2
+        for n in ("fetch", "__ray_ready__"):
+            d = SimpleNamespace(class_name="Worker", function_name=n)
+            assert get(manager, None, d).function is infos[n].function
+        ray_workers._set(kind="task")  # what loading a task's function records
+        task = get(manager, None, SimpleNamespace(class_name="", function_name="double"))
+        assert task.function(3) == 6
+    finally:
+        rlscope.stop()
+        ray_workers._state.clear()
+    p = read_trace(tmp_path / "run").processes[0]
+    calls = sorted((v[0], v[3]) for k, v in p.metadata.items()
+                   if k.startswith(fmt.META_RAY_CALL_PREFIX))
+    tid = threading.get_native_id()
+    assert calls == [("Worker.step", tid), ("double", tid)], calls
+    assert all(v[1] <= v[2] for k, v in p.metadata.items()
+               if k.startswith(fmt.META_RAY_CALL_PREFIX))
+    assert p.strings.count(ray_workers.TASK_PHASE + "double") == 1
