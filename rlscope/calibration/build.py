@@ -226,7 +226,8 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
         if kind == PROCESS:
             if n and math.isfinite(startup_ns):
                 costs[kind] = KindCost(startup_ns, 0.0, startup_err_ns, "microbenchmark", n,
-                                       "an empty Python process with and without rlscope",
+                                       "a Python process with and without rlscope "
+                                       "(beyond the standard library both import)",
                                        microbenchmark_ns=startup_ns)
             continue
         m = mb.get(kind, {})

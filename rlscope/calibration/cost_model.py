@@ -1,9 +1,10 @@
 """rlscope's cost model of the machine a run used, measured by rls-prof right after the
-run (issue 22: a few seconds, not a workload calibration): the hooks' tight-loop
-microbenchmarks (per event, with the part inside the timed interval) and the start-up of
-an empty process, written to ``DIR/costs.json`` as an unchecked calibration (mode
-"model", no validation). rls-analyze reports rlscope's overhead from it; it corrects
-only once ``rls-prof --calibrate`` has checked the model against runs without rlscope."""
+run (issue 22: a few seconds, not a workload calibration): the hooks' microbenchmarks
+(per event, with the part inside the timed interval) and rlscope's start-up in a Python
+process (model_check.startup_cost_ns), written to ``DIR/costs.json`` as an unchecked
+calibration (mode "model", no validation). rls-analyze reports rlscope's overhead from
+it; it corrects only once ``rls-prof --calibrate`` has checked the model against runs
+without rlscope."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def measure(command: list[str], out: Path, rec: Recording,
     cal = Calibration(list(command), model_costs(mb, startup, err), machine_info(),
                       microbenchmark=mb, metric="cpu", mode="model",
                       warnings=[] if math.isfinite(startup) else
-                      ["the start-up of an empty process could not be timed"])
+                      ["rlscope's start-up in a Python process could not be timed"])
     write_calibration(cal, out / COST_MODEL_FILE)
     return cal, time.monotonic() - t0
 

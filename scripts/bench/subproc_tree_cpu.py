@@ -4,6 +4,7 @@ workers), with and without the Python stack sampler and interception, against ru
 without rlscope.
 
     OMP_NUM_THREADS=1 python scripts/bench/subproc_tree_cpu.py [--rounds 3] [--steps 2048]
+        [-- COMMAND...]    (another multi-process workload instead: a Ray job, a Pool)
 
 Rounds interleave two uninstrumented runs (rlscope.calibration.runner.run_once: the
 tree's CPU, orphans reaped as rls-prof does; the second one, ``plain2``, shows how far
@@ -66,8 +67,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=2048)
+    ap.add_argument("command", nargs=argparse.REMAINDER,
+                    help="-- COMMAND...: the workload (default: SB3 PPO, SubprocVecEnv(4))")
     a = ap.parse_args()
-    cmd = [sys.executable, str(WORKLOAD), "4", str(a.steps)]
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    cmd = cmd or [sys.executable, str(WORKLOAD), "4", str(a.steps)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     res: dict[str, list[float]] = {"plain": [], "plain2": [], "prof": [], "corrected": [],
                                    "nosampler": [], "nointercept": []}

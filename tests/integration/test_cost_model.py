@@ -57,3 +57,21 @@ def test_report_names_the_operation_rlscope_inflated_most(tmp_path: Path):
     assert 0 < w["overhead_pct"] < 100
     text = run_tool("rls-analyze", "report", str(out)).stdout
     assert f"per operation at most {w['overhead_pct']:.1f}% ({w['operation']})" in text
+
+
+def test_start_up_is_timed_beyond_the_standard_library_it_shares(tmp_path: Path):
+    """The per-process start-up is rlscope's beyond the standard-library modules its
+    start-up imports (a workload imports them anyway): they are found, are standard
+    library only, and import in a plain interpreter."""
+    import subprocess
+    import sys
+
+    from rlscope.calibration.model_check import shared_imports
+
+    shared = shared_imports(Recording(str(tmp_path / "t"), cuda=False))
+    assert {"collections", "threading"} <= set(shared), shared
+    assert all(m.split(".")[0] in sys.stdlib_module_names for m in shared), shared
+    assert not any(m.startswith("rlscope") for m in shared)
+    r = subprocess.run([sys.executable, "-c", "import " + ", ".join(shared)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
