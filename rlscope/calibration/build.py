@@ -99,16 +99,17 @@ def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
     out = {}
     for kind in MICROBENCHMARK_ONLY:
         m = mb.get(kind, {})
-        cost = float(m.get("per_event_ns", math.nan))
+        tight = float(m.get("per_event_ns", math.nan))
         events = int(np.median([s.counts.get(kind, 0) for s in full])) if full else 0
-        if not cost > 0:
+        if not tight > 0:
             continue
+        cost, _error, source = priced(kind, m)
         inside = float(m.get("inside_ns", math.nan))
         inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else cost / 2
         out[kind] = KindCost(cost, inside, math.nan, "microbenchmark", events,
                              "no configuration separates these from the simulation "
-                             "operation recorded with them: the tight-loop "
-                             "microbenchmark is used", microbenchmark_ns=cost)
+                             f"operation recorded with them: {source} is used",
+                             microbenchmark_ns=tight)
     return out
 
 
@@ -213,6 +214,23 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
         microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric, mode=mode)
 
 
+IN_SITU_WHAT = {"env_call": "an env's recorded step timed around gymnasium's CartPole"}
+
+
+def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:
+    """(cost, error, where it came from) of one kind's microbenchmark ``m``: its in-situ
+    figure where that was measured and is above the tight loop's lower bound (timed
+    around real work: microbench.in_situ_call, in_situ_env_step), else the tight loop's."""
+    tight = float(m.get("per_event_ns", math.nan))
+    situ = float(m.get("in_situ_ns", math.nan))
+    if situ > tight:
+        what = IN_SITU_WHAT.get(kind, "a wrapped call timed between small torch ops")
+        return (situ, float(m.get("in_situ_error_ns", math.nan)),
+                f"{what} (the tight loop gives {tight:.0f} ns, a lower bound)")
+    return tight, float(m.get("error_ns", math.nan)), \
+        "the hook's tight-loop microbenchmark (a lower bound)"
+
+
 def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_ns: float,
                 counts: dict[str, int] | None = None) -> dict[str, KindCost]:
     """The per-event cost model: each kind the run recorded (``counts``; None: every
@@ -234,13 +252,7 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
         tight = float(m.get("per_event_ns", math.nan))
         if not n or not tight > 0:
             continue
-        cost, error = tight, float(m.get("error_ns", math.nan))
-        note = "the hook's tight-loop microbenchmark (a lower bound)"
-        situ = float(m.get("in_situ_ns", math.nan))
-        if situ > tight:  # a wrapped call between real backend ops (microbench.in_situ_call)
-            cost, error = situ, float(m.get("in_situ_error_ns", math.nan))
-            note = (f"a wrapped call timed between small torch ops (the tight loop gives "
-                    f"{tight:.0f} ns, a lower bound)")
+        cost, error, note = priced(kind, m)
         inside = float(m.get("inside_ns", math.nan))
         inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else \
             cost * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)

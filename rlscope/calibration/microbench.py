@@ -14,23 +14,26 @@ interval the hook times). A tight loop keeps the hook's code and data in cache, 
 ``per_event_ns`` is a lower bound of the cost inside a real workload; the inside part (the
 code between the two clock reads) varies less.
 
-Where PyTorch is installed, a wrapped call is also timed *in situ*: a loop of small torch
+Where PyTorch (gymnasium) is installed, a wrapped call (an env's recorded step) is also
+timed *in situ*: a loop of small torch
 ops (a 1x4 matmul, tanh and add, ~2 µs each) called directly and through rlscope's call
 wrappers, in short alternating blocks while recording; ``in_situ_ns`` = the median
 difference per recorded call (counted in the trace), ``in_situ_error_ns`` its standard
-error. Between real backend ops the wrapper's code and data are evicted, and a
-wrapped call costs 2-3x the tight loop's (docs/overhead-correction.md): the cost model
-prices wrapped calls at it.
+error. Between real backend ops the wrapper's code and data may be evicted: a wrapped
+call cost 2x the tight loop's at one hour and no more than it the next, on the same
+machine (docs/overhead-correction.md). The cost model takes the higher of the two.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -130,40 +133,64 @@ def _torch_loops() -> tuple[Callable[[int], None], Callable[[int], None]] | None
     return raw, wrapped
 
 
-def in_situ_call(tmp: Path, recorder: str = "native") -> dict[str, float] | None:
-    """``in_situ_ns`` (per recorded wrapped call between small torch ops),
-    ``in_situ_error_ns`` (the standard error of that median) and ``in_situ_calls`` (the
-    calls recorded per iteration of the loop: 3), or None where torch or the native
-    wrapper is missing. While recording, short
-    blocks of the loop called directly and through the wrappers alternate, so a change in
-    the machine's speed (the same loop here runs at 4.7 or 6.5 µs an iteration, minutes
-    apart) falls on both sides of most pairs."""
-    import rlscope
-    from rlscope.trace import format as fmt
+def _cartpole_loops() -> tuple[Callable[[int], None], Callable[[int], None]] | None:
+    """Gymnasium CartPole stepped (actions alternating, so it rarely falls), its ``step``
+    called directly and recorded as a vector env's envs are; None without gymnasium."""
+    try:
+        import gymnasium as gym
 
-    loops = _torch_loops()
-    if loops is None:
+        from rlscope.integrations.vecenv import recorded_method
+        env = gym.make("CartPole-v1")
+        env.reset(seed=0)
+    except Exception:  # not installed, or broken: no in-situ figure
         return None
+    step = env.step
+    recorded = recorded_method(step, reset=False, index=0, name="calibration")
+
+    def loop(f: Callable[[int], Any]) -> Callable[[int], None]:
+        def body(n: int) -> None:
+            a = 0
+            for _ in range(n):
+                _obs, _r, term, trunc, _info = f(a)
+                a = 1 - a
+                if term or trunc:
+                    env.reset()
+        return body
+    return loop(step), loop(recorded)
+
+
+def _alternated(loops: tuple[Callable[[int], None], Callable[[int], None]], d: Path,
+                recorder: str, begin: int, end: int, simulation: bool = False
+                ) -> dict[str, float] | None:
+    """Short blocks of ``loops`` (direct, through rlscope) alternating while recording
+    into ``d`` (inside an open ``simulation`` operation if asked, as an env's step runs):
+    the median difference per recorded ``begin``/``end`` pair, its standard error and
+    the pairs recorded per iteration."""
+    import rlscope
+    from rlscope import annotate
+    from rlscope.integrations.vecenv import SIMULATION
+
     raw, wrapped = loops
-    raw(200)  # warm: torch's first calls allocate and dispatch once
-    d = tmp / "in-situ"
+    raw(200)  # warm: first calls allocate and dispatch once
     diffs: list[float] = []
     rlscope.start(d, recorder=recorder)
     try:
-        wrapped(200)
-        for k in range(IN_SITU_PAIRS):
-            first, second = (raw, wrapped) if k % 2 == 0 else (wrapped, raw)
-            t0 = time.thread_time_ns()
-            first(IN_SITU_BLOCK)
-            t1 = time.thread_time_ns()
-            second(IN_SITU_BLOCK)
-            t2 = time.thread_time_ns()
-            a, b = t1 - t0, t2 - t1
-            diffs.append(float(b - a if first is raw else a - b) / IN_SITU_BLOCK)
+        rec = annotate.active_recorder()
+        with rec.operation(SIMULATION) if simulation and rec is not None \
+                else contextlib.nullcontext():
+            wrapped(200)
+            for k in range(IN_SITU_PAIRS):
+                first, second = (raw, wrapped) if k % 2 == 0 else (wrapped, raw)
+                t0 = time.thread_time_ns()
+                first(IN_SITU_BLOCK)
+                t1 = time.thread_time_ns()
+                second(IN_SITU_BLOCK)
+                t2 = time.thread_time_ns()
+                x, y = t1 - t0, t2 - t1
+                diffs.append(float(y - x if first is raw else x - y) / IN_SITU_BLOCK)
     finally:
         rlscope.stop()
-    calls = len(_durations([d], fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END))
-    per_iter = calls / (200 + IN_SITU_PAIRS * IN_SITU_BLOCK)
+    per_iter = len(_durations([d], begin, end)) / (200 + IN_SITU_PAIRS * IN_SITU_BLOCK)
     if not per_iter > 0:
         return None
     q1, med, q3 = np.percentile(np.array(diffs), [25, 50, 75])
@@ -171,6 +198,33 @@ def in_situ_call(tmp: Path, recorder: str = "native") -> dict[str, float] | None
     se = 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(diffs))
     return {"in_situ_ns": float(med) / per_iter, "in_situ_error_ns": se / per_iter,
             "in_situ_calls": per_iter}
+
+
+def in_situ_call(tmp: Path, recorder: str = "native") -> dict[str, float] | None:
+    """``in_situ_ns`` (per recorded wrapped call between small torch ops),
+    ``in_situ_error_ns`` (the standard error of that median) and ``in_situ_calls`` (the
+    calls recorded per iteration of the loop: 3), or None where torch or the native
+    wrapper is missing. While recording, short blocks of the loop called directly and
+    through the wrappers alternate, so a change in the machine's speed (the same loop
+    here runs at 4.7 or 6.5 µs an iteration, minutes apart) falls on both sides of most
+    pairs."""
+    from rlscope.trace import format as fmt
+
+    loops = _torch_loops()
+    return None if loops is None else _alternated(
+        loops, tmp / "in-situ", recorder, fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END)
+
+
+def in_situ_env_step(tmp: Path, recorder: str = "native") -> dict[str, float] | None:
+    """The same for a recorded env step around a real one (gymnasium's CartPole, ~5 µs),
+    inside an open ``simulation`` operation as a vector env's envs step (``in_situ_calls``:
+    1); None without gymnasium or the native recorder's env call."""
+    from rlscope.trace import format as fmt
+
+    loops = _cartpole_loops()
+    return None if loops is None else _alternated(
+        loops, tmp / "in-situ-env", recorder, fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END,
+        simulation=True)
 
 
 def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
@@ -235,6 +289,7 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
     per, err = _cost(step)
     out["env_call"] = {"per_event_ns": per, "error_ns": err,
                        "inside_ns": float(np.median(d)) if len(d) else math.nan}
+    out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
     return out
 
 

@@ -35,13 +35,17 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     has_estimate = math.isfinite(c.estimate_ns)
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
-            return (head + " (tight-loop microbenchmark of the env wrappers: no "
-                    "calibration configuration separates their cost)")
+            what = ("timed around gymnasium's CartPole" if c.per_event_ns > mb > 0
+                    else "tight-loop microbenchmark")
+            return (head + f" ({what} of the env wrappers: no calibration configuration "
+                    "separates their cost)")
         if not has_estimate:
             if c.per_event_ns > mb > 0:  # the in-situ figure (calibration.microbench)
-                return head + (f" (a wrapped call timed between small torch ops; the "
-                               f"tight loop gives {_ns(mb)}; not measured on this "
-                               "workload)")
+                what = ("an env's recorded step timed around gymnasium's CartPole"
+                        if kind == "env_call" else "a wrapped call timed between small "
+                        "torch ops")
+                return head + (f" ({what}; the tight loop gives {_ns(mb)}; not measured "
+                               "on this workload)")
             return head + " (tight-loop microbenchmark; not measured on this workload)"
         if c.fallback == "held-out":
             return (head + f": the {measured} gave {_estimate(c)}, but correcting with "

@@ -51,3 +51,22 @@ def test_a_wrapped_call_is_timed_between_torch_ops(tmp_path: Path):
     out = json.loads(r.stdout)
     assert out["in_situ_calls"] == 3.0
     assert math.isfinite(out["in_situ_ns"]) and out["in_situ_error_ns"] > 0
+
+
+def test_an_env_step_is_timed_around_a_real_one(tmp_path: Path):
+    """Where gymnasium is installed, an env's recorded step is also timed in situ, around
+    CartPole's: one recorded env step per iteration."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("gymnasium")
+    r = subprocess.run([sys.executable, "-c",
+                        "import json, sys; from pathlib import Path; "
+                        "from rlscope.calibration.microbench import in_situ_env_step; "
+                        "print(json.dumps(in_situ_env_step(Path(sys.argv[1]))))",
+                        str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["in_situ_calls"] == 1.0
+    assert math.isfinite(out["in_situ_ns"]) and out["in_situ_error_ns"] > 0

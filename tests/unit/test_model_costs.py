@@ -35,3 +35,19 @@ def test_the_tight_loop_stands_without_a_higher_in_situ_figure():
         assert (c.per_event_ns, c.error_ns) == (34.0, 1.0), extra
         assert "tight-loop" in c.note
         assert "tight-loop microbenchmark" in cost_line("backend_call", c, "runs")
+
+
+def test_an_env_step_costs_its_in_situ_figure_in_every_mode():
+    """The env wrappers' cost (no calibration configuration separates it) is the in-situ
+    figure where higher, in the model and in the chunk/run calibrations alike."""
+    from rlscope.calibration.build import _microbenchmark_costs
+    from rlscope.calibration.estimate import RunSample
+
+    mb = {"env_call": {"per_event_ns": 40.0, "error_ns": 1.0, "inside_ns": 30.0,
+                       "in_situ_ns": 90.0, "in_situ_error_ns": 8.0}}
+    model = model_costs(mb, math.nan, math.nan, {"env_call": 7})["env_call"]
+    chunks = _microbenchmark_costs(mb, [RunSample("full", 0, 1.0, {"env_call": 7})])
+    for c in (model, chunks["env_call"]):
+        assert (c.per_event_ns, c.inside_ns, c.microbenchmark_ns) == (90.0, 30.0, 40.0)
+        assert "CartPole" in c.note and "CartPole" in cost_line("env_call", c, "chunks")
+    assert chunks["env_call"].events == 7
