@@ -206,8 +206,8 @@ def _tasks_in_phases(get_info: Any) -> Any:
             if cls:
                 fn = info.function
                 method = str(getattr(fn, "name", "") or getattr(info, "function_name", ""))
-                if method.startswith("__ray") or _is_async(getattr(fn, "method", fn)):
-                    return info  # Ray's own methods; a coroutine's call only makes it
+                if method.startswith("__ray") or _lazy(getattr(fn, "method", fn)):
+                    return info  # Ray's own; a coroutine's or generator's call only makes it
                 return info._replace(function=_timed_call(fn, f"{cls}.{method}", None))
             if _state.get("kind") != "task":
                 return info
@@ -223,8 +223,10 @@ def _task_name(info: Any, descriptor: Any) -> str:
                ).removeprefix("__main__.")
 
 
-def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+def _lazy(fn: Any) -> bool:
+    """Whether calling ``fn`` returns work still to be done (a coroutine, a generator)."""
+    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) \
+        or inspect.isgeneratorfunction(fn)
 
 
 def _timed_call(fn: Any, name: str, phase: str | None) -> Any:

@@ -197,7 +197,7 @@ def test_actor_methods_and_tasks_record_when_they_ran(tmp_path: Path):
     """get_execution_info's wrapper (no Ray needed: Ray's objects faked): a synchronous
     actor method and a task record [name, begin, end, tid]; the task also runs in its
     phase; an actor method executor keeps the attributes Ray reads (``name``, ``method``);
-    Ray's own methods and coroutine methods are left as they are."""
+    Ray's own methods, coroutine and generator methods are left as they are."""
     from collections import namedtuple
     from types import SimpleNamespace
 
@@ -217,11 +217,14 @@ def test_actor_methods_and_tasks_record_when_they_ran(tmp_path: Path):
         async def fetch(self):
             return 1
 
+        def stream(self):
+            yield 1
+
         def __ray_ready__(self):
             return True
 
     infos = {n: Info(executor_for(getattr(Worker, n)), n, 0)
-             for n in ("step", "fetch", "__ray_ready__")}
+             for n in ("step", "fetch", "stream", "__ray_ready__")}
     get = ray_workers._tasks_in_phases(
         lambda self, job, d: infos[d.function_name] if d.class_name else
         Info(lambda x: 2 * x, "__main__.double", 0))
@@ -232,7 +235,7 @@ def test_actor_methods_and_tasks_record_when_they_ran(tmp_path: Path):
         assert step.function is not infos["step"].function
         assert (step.function.name, step.function.method) == ("step", Worker.step)
         assert step.function(Worker(), 1) == 2
-        for n in ("fetch", "__ray_ready__"):
+        for n in ("fetch", "stream", "__ray_ready__"):
             d = SimpleNamespace(class_name="Worker", function_name=n)
             assert get(manager, None, d).function is infos[n].function
         ray_workers._set(kind="task")  # what loading a task's function records

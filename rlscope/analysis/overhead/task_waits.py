@@ -32,8 +32,8 @@ Ray: a job's workers record each task and synchronous actor method call they run
 so every call of the job is taken as the driver's (a call that an actor awaited and that
 ended inside one of the driver's waits counts there too), and a call's submission is
 taken as its begin (the worker's wake-up before it is not counted). Not covered: thread
-pools (their workers are the submitter's own threads), async actor methods, and waits
-of actors on other actors (the report counts those).
+pools (their workers are the submitter's own threads), async and generator actor
+methods, and waits of actors on other actors (the report counts those).
 """
 
 from __future__ import annotations
