@@ -35,7 +35,7 @@ CONFIGS: dict[str, tuple[list[str], str]] = {
     "thread": ([], "thread"),
     "bare": (["--intercept", "none", "--no-sample", "--sample-python", "off"], "plain"),
     "nosampler": (["--no-sample", "--sample-python", "off"], "plain"),
-    "full": ([""], "plain"),
+    "full": ([], "plain"),
 }
 
 
@@ -44,8 +44,7 @@ def run(config: str, tmp: Path, maps: int, steps: int) -> float:
     out = tmp / f"{config}.json"
     cmd = [sys.executable, str(TASK), mode, str(out), "--maps", str(maps), "--steps", str(steps)]
     if config not in ("plain", "thread"):
-        cmd = [*RLS, "-o", str(tmp / f"{config}.rls"), "--force", *[f for f in flags if f],
-               "--", *cmd]
+        cmd = [*RLS, "-o", str(tmp / f"{config}.rls"), "--force", *flags, "--", *cmd]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:
