@@ -13,6 +13,7 @@ from rlscope.analysis.overhead.kinds import (
     MICROBENCHMARK_ONLY,
     PAIR_KINDS,
     PROCESS,
+    in_situ_what,
 )
 from rlscope.analysis.overhead.model import Calibration, KindCost, machine_info
 from rlscope.calibration.configs import Config
@@ -214,9 +215,6 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
         microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric, mode=mode)
 
 
-IN_SITU_WHAT = {"env_call": "an env's recorded step timed around gymnasium's CartPole"}
-
-
 def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:
     """(cost, error, where it came from) of one kind's microbenchmark ``m``: its in-situ
     figure where that was measured and is above the tight loop's lower bound (timed
@@ -224,9 +222,8 @@ def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:
     tight = float(m.get("per_event_ns", math.nan))
     situ = float(m.get("in_situ_ns", math.nan))
     if situ > tight:
-        what = IN_SITU_WHAT.get(kind, "a wrapped call timed between small torch ops")
         return (situ, float(m.get("in_situ_error_ns", math.nan)),
-                f"{what} (the tight loop gives {tight:.0f} ns, a lower bound)")
+                f"{in_situ_what(kind)} (the tight loop gives {tight:.0f} ns, a lower bound)")
     return tight, float(m.get("error_ns", math.nan)), \
         "the hook's tight-loop microbenchmark (a lower bound)"
 

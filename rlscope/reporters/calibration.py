@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from rlscope.analysis.overhead.kinds import MICROBENCHMARK_ONLY
+from rlscope.analysis.overhead.kinds import MICROBENCHMARK_ONLY, in_situ_what
 from rlscope.analysis.overhead.model import Calibration, KindCost
 
 _UNIT = {"annotation": "event", "backend_call": "call", "simulator_call": "call",
@@ -35,17 +35,13 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     has_estimate = math.isfinite(c.estimate_ns)
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
-            what = ("timed around gymnasium's CartPole" if c.per_event_ns > mb > 0
-                    else "tight-loop microbenchmark")
-            return (head + f" ({what} of the env wrappers: no calibration configuration "
-                    "separates their cost)")
+            what = in_situ_what(kind) if c.per_event_ns > mb > 0 else \
+                "tight-loop microbenchmark of the env wrappers"
+            return head + f" ({what}: no calibration configuration separates their cost)"
         if not has_estimate:
             if c.per_event_ns > mb > 0:  # the in-situ figure (calibration.microbench)
-                what = ("an env's recorded step timed around gymnasium's CartPole"
-                        if kind == "env_call" else "a wrapped call timed between small "
-                        "torch ops")
-                return head + (f" ({what}; the tight loop gives {_ns(mb)}; not measured "
-                               "on this workload)")
+                return head + (f" ({in_situ_what(kind)}; the tight loop gives "
+                               f"{_ns(mb)}; not measured on this workload)")
             return head + " (tight-loop microbenchmark; not measured on this workload)"
         if c.fallback == "held-out":
             return (head + f": the {measured} gave {_estimate(c)}, but correcting with "

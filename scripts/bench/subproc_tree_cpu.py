@@ -77,8 +77,11 @@ def main() -> None:
                                    "nosampler": [], "nointercept": []}
     with tempfile.TemporaryDirectory(prefix="rlscope-subproc-") as tmp:
         for r in range(a.rounds):
-            _w, cpu, _rc = run_once(cmd, child_env.uninstrumented(base=env),
-                                    Path(tmp, f"plain{r}"), 600)
+            _w, cpu, rc = run_once(cmd, child_env.uninstrumented(base=env),
+                                   Path(tmp, f"plain{r}"), 600)
+            if rc != 0:  # a wrong command: say so once, not a traceback per run
+                sys.exit(f"subproc_tree_cpu: the command exited with status {rc} without "
+                         f"rlscope: {' '.join(cmd)}")
             res["plain"].append(cpu)
             for name, extra in (("prof", []), ("nosampler", ["--sample-python", "off"]),
                                 ("plain2", None),
@@ -91,10 +94,13 @@ def main() -> None:
                     continue
                 d = Path(tmp, f"{name}{r}")
                 model = [] if name == "prof" else ["--no-cost-model"]
-                subprocess.run([sys.executable, "-m", "rlscope.cli.prof", "-q", "--force",
-                                *model, "-o", str(d), *extra, "--", *cmd],
-                               env=env, check=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+                p = subprocess.run([sys.executable, "-m", "rlscope.cli.prof", "-q",
+                                    "--force", *model, "-o", str(d), *extra, "--", *cmd],
+                                   env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
+                if p.returncode != 0:
+                    sys.exit(f"subproc_tree_cpu: rls-prof ({name}) exited with status "
+                             f"{p.returncode}: {p.stderr.strip()[-500:]}")
                 cpu = json.loads((d / "run.json").read_text())["cpu_s"]
                 res[name].append(cpu)
                 if name == "prof" and not (d / "costs.json").exists():

@@ -216,7 +216,7 @@ def _source(c: KindCost) -> str:
     if math.isfinite(c.estimate_ns):
         return "microbenchmark: not resolved on this workload"
     if c.per_event_ns > c.microbenchmark_ns > 0:
-        return "microbenchmark, between torch ops"
+        return "microbenchmark, in situ"
     return "microbenchmark"
 
 

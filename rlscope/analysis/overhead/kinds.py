@@ -41,6 +41,14 @@ PAIR_KINDS = {
 MICROBENCHMARK_ONLY = (ENV_CALL,)
 
 
+def in_situ_what(kind: str) -> str:
+    """What a kind's in-situ microbenchmark times (rlscope.calibration.microbench), for
+    the lines that say where a cost came from."""
+    if kind == ENV_CALL:
+        return "an env's recorded step timed around gymnasium's CartPole"
+    return "a wrapped call timed between small torch ops"
+
+
 def count_process(p: ProcessTrace) -> dict[str, int]:
     kinds = np.bincount(p.events.kind, minlength=256) if len(p.events) else np.zeros(256)
     if len(p.aggregates):  # a bounded trace: the events its gaps aggregated
