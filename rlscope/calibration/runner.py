@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import resource
 import subprocess
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from rlscope.calibration.estimate import RunSample
 from rlscope.errors import RLScopeError
 from rlscope.launch import child_env, descendants
 from rlscope.launch.child_env import Recording
+from rlscope.launch.tree_cpu import TreeCpuCounter
 from rlscope.trace.reader import read_trace
 
 SUBDIR = "calibration"
@@ -53,18 +53,22 @@ def run_once(command: list[str], env: dict[str, str], directory: Path,
     descendant) is what calibration uses: on a shared machine other processes stretch
     wall time far more than they change the work a run does. As for the profiled run
     (launch.profile), rls-prof is a child subreaper meanwhile and reaps the command's
-    orphans (a forkserver and the vector-env workers it started), so the CPU time is the
-    whole tree's, like run.json's ``cpu_s``; the wall time is the command's own.
+    orphans (a forkserver and the vector-env workers it started), and the CPU time is the
+    whole tree's counted as run.json's ``cpu_s`` is (launch.tree_cpu: processes reaped by
+    the kernel included); the wall time is the command's own.
     ``tick`` is called every TICK_S while the run goes on (progress)."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "output.log", "wb") as log:
         before = set(descendants.children(os.getpid()))
-        c0 = children_cpu_s()
+        tree = TreeCpuCounter(os.getpid(), before)
+        tree.start()
         reaper = descendants.set_subreaper(True)
+        reaped: set[int] = set()
         t0 = time.monotonic_ns()
         try:
             proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         except BaseException:
+            tree.stop()
             if reaper:
                 descendants.set_subreaper(False)
             raise
@@ -72,7 +76,7 @@ def run_once(command: list[str], env: dict[str, str], directory: Path,
             rc = _wait(proc, timeout_s, tick)
             t1 = time.monotonic_ns()
             if reaper:
-                descendants.reap(ORPHANS_WAIT_S, before)
+                reaped = descendants.reap(ORPHANS_WAIT_S, before).pids
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -83,9 +87,10 @@ def run_once(command: list[str], env: dict[str, str], directory: Path,
             _end_interrupted(proc)
             raise
         finally:
+            cpu = tree.stop(reaped)
             if reaper:
                 descendants.set_subreaper(False)
-    return (t1 - t0) / 1e9, children_cpu_s() - c0, rc
+    return (t1 - t0) / 1e9, cpu.cpu_s, rc
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float | None,
@@ -120,11 +125,6 @@ def config_words(name: str) -> str:
     backend"."""
     return ("without rlscope" if name == "uninstrumented"
             else f"recording {name.replace('+', ' + ')}")
-
-
-def children_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def run_configurations(command: list[str], configs: list[Config], rounds: int,

@@ -6,7 +6,8 @@ forkserver and resource tracker, daemonised helpers, workers their parent never 
 for) are re-parented to rls-prof instead of to init. After the command exits, rls-prof
 reaps them until they are all gone or a deadline passes: they normally exit as soon as
 their parent's pipes close. Reaping them also adds their CPU time to rls-prof's
-``RUSAGE_CHILDREN``, so run.json's ``cpu_s`` covers the whole tree. Elsewhere (no
+``RUSAGE_CHILDREN``, so run.json's ``cpu_s`` covers the whole tree (launch.tree_cpu adds
+the processes no one waits for). Elsewhere (no
 ``prctl``, no ``/proc``) only the command itself is waited for.
 """
 
@@ -83,6 +84,7 @@ class Descendants:
     reaped: int = 0  # descendants reaped here (orphans re-parented to rls-prof)
     waited_s: float = 0.0
     still_running: list[dict[str, object]] = field(default_factory=list)  # pid, command
+    pids: set[int] = field(default_factory=set)  # the reaped ones
 
     def as_json(self) -> dict[str, object]:
         return {"reaped": self.reaped, "waited_s": round(self.waited_s, 3),
@@ -107,6 +109,7 @@ def reap(deadline_s: float, exclude: set[int],
                 continue
             if done:
                 out.reaped += 1
+                out.pids.add(pid)
         if len(kids) == 0 or time.monotonic() - t0 >= deadline_s or stop():
             break
         time.sleep(_POLL_S)

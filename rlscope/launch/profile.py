@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -22,6 +21,7 @@ from rlscope.errors import UserError
 from rlscope.launch import child_env, descendants
 from rlscope.launch.child_env import Recording
 from rlscope.launch.metadata import finish_run_metadata, start_run_metadata, write_run_metadata
+from rlscope.launch.tree_cpu import TreeCpuCounter
 from rlscope.trace import format as fmt
 from rlscope.trace import rundir
 
@@ -201,11 +201,13 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
             proc.send_signal(signum)
 
     before = set(descendants.children(os.getpid()))  # not the command's (in-process use)
-    cpu0 = _children_cpu_s()
+    tree = TreeCpuCounter(os.getpid(), before)
+    tree.start()
     reaper = descendants.set_subreaper(True)
     try:
         proc = subprocess.Popen(list(command), env=env)
     except OSError as e:
+        tree.stop()
         if reaper:
             descendants.set_subreaper(False)
         raise UserError(f"cannot run {command[0]}: {e.strerror}") from None
@@ -220,6 +222,9 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
             found = descendants.reap(_wait_s(), before, stop=lambda: len(interrupted) > n)
     finally:
         summary = sampler.stop() if sampler is not None else None
+        # CPU time of the whole process tree: the command, every descendant reaped by its
+        # parent or, orphaned, by rls-prof, and those reaped by the kernel (tree_cpu).
+        cpu = tree.stop(found.pids)
         if reaper:
             descendants.set_subreaper(False)
         for s, h in old.items():
@@ -228,9 +233,8 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
     if summary is not None:
         meta["sampler"] = summary.as_json()
     meta["descendants"] = found.as_json()
-    # CPU time of the whole process tree: the command, and every descendant reaped by
-    # its parent or, orphaned, by rls-prof.
-    meta["cpu_s"] = _children_cpu_s() - cpu0
+    meta["cpu_s"] = cpu.cpu_s
+    meta["cpu_unreaped_s"] = cpu.unreaped_s
     write_run_metadata(out, meta)
     files = sorted(out.glob("*" + fmt.FILE_SUFFIX))
     for host in rundir.host_directories(out):  # RLSCOPE_HOST_DIRS=1 (several hosts)
@@ -253,11 +257,6 @@ def _start_sampler(output_dir: str, hz: float | None, before: set[int]) -> Any:
     except OSError:
         return None
     return sampler
-
-
-def _children_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def _wait_s() -> float:

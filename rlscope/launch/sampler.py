@@ -10,11 +10,8 @@ core if taken every tick at 10 Hz, and its metrics are averages over the interva
 ``samples.<pid>.rlsamples`` in the trace directory (docs/trace-format.md#sample-files),
 one chunk about every second, on CLOCK_MONOTONIC like every trace.
 
-Processes and cores are read straight from /proc rather than through psutil: psutil's
-``children(recursive=True)`` reads every process's stat on each call (~10 ms for ~120
-processes here, 10% of a core at 10 Hz), while this scanner reads a new pid's stat once
-to learn its parent and then only the run's own processes. Orphans re-parented to
-rls-prof (a child subreaper) stay in the run.
+Processes (launch.proctree) and cores are read straight from /proc rather than through
+psutil. Orphans re-parented to rls-prof (a child subreaper) stay in the run.
 """
 
 from __future__ import annotations
@@ -29,93 +26,13 @@ from typing import Any
 from rlscope import envvars
 from rlscope._version import __version__
 from rlscope.launch.nvml import Nvml, NvmlError
+from rlscope.launch.proctree import TICK_NS, ProcessScanner
 from rlscope.recorder import wire
 from rlscope.trace import format as fmt
 
 DEFAULT_HZ = 10.0
 GPM_HZ = 1.0  # GPM samples per second (at most one per tick; 0: none)
 FLUSH_S = 1.0  # seconds between chunks
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_TICK_NS = 1_000_000_000 // _CLK_TCK
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _read_runq(pid: int) -> int:
-    """Cumulative ns the process's threads waited on a run queue (runnable, no core):
-    /proc/<pid>/schedstat's second field; -1 when unavailable (no schedstats)."""
-    try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
-
-
-def _read_stat(pid: int) -> tuple[int, int, int, bool] | None:
-    """(ppid, cumulative CPU ns, RSS bytes, zombie) of a process; None when gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-    fields = stat[stat.rfind(b")") + 2:].split()
-    if len(fields) < 22:
-        return None
-    cpu = (int(fields[11]) + int(fields[12])) * _TICK_NS  # utime + stime
-    return int(fields[1]), cpu, int(fields[21]) * _PAGE, fields[0] == b"Z"
-
-
-class ProcessScanner:
-    """The processes of a run: descendants of ``me`` other than ``exclude`` (children it
-    had before the command). Each tick lists /proc; a pid seen for the first time is read
-    once for its parent; the run's processes are read every tick."""
-
-    def __init__(self, me: int, exclude: set[int] | frozenset[int] = frozenset()) -> None:
-        self.me = me
-        self.exclude = set(exclude)
-        self.parent: dict[int, int] = {}  # every pid seen: its parent at first sight
-        self.run: set[int] = set()
-        self.seen: set[int] = set()  # the run's processes ever seen
-
-    def tick(self) -> list[tuple[int, int, int, int]]:
-        """(pid, cumulative CPU ns, RSS bytes, cumulative run-queue wait ns or -1) of each
-        live process of the run."""
-        try:
-            pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
-        except OSError:
-            return []
-        for gone in [p for p in self.parent if p not in pids]:
-            del self.parent[gone]
-            self.run.discard(gone)
-        fresh: dict[int, tuple[int, int, int, bool]] = {}
-        new = [p for p in pids if p not in self.parent]
-        for p in new:
-            st = _read_stat(p)
-            if st is not None:
-                self.parent[p] = st[0]
-                fresh[p] = st
-        # A parent may be listed after its child: repeat until nothing changes.
-        todo = [p for p in new if p in fresh]
-        changed = True
-        while changed and todo:
-            changed = False
-            rest = []
-            for p in todo:
-                pp = self.parent[p]
-                if pp in self.run or (pp == self.me and p not in self.exclude):
-                    self.run.add(p)
-                    changed = True
-                else:
-                    rest.append(p)
-            todo = rest
-        out = []
-        for p in sorted(self.run):
-            st = fresh.get(p) or _read_stat(p)
-            if st is None or st[3]:  # gone, or a zombie (its CPU time is final)
-                continue
-            out.append((p, st[1], st[2], _read_runq(p)))
-        self.seen.update(r[0] for r in out)
-        return out
 
 
 def read_cores() -> list[int]:
@@ -128,7 +45,7 @@ def read_cores() -> list[int]:
                     continue
                 v = [int(x) for x in line.split()[1:]]
                 busy = sum(v[:8]) - v[3] - (v[4] if len(v) > 4 else 0)  # guest is in user
-                out.append(busy * _TICK_NS)
+                out.append(busy * TICK_NS)
     except (OSError, ValueError, IndexError):
         return []
     return out

@@ -19,7 +19,8 @@ from rlscope import envvars
 from rlscope.launch.descendants import children as children_of
 from rlscope.launch.descendants import set_subreaper
 from rlscope.launch.nvml import Nvml, NvmlError
-from rlscope.launch.sampler import ProcessScanner, Sampler, read_cores
+from rlscope.launch.proctree import ProcessScanner
+from rlscope.launch.sampler import Sampler, read_cores
 from rlscope.trace.samples import rates
 from rlscope.trace.samples_reader import read_samples, sample_files
 from tests.conftest import wait_until

@@ -135,6 +135,21 @@ def test_cpu_s_covers_an_orphaned_child(tmp_path: Path):
     assert orphan.complete
 
 
+def test_cpu_s_covers_a_child_the_kernel_reaps(tmp_path: Path):
+    """A parent ignoring SIGCHLD (Ray's raylet) leaves its children's CPU out of every
+    RUSAGE_CHILDREN; run.json's cpu_s counts them from /proc (launch.tree_cpu)."""
+    cpu_file = tmp_path / "cpu.txt"
+    res, _ = _prof(tmp_path / "i", "ignored", str(cpu_file), "1.0")
+    child_cpu = float(cpu_file.read_text())
+    meta = json.loads((tmp_path / "i" / fmt.RUN_FILE).read_text())
+    # Read every 0.1 s: what the child used after the last reading is missed.
+    assert meta["cpu_unreaped_s"] >= 0.7 * child_cpu, (meta, child_cpu)
+    assert meta["cpu_s"] >= meta["cpu_unreaped_s"] + 0.01, meta  # and the parent's own
+    assert meta["cpu_s"] < 1.5 * child_cpu + 1.0, meta  # counted once
+    (child,) = [p for p in read_trace(tmp_path / "i").processes if p.pid == res["child"]]
+    assert child.complete
+
+
 def test_a_descendant_that_does_not_exit_is_reported(tmp_path: Path):
     env = dict(os.environ, RLSCOPE_DESCENDANTS_WAIT_S="0.5")
     t0 = time.monotonic()

@@ -4,6 +4,9 @@
   sigkill METHOD     a Process worker busy in operations, ended by SIGKILL
   orphan FILE S      leaves a child burning S s of CPU after this process exits; the
                      child writes the CPU time it used to FILE
+  ignored FILE S     as ``orphan``, but this process ignores SIGCHLD (as Ray's raylet
+                     does) and waits until the child has gone: the kernel reaps it, and
+                     its CPU reaches no one's RUSAGE_CHILDREN
   forkserver         one Process through the forkserver (which outlives this process)
   pool_exit METHOD   ``with Pool() as p: p.map(...)``: the with-block's terminate() sends
                      SIGTERM to workers that may already be exiting
@@ -100,6 +103,11 @@ def main() -> None:
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out["orphan"] = child.pid
         child.returncode = 0  # not waited for: Popen's __del__ would not reap it anyway
+    elif mode == "ignored":
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        child = subprocess.Popen([sys.executable, "-c", ORPHAN, sys.argv[2], sys.argv[3]])
+        out["child"] = child.pid
+        child.wait()  # waitpid blocks until the child has gone, then fails: ECHILD
     elif mode == "pool_exit":
         with mp.get_context(sys.argv[2]).Pool(2) as pool:
             out["squares"] = pool.map(square, range(4))
