@@ -4,7 +4,10 @@
 - ``plain``: no rlscope;
 - ``full``: ``rls-prof`` defaults (no cost model: it runs after the command);
 - ``nopy``: ``--sample-python off`` (no Python stack sampler in the five processes);
-- ``nosamp``: ``--no-sample --sample-python off`` (neither sampler).
+- ``nosamp``: ``--no-sample --sample-python off`` (neither sampler);
+- ``bare``: ``--intercept none`` and neither sampler: rlscope present in the five
+  processes (start-up, recorder, writer thread, the workload's annotations) but no call
+  intercepted.
 
     OMP_NUM_THREADS=1 python scripts/bench/subproc_step_cost.py [--rounds 10] [--steps 3000]
 
@@ -27,7 +30,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workloads" / "subproc_steps.py"
 FLAGS = {"plain": None, "full": [], "nopy": ["--sample-python", "off"],
-         "nosamp": ["--no-sample", "--sample-python", "off"]}
+         "nosamp": ["--no-sample", "--sample-python", "off"],
+         "bare": ["--intercept", "none", "--no-sample", "--sample-python", "off"]}
 
 
 def run(config: str, tmp: Path, steps: int) -> float:
