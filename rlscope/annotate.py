@@ -207,7 +207,26 @@ def set_metadata(**kv: Any) -> None:
             raise RLScopeError(f"set_metadata({key}=...): value of type "
                                f"{type(value).__name__} is not JSON-serialisable; "
                                "pass a str, number, bool, list or dict") from None
-        rec.metadata(key, encoded)
+        record_metadata(rec, key, encoded)
+
+
+# What a process is (its role, the vector envs it holds or serves, its multiprocessing and
+# Ray identity): written again at the start of each later recording session of the
+# process, so that every trace file describes its process by itself. Analysis keeps
+# sessions apart: a worker's later session must still say which vector env it serves.
+STANDING_KEYS = frozenset({
+    fmt.META_ROLE, fmt.META_ROLE_DETAIL, fmt.META_ENV_INDEX, fmt.META_NUM_ENVS,
+    fmt.META_VECENV, fmt.META_VECENVS, fmt.META_MP_NAME, fmt.META_MP_TARGET,
+    fmt.META_POOL_TASKS, fmt.META_RAY})
+_standing: dict[str, str] = {}  # key -> its latest encoded value in this process
+
+
+def record_metadata(rec: Recorder, key: str, encoded: str) -> None:
+    """``rec.metadata(key, encoded)``, kept for later sessions when ``key`` is one of
+    STANDING_KEYS (integrations write their metadata through here)."""
+    rec.metadata(key, encoded)
+    if key in STANDING_KEYS:
+        _standing[key] = encoded
 
 
 def current_operations() -> list[str]:
@@ -255,6 +274,8 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
                   __version__, float(flush_interval_s), int(max_buffer_bytes))
         if _sessions:  # another session of this process: analysis keeps them apart
             rec.metadata(fmt.META_SESSION, str(_sessions))
+            for key, encoded in _standing.items():  # what the process is, said again
+                rec.metadata(key, encoded)
         _sessions += 1
         _progress_unit = fmt.PROGRESS_UNIT  # a new trace file: no unit recorded in it yet
         _recorder, _output_dir = rec, out
@@ -475,6 +496,7 @@ def _after_fork_child() -> None:
     global _lock, _sessions, _recorder, _output_dir, _progress_unit
     _lock = threading.Lock()  # another thread may have held it at fork
     _progress_unit = fmt.PROGRESS_UNIT  # the child's trace file starts without metadata
+    _standing.clear()  # the parent's role and vector envs are not the child's
     rec = _recorder
     if rec is not None and _about_to_exec():
         # No trace file: the program it execs records itself (a file here would be a

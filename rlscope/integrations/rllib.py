@@ -125,7 +125,7 @@ def _announce_runner(rec: Any, name: str, index: int, num: Any) -> None:
     if isinstance(num, int):
         fields[fmt.META_NUM_ENVS] = num
     for key, value in fields.items():
-        rec.metadata(key, json.dumps(value))
+        annotate.record_metadata(rec, key, json.dumps(value))
 
 
 # -- the driver ---------------------------------------------------------------------------

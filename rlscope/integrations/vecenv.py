@@ -165,7 +165,7 @@ def announce_worker(rec: Any, detail: str, index: int | list[int] | None,
     if vec is not None:
         meta[fmt.META_VECENV] = vec
     for key, value in meta.items():
-        rec.metadata(key, json.dumps(value))
+        annotate.record_metadata(rec, key, json.dumps(value))
 
 
 # -- the vector env classes, in the process that makes them ---------------------------
@@ -267,7 +267,7 @@ def announce(rec: Any, entry: dict[str, Any]) -> None:
     import json
 
     _announced.append(entry)
-    rec.metadata(fmt.META_VECENVS, json.dumps(_announced))
+    annotate.record_metadata(rec, fmt.META_VECENVS, json.dumps(_announced))
 
 
 def _init(orig: Callable[..., Any], in_process: bool) -> Callable[..., Any]:

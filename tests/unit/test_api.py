@@ -297,3 +297,37 @@ def test_forked_child_leaving_a_phase_entered_before_recording(tmp_path: Path):
                        timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "0", r.stderr[-2000:]
     assert "Traceback" not in r.stderr
+
+
+def test_a_later_session_says_again_what_the_process_is(tmp_path: Path, recorder: str):
+    """Role and vector-env metadata are written again in each later session (analysis
+    reads sessions apart); other metadata is not, and a forked child keeps none of its
+    parent's."""
+    role = {fmt.META_ROLE: fmt.ROLE_VECENV_WORKER, fmt.META_VECENV: {"pid": 1, "name": "V#1"}}
+    rlscope.start(tmp_path, recorder=recorder)
+    rlscope.set_metadata(algo="PPO", **role)
+    rlscope.stop()
+    rlscope.start(tmp_path, recorder=recorder)
+    rlscope.stop()
+    # (this test process has recorded sessions before: both say which they are)
+    first, later = sorted(read_trace(tmp_path).processes,
+                          key=lambda p: int(p.metadata.get(fmt.META_SESSION, 0)))
+    assert first.metadata["algo"] == "PPO" and "algo" not in later.metadata
+    assert {k: later.metadata.get(k) for k in role} == role
+    code = textwrap.dedent(f"""
+        import os, sys, rlscope
+        from rlscope.trace import format as fmt
+        rlscope.start(sys.argv[1], recorder={recorder!r})
+        rlscope.set_metadata(**{{fmt.META_ROLE: "pool-worker"}})
+        pid = os.fork()
+        if pid == 0:
+            rlscope.stop()
+            rlscope.start(sys.argv[1] + "/child", recorder={recorder!r})
+            rlscope.stop()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        rlscope.stop()
+    """)
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], check=True, timeout=120)
+    (child,) = read_trace(tmp_path / "f" / "child").processes
+    assert fmt.META_ROLE not in child.metadata
