@@ -15,7 +15,16 @@ operation's true time. Two ways to get it beside a profiled one:
 - **runs** (multi-process workloads, the pool and SB3 on a SubprocVecEnv, whose workers a
   forked copy cannot share): calibrated once
   as rls-prof picks, then rounds of an uninstrumented run and a profiled run reusing the
-  calibration; medians over the rounds and their spread (min..max).
+  calibration; medians over the rounds and their spread (min..max). Whole runs of
+  identical processes differ by ±10% here, more than what is measured.
+- **blocks** (``--blocks N``: the same multi-process workloads): calibrated once, then N
+  profiled runs in which every process of the run switches recording off and on by
+  blocks (``SELFTIMED_BLOCKS=1``: pool or PPO iterations, on/off pairs); the block that
+  did not record gives the truth, its neighbour that did the raw and corrected
+  operation times (that block's trace session, corrected with the whole run's trace),
+  the same processes and work moments apart. The Python stack sampler is off in these
+  runs (it samples through every block). Errors of the pairs summed; spread: quartiles
+  of the pairs' errors.
 
 Per operation of the main process: raw error (the profiled operation time, uncorrected,
 over the truth) and corrected error (the calibration's costs removed, whether or not the
@@ -23,7 +32,7 @@ report would withhold them). "total" is the sum of the operations. For chunks th
 is of the held-out chunks summed; the spread is the per-chunk errors' quartiles.
 
     .venv/bin/python scripts/bench/correction_per_op.py [--chunks 24] [--rounds 3]
-        [--only cartpole]
+        [--blocks N] [--only cartpole]
 
 Last line: RESULT per_op_raw_abs_median=<pct> per_op_corrected_abs_median=<pct>
 total_corrected_abs_median=<pct> worse_than_raw=<n> (operations >= 5% of their run
@@ -33,11 +42,13 @@ whose corrected error is further from the truth than raw by more than their spre
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from correction_accuracy import op_seconds
@@ -56,14 +67,16 @@ WORKLOADS = {"cartpole": ["cartpole", "60000"], "mujoco": ["mujoco", "30000"],
              "dqn": ["dqn", "35000"], "pool": ["pool", "20"], "pool_torch": ["pool_torch", "40"],
              "sb3": ["sb3", "16384"]}
 BY_RUNS = {"pool", "pool_torch", "sb3"}  # a forked copy could not share their workers: whole runs
+# --blocks: (steps, iterations per block): blocks of ~0.1-1 s, 8-10 on/off pairs a run
+BLOCKS = {"pool": ("200", 10), "pool_torch": ("200", 10), "sb3": ("16384", 1)}
 ENV = {"OMP_NUM_THREADS": "1"}
 
 
-def _run(cmd: list[str]) -> None:
+def _run(cmd: list[str], **env: str) -> None:
     import os
 
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env={**os.environ, **ENV})
+                   env={**os.environ, **ENV, **env})
 
 
 def _ops(directory: Path, costs: dict | None) -> dict[str, float]:
@@ -119,6 +132,82 @@ def bench(name: str, args: list[str], rounds: int, tmp: Path) -> list[dict]:
                     "corr_hi": float(a[:, 1].max()), "rounds": len(a),
                     "withheld": bool(withheld_reason(cal))})
     return out
+
+
+def _block_ops(trace: Any, pid: int) -> dict[int, dict[str, float]]:
+    """Per recorded block: wall seconds of each top-level operation of the main process's
+    session that recorded it."""
+    out: dict[int, dict[str, float]] = {}
+    for p in trace.processes:
+        k = p.metadata.get("selftimed_block")
+        if p.pid != pid or k is None:
+            continue
+        ops = analyze(dataclasses.replace(trace, processes=[p])).operations()
+        ops = ops[(ops["depth"] == 0) & ~ops["operation"].str.startswith("(")]
+        out[int(k)] = {str(o): float(w) for o, w in
+                       ops.groupby("operation")["wall_s"].sum().items()}
+    return out
+
+
+def bench_blocks(name: str, args: list[str], runs: int, tmp: Path) -> list[dict]:
+    py = sys.executable
+    steps, per_block = BLOCKS[name]
+    args = [args[0], steps]
+    flags = ["--sample-python", "off"]  # it samples through every block, recorded or not
+    cal_dir = tmp / f"{name}-cal"
+    _run([py, "-m", "rlscope.cli.prof", "-q", "--force", *flags, "-o", str(cal_dir),
+          "--calibrate", "--", py, WORKLOAD, *args, str(tmp / "cal.json")])
+    cal = read_calibration(cal_dir / "calibration.json")
+    costs, _scale = scaled_costs(cal, None)
+    per: dict[str, list[tuple[float, float, float]]] = {}  # op -> (truth, raw, corrected)
+    for r in range(runs):
+        d, res_file = tmp / f"{name}-blocks-{r}", tmp / f"{name}-blocks-{r}.json"
+        _run([py, "-m", "rlscope.cli.prof", "-q", "--force", "--no-cost-model", *flags,
+              "-o", str(d), "--calibration", str(cal_dir / "calibration.json"), "--",
+              py, WORKLOAD, *args, str(res_file)], SELFTIMED_BLOCKS=str(per_block))
+        res = json.loads(res_file.read_text())
+        trace = read_trace(d)
+        raw = _block_ops(trace, int(res["pid"]))
+        corr = _block_ops(correct_trace(trace, costs)[0], int(res["pid"]))
+        blocks = {int(b["block"]): b for b in res["blocks"]}
+        for j in range(0, max(blocks) + 1, 2):
+            if j not in blocks or j + 1 not in blocks or \
+                    blocks[j]["on"] == blocks[j + 1]["on"]:
+                continue
+            on, off = (blocks[j], blocks[j + 1]) if blocks[j]["on"] else \
+                (blocks[j + 1], blocks[j])
+            k = int(on["block"])
+            ops = [o for o, v in off["ops"].items() if v > 0 and o in raw.get(k, {})]
+            for o in ops:
+                per.setdefault(o, []).append((off["ops"][o], raw[k][o], corr[k][o]))
+            if ops:
+                per.setdefault("total", []).append((sum(off["ops"][o] for o in ops),
+                                                    sum(raw[k][o] for o in ops),
+                                                    sum(corr[k][o] for o in ops)))
+    if not per:
+        raise SystemExit(f"{name}: no pair of blocks with both timings")
+    return _summary(name, "blocks" if cal.mode == "model" else f"blocks, {cal.mode}", per,
+                    bool(withheld_reason(cal)))
+
+
+def _summary(name: str, mode: str, per: dict[str, list[tuple[float, float, float]]],
+             withheld: bool) -> list[dict]:
+    """Rows of the table from (truth, raw, corrected) seconds per pair or chunk: errors of
+    the sums, spread the quartiles of the single errors."""
+    grand = sum(v[0] for v in per["total"])
+    out_rows = []
+    for op, v in per.items():
+        a = np.array(v)
+        t, r, c = a.sum(axis=0)
+        re, ce = 100 * (a[:, 1] / a[:, 0] - 1), 100 * (a[:, 2] / a[:, 0] - 1)
+        out_rows.append({"workload": name, "mode": mode, "operation": op,
+                         "share": float(t / grand), "raw_med": _err(r, t),
+                         "raw_lo": float(np.percentile(re, 25)),
+                         "raw_hi": float(np.percentile(re, 75)),
+                         "corr_med": _err(c, t), "corr_lo": float(np.percentile(ce, 25)),
+                         "corr_hi": float(np.percentile(ce, 75)), "rounds": len(a),
+                         "withheld": withheld})
+    return out_rows
 
 
 def _overlap_ns(spans: list[list[int]], gaps: list[list[int]]) -> int:
@@ -178,26 +267,16 @@ def bench_chunks(name: str, args: list[str], chunks: int, tmp: Path) -> list[dic
                                             sum(float(corr[o]) for o in ops)))
     if not per:
         raise SystemExit(f"{name}: no held-out chunk with both copies' timings")
-    grand = sum(v[0] for v in per["total"])
-    out_rows = []
-    for op, v in per.items():
-        a = np.array(v)
-        t, r, c = a.sum(axis=0)
-        re, ce = 100 * (a[:, 1] / a[:, 0] - 1), 100 * (a[:, 2] / a[:, 0] - 1)
-        out_rows.append({"workload": name, "mode": cal.mode, "operation": op,
-                         "share": float(t / grand), "raw_med": _err(r, t),
-                         "raw_lo": float(np.percentile(re, 25)),
-                         "raw_hi": float(np.percentile(re, 75)),
-                         "corr_med": _err(c, t), "corr_lo": float(np.percentile(ce, 25)),
-                         "corr_hi": float(np.percentile(ce, 75)), "rounds": len(a),
-                         "withheld": bool(withheld_reason(cal))})
-    return out_rows
+    return _summary(name, cal.mode, per, bool(withheld_reason(cal)))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3, help="rounds of whole runs (pool)")
     ap.add_argument("--chunks", type=int, default=24, help="chunks calibrated (others)")
+    ap.add_argument("--blocks", type=int, default=0,
+                    help="multi-process workloads: N runs switching recording by blocks "
+                         "instead of whole runs")
     ap.add_argument("--only", action="append")
     a = ap.parse_args()
     results: list[dict] = []
@@ -205,7 +284,9 @@ def main() -> None:
         for name, args in WORKLOADS.items():
             if a.only and name not in a.only:
                 continue
-            if name in BY_RUNS:
+            if name in BY_RUNS and a.blocks:
+                results += bench_blocks(name, args, a.blocks, Path(t))
+            elif name in BY_RUNS:
                 results += bench(name, args, a.rounds, Path(t))
             else:
                 results += bench_chunks(name, args, a.chunks, Path(t))

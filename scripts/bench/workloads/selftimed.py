@@ -30,6 +30,19 @@ Every 32 steps (every step for ``pool``) the loop calls ``rlscope.report_progres
 ``rls-prof --calibrate`` can calibrate it by chunks.
 
 OUT.json: {operation: seconds} summed over the run (the main process's own timings).
+
+``SELFTIMED_BLOCKS=N`` (``pool``, ``pool_torch``, ``sb3``, under rls-prof): recording is
+switched off and on in every process of the run, block by block (on, off, off, on, ...;
+a block is N pool iterations, or N PPO iterations: rollouts and their training), with
+each switch outside the timed operations (the workers switch first, a pool's both at
+once). A recorded block is a new session of each process, whose first events pay for
+setting it up (~50 µs a process here): blocks of ~0.1 s or more keep that below 0.1%.
+The first session (start-up, the workers' spawn) ends before the first block.
+OUT.json then also holds ``"blocks"``: per block whether it recorded and its self-timed
+seconds per operation, and ``"pid"``. A recorded block is the session of each process
+whose metadata says ``selftimed_block``: its neighbour that did not record did the same
+work, in the same processes, moments apart (whole runs of identical processes differ by
+±10% here: scripts/bench/correction_per_op.py --blocks).
 LOG_DIR (optional): at every progress report, before reporting it, the process appends
 a line to ``LOG_DIR/<pid>.jsonl``: per operation the nanoseconds and count since the
 previous line and the spans longer than 200 µs among them as [start, end]
@@ -44,6 +57,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -52,6 +67,7 @@ import numpy as np
 import torch
 
 import rlscope
+from rlscope import annotate
 
 torch.set_num_threads(1)
 LONG_NS = 200_000  # shorter than any pause of a chunk copy (the others' turns: >= 1 ms)
@@ -125,6 +141,65 @@ class _Op:
             self.long.append([self.t0, t1])
 
 
+BLOCKS = int(os.environ.get("SELFTIMED_BLOCKS") or 0)  # iterations per block (0: none)
+
+
+class Blocks:
+    """Recording switched off and on by blocks in this process and, through ``follow``
+    (called with the directory to record into, or None), in the workers."""
+
+    def __init__(self, t: Timer, follow: Callable[[str | None], None]) -> None:
+        self.t, self.follow = t, follow
+        self.dir = annotate.output_dir() if BLOCKS else None
+        self.rows: list[dict] = []
+        self.k = -1
+        self.on = False
+        self.mark: dict[str, int] = {}
+        if self.dir is not None:
+            rlscope.stop()  # the start-up's session: blocks begin recorded or not
+            follow(None)
+
+    def next(self) -> None:
+        """Ends the current block (if any) and begins the next."""
+        self.close()
+        self.k += 1
+        self.on = self.dir is not None and (self.k % 2 == 0) == ((self.k // 2) % 2 == 0)
+        self.follow(self.dir if self.on else None)
+        if self.on:
+            rlscope.start(self.dir)
+            rlscope.set_metadata(selftimed_block=self.k)
+        self.mark = {k: o.total_ns for k, o in self.t.ops.items()}
+
+    def close(self) -> None:
+        if self.k < 0 or (self.rows and self.rows[-1]["block"] == self.k):
+            return
+        ops = {k: (o.total_ns - self.mark.get(k, 0)) / 1e9 for k, o in self.t.ops.items()}
+        self.rows.append({"block": self.k, "on": self.on, "ops": ops})
+        if self.on:
+            rlscope.stop()
+
+
+def _record_into(directory: str | None) -> None:
+    """This process records into ``directory`` from now on (None: not at all)."""
+    if rlscope.is_active():
+        rlscope.stop()
+    if directory:
+        rlscope.start(directory)
+
+
+_barrier: list[Any] = []
+
+
+def _init_worker(barrier: Any) -> None:
+    _barrier.append(barrier)
+
+
+def _switch(directory: str | None) -> None:
+    """A pool task: this worker records into ``directory``; then waits for the other."""
+    _record_into(directory)
+    _barrier[0].wait(120)
+
+
 def _sim_task(seed: int, steps: int = 300) -> float:
     env = gym.make("CartPole-v1")
     env.reset(seed=seed)
@@ -154,8 +229,8 @@ def main() -> None:
     torch.manual_seed(0)
     t = Timer(sys.argv[4] if len(sys.argv) > 4 else None)
     if kind == "sb3":
-        _sb3(t, steps)
-        _write(out, t.total)
+        blocks = _sb3(t, steps)
+        _write(out, t.total, blocks)
         return
     if kind in ("pool", "pool_torch"):
         task = _sim_task if kind == "pool" else _model_task
@@ -163,15 +238,23 @@ def main() -> None:
                                      torch.nn.Linear(32, 2))
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(2) as pool:
+        ctx = mp.get_context("fork")
+        extra: dict[str, Any] = {}
+        if BLOCKS:
+            extra = {"initializer": _init_worker, "initargs": (ctx.Barrier(2),)}
+        with ctx.Pool(2, **extra) as pool:
+            blocks = Blocks(t, lambda d: pool.map(_switch, [d, d], chunksize=1))
             for i in range(steps):
+                if BLOCKS and i % BLOCKS == 0:
+                    blocks.next()
                 with t.op("simulation"):  # the wait for the workers' simulation
                     results = pool.map(task, [2 * i, 2 * i + 1])
                 with t.op("inference"), torch.no_grad():
                     for _ in range(200):
                         policy(torch.tensor([results[:2] + results[:2]], dtype=torch.float32))
                 t.progress(i + 1, steps)
-        _write(out, t.total)
+            blocks.close()
+        _write(out, t.total, blocks)
         return
     env = gym.make("HalfCheetah-v5" if kind == "mujoco" else "CartPole-v1")
     n_obs = env.observation_space.shape[0]
@@ -220,8 +303,16 @@ def _timed(t: Timer, owner: type, attr: str, op: str) -> None:
     setattr(owner, attr, timed)
 
 
-def _sb3(t: Timer, steps: int) -> None:
+class _Switchable(gym.Wrapper):
+    """A worker's env that switches its process's recording (SB3's ``env_method``)."""
+
+    def record_into(self, directory: str | None) -> None:
+        _record_into(directory)
+
+
+def _sb3(t: Timer, steps: int) -> Blocks:
     from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.common.vec_env import SubprocVecEnv, VecEnv
 
@@ -229,16 +320,37 @@ def _sb3(t: Timer, steps: int) -> None:
     _timed(t, ActorCriticPolicy, "forward", "inference")
     _timed(t, ActorCriticPolicy, "predict_values", "inference")
     _timed(t, PPO, "train", "backprop")
-    env = SubprocVecEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+    if BLOCKS:
+        env = SubprocVecEnv([lambda: _Switchable(gym.make("CartPole-v1")) for _ in range(4)])
+    else:
+        env = SubprocVecEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+    blocks = Blocks(t, lambda d: env.env_method("record_into", d))
+
+    class NextBlock(BaseCallback):
+        rollouts = 0
+
+        def _on_rollout_start(self) -> None:  # a PPO iteration: its rollout, its training
+            if self.rollouts % BLOCKS == 0:
+                blocks.next()
+            self.rollouts += 1
+
+        def _on_step(self) -> bool:
+            return True
+
     model = PPO("MlpPolicy", env, n_steps=256, batch_size=128, n_epochs=4, seed=0,
                 device="cpu", verbose=0)
-    model.learn(total_timesteps=steps)
+    model.learn(total_timesteps=steps, callback=NextBlock() if BLOCKS else None)
+    blocks.close()
     env.close()
+    return blocks
 
 
-def _write(path: str, totals: dict[str, float]) -> None:
+def _write(path: str, totals: dict[str, float], blocks: Blocks | None = None) -> None:
+    out: dict[str, Any] = dict(totals)
+    if blocks is not None and blocks.rows:
+        out.update(blocks=blocks.rows, pid=os.getpid())
     with open(path, "w") as f:
-        json.dump(totals, f)
+        json.dump(out, f)
 
 
 if __name__ == "__main__":
