@@ -68,7 +68,7 @@ WORKLOADS = {"cartpole": ["cartpole", "60000"], "mujoco": ["mujoco", "30000"],
              "sb3": ["sb3", "16384"]}
 BY_RUNS = {"pool", "pool_torch", "sb3"}  # a forked copy could not share their workers: whole runs
 # --blocks: (steps, iterations per block): blocks of ~0.1-1 s, 8-10 on/off pairs a run
-BLOCKS = {"pool": ("200", 10), "pool_torch": ("200", 10), "sb3": ("16384", 1)}
+BLOCKS = {"pool": ("400", 40), "pool_torch": ("240", 20), "sb3": ("16384", 1)}
 ENV = {"OMP_NUM_THREADS": "1"}
 
 
