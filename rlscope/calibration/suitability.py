@@ -60,7 +60,9 @@ def _ended_before(path: Path, t_ns: int) -> bool:
 def other_processes(out: Path) -> int:
     """How many recorded processes of the profiled run descend from its root process (the
     one rls-prof started) and were still running when it first reported progress (when
-    the first copies would be forked)."""
+    the first copies would be forked). A process whose recorded ancestry stops at a
+    process that was not recorded (Ray's workers, children of its C++ raylet) descends
+    from the root too: only a chain that ends at rls-prof itself does not."""
     run, headers = _headers(out)
     if len(headers) < 2:
         return 0
@@ -75,7 +77,7 @@ def other_processes(out: Path) -> int:
         while p in parent and p not in seen and p != root:
             seen.add(p)
             p = parent[p]
-        if p != root or h.pid == root:
+        if h.pid == root or p == launcher:
             continue
         if first is None:
             first = _first_progress_ns(root_file) or -1

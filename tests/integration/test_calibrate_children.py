@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlscope.analysis.overhead.model import FILE_NAME, read_calibration
+from rlscope.calibration.suitability import other_processes
 from tests.conftest import run_tool
 
 WORKLOADS = Path(__file__).parent / "workloads"
@@ -36,6 +37,17 @@ def test_a_helper_that_ended_before_the_first_progress_report_allows_chunks(tmp_
     assert "not by chunks" not in r.stderr, r.stderr
     assert len(list(out.glob("python.*.rlscope"))) == 2  # the helper was recorded
     assert read_calibration(out / FILE_NAME).mode == "chunks"
+
+
+def test_a_grandchild_under_an_untraced_parent_counts(tmp_path: Path):
+    """Ray's workers descend from the driver through its raylet (C++, not traced): they
+    are the run's other Python processes all the same."""
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--no-intercept", "--", sys.executable,
+                 str(WORKLOADS / "calib_grandchild.py"), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(list(out.glob("python.*.rlscope"))) == 2  # the shell is not traced
+    assert other_processes(out) == 1
 
 
 def test_sb3_subproc_vec_env_calibrates(tmp_path: Path):
