@@ -379,3 +379,25 @@ def test_waits_on_ray_workers_are_said_to_be_uncorrected():
     plain = apply_correction(Trace(None, {}, [process_trace([ev[0], *ev[5:]])]),
                              cal)  # type: ignore[arg-type]
     assert not any("ray.get" in line for line in correction_lines(plain.run))
+
+
+def test_pool_tasks_are_said_to_keep_their_own_costs():
+    """A worker's pool-task records: the pool integration's own work per task is in no
+    cost kind, and the report says the waits for their results keep it."""
+    from rlscope.analysis.overhead.applied import apply_correction
+    from rlscope.analysis.overhead.model import Calibration
+    from rlscope.reporters.correction import correction_lines
+    from rlscope.trace import format as fmt
+
+    cal = Calibration([], COSTS, mode="chunks", metric="thread-cpu",
+                      validation={"total_error_pct": 0.1, "raw_total_error_pct": 1.9,
+                                  "validation_rounds": [1, 3]})
+    ev = [(0, 0, START, ""), (2000, 0, END, "")]
+    tasks = {f"{fmt.META_TASK_PREFIX}{i}": ["f", 1, i, 100, 200, 7, 1, 50] for i in range(3)}
+    worker = process_trace(ev, pid=2, ppid=1, metadata=tasks)
+    out = apply_correction(Trace(None, {}, [process_trace(ev), worker]), cal)  # type: ignore
+    lines = correction_lines(out.run)
+    assert any(line.startswith("  warning: 3 pool tasks: rlscope's own work per task")
+               for line in lines), lines
+    plain = apply_correction(Trace(None, {}, [process_trace(ev)]), cal)  # type: ignore
+    assert not any("pool tasks" in line for line in correction_lines(plain.run))

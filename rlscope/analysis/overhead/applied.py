@@ -199,6 +199,12 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
             "rlscope cost the Ray workers they waited on (waits of actors on other actors, "
             "or on workers that recorded no calls): operations that wait there keep that "
             "share")
+    if summary.pool_tasks():
+        info["warnings"].append(
+            f"{summary.pool_tasks():,} pool tasks: rlscope's own work per task (making, "
+            "pickling and recording each one) is priced by no cost kind, so the waits for "
+            "their results keep it: a pool of short tasks reads slower than it is "
+            "(docs/overhead-correction.md)")
     if cal.command and run.get("command") and list(run["command"]) != list(cal.command):
         info["warnings"].append("the calibration was made for another command ("
                                 + shell_line(cal.command, 120) + "); costs may not transfer")

@@ -57,6 +57,10 @@ class ProcessCorrection:
     # Its waits on Ray workers (ray.get / ray.wait) left as recorded: an actor's on other
     # actors, or a driver's whose workers recorded no calls (the report says so).
     ray_waits: int = 0
+    # Pool tasks it ran for another process: the pool integration's own work per task
+    # (making, pickling, unpickling, recording it) is priced by no cost kind, so the
+    # waits for their results keep it (the report says so).
+    pool_tasks: int = 0
 
 
 @dataclass
@@ -86,6 +90,9 @@ class CorrectionSummary:
 
     def ray_waits(self) -> int:
         return sum(p.ray_waits for p in self.processes)
+
+    def pool_tasks(self) -> int:
+        return sum(p.pool_tasks for p in self.processes)
 
 
 def _pre_post(costs: dict[str, KindCost]) -> tuple[np.ndarray, np.ndarray]:
@@ -368,7 +375,12 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
                                   own_threads_ns(p), _error_ns(p, costs),
                                   0.0 if waits is None else float(waits.sum()),
-                                  _count_waits(p, RAY_WAITS))
+                                  _count_waits(p, RAY_WAITS), pool_tasks_run(p))
+
+
+def pool_tasks_run(p: ProcessTrace) -> int:
+    """How many pool tasks ``p`` recorded (rlscope.integrations.pooltasks' records)."""
+    return sum(k.startswith(fmt.META_TASK_PREFIX) for k in p.metadata)
 
 
 RAY_WAITS = ("ray.get", "ray.wait")  # rlscope.integrations.ray_workers' wait names
