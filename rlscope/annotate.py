@@ -217,7 +217,7 @@ def set_metadata(**kv: Any) -> None:
 STANDING_KEYS = frozenset({
     fmt.META_ROLE, fmt.META_ROLE_DETAIL, fmt.META_ENV_INDEX, fmt.META_NUM_ENVS,
     fmt.META_VECENV, fmt.META_VECENVS, fmt.META_MP_NAME, fmt.META_MP_TARGET,
-    fmt.META_POOL_TASKS, fmt.META_RAY})
+    fmt.META_RAY})  # (rlscope.pool_tasks is said again by pooltasks in each recording)
 _standing: dict[str, str] = {}  # key -> its latest encoded value in this process
 
 

@@ -63,10 +63,23 @@ class ProcessScanner:
     def tick(self) -> list[tuple[int, int, int, int]]:
         """(pid, cumulative CPU ns, RSS bytes, cumulative run-queue wait ns or -1) of each
         live process of the run."""
+        fresh = self.update()
+        out = []
+        for p in sorted(self.run):
+            st = fresh.get(p) or read_stat(p)
+            if st is None or st[3]:  # gone, or a zombie (its CPU time is final)
+                continue
+            out.append((p, st[1], st[2], _read_runq(p)))
+        self.seen.update(r[0] for r in out)
+        return out
+
+    def update(self) -> dict[int, tuple[int, int, int, bool]]:
+        """Brings :attr:`run` up to date (the run's processes, zombies included); returns
+        the stat (read_stat) of the processes seen for the first time."""
         try:
             pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
         except OSError:
-            return []
+            return {}
         for gone in [p for p in self.parent if p not in pids]:
             del self.parent[gone]
             self.run.discard(gone)
@@ -91,11 +104,4 @@ class ProcessScanner:
                 else:
                     rest.append(p)
             todo = rest
-        out = []
-        for p in sorted(self.run):
-            st = fresh.get(p) or read_stat(p)
-            if st is None or st[3]:  # gone, or a zombie (its CPU time is final)
-                continue
-            out.append((p, st[1], st[2], _read_runq(p)))
-        self.seen.update(r[0] for r in out)
-        return out
+        return fresh

@@ -88,9 +88,10 @@ class TreeCpuCounter:
     def tick(self) -> None:
         """Read the run's processes once (the thread does this every ``tick_s``)."""
         parents: dict[int, bool] = {}
-        for pid, *_ in self._scanner.tick():
+        self._scanner.update()
+        for pid in self._scanner.run:
             fields = stat_fields(pid)
-            if fields is None:  # gone since the scan: its last reading stands
+            if fields is None or fields[0] == b"Z":  # gone or final: the last reading stands
                 continue
             ppid = int(fields[1])
             if ppid not in parents:
