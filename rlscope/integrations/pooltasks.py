@@ -37,6 +37,7 @@ import itertools
 import os
 import threading
 import time
+import types
 
 from rlscope import annotate
 from rlscope.integrations import wrap_method
@@ -76,16 +77,14 @@ class Task:
     """A pool's function, recording each call as an operation ``task:<name>`` with the
     item's index (see the module's docstring for the four calling modes)."""
 
-    __slots__ = ("_blob", "_head", "_tail", "by", "call", "fn", "index", "mode", "name",
-                 "submitted")
+    __slots__ = ("_json", "_op", "by", "call", "fn", "index", "mode", "name", "submitted")
 
     def __init__(self, fn: Callable[..., Any], mode: int, call: int,
                  index: int = -1) -> None:
         self.fn, self.mode, self.call, self.index = fn, mode, call, index
         self.name = task_name(fn)
-        self.by, self.submitted = os.getpid(), time.perf_counter_ns()
-        self._blob: bytes | None = None
-        self._head = self._tail = ""
+        self._op, self._json = "task:" + self.name, _json_str(self.name)
+        self.by, self.submitted = _pid[0], time.perf_counter_ns()
         _announce()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -104,36 +103,43 @@ class Task:
             return self.fn(*args, **kwargs)
         begin = time.perf_counter_ns()  # CLOCK_MONOTONIC, the recorders' clock
         try:
-            with rec.operation("task:" + self.name):
+            with rec.operation(self._op):
                 return self.fn(*args, **kwargs)
         finally:
             self._record(rec, index, begin, time.perf_counter_ns())
 
     def _record(self, rec: Any, index: int, begin: int, end: int) -> None:
-        """The task's metadata record (format.META_TASK_PREFIX); the parts that do not
-        change from item to item are made once."""
+        """The task's metadata record (format.META_TASK_PREFIX)."""
         try:
-            if not self._head:
-                self._head = f"[{_json_str(self.name)}, {int(self.call)}, "
-                self._tail = f", {int(self.by)}, {int(self.submitted)}]"
-            rec.metadata(f"{fmt.META_TASK_PREFIX}{next(_done)}",
-                         f"{self._head}{int(index)}, {begin}, {end}, "
-                         f"{threading.get_native_id()}{self._tail}")
+            tid = _native_ids.get(threading.get_ident())
+            if tid is None:  # get_native_id is a system call: once per thread
+                tid = _native_ids[threading.get_ident()] = threading.get_native_id()
+            rec.metadata(f"{_TASK_KEY}{next(_done)}",
+                         f"[{self._json}, {self.call}, {index}, {begin}, {end}, {tid}, "
+                         f"{self.by}, {self.submitted}]")
         except Exception:  # never fail the user's task over its record
             pass
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Sent with every job: pickled once per call, unpickled once per worker (_task_of).
-        blob = self._blob
-        if blob is None:
-            import pickle
-
-            blob = self._blob = pickle.dumps((self.fn, self.mode, self.call, self.index,
-                                              self.name, self.by, self.submitted))
-        return (_task_of, (blob,))
+        # Sent with every job: the function's part pickled once per function where that
+        # cannot go stale (a plain function pickles by name), the call's part as ints.
+        return (_task_of, (_fn_blob(self), self.call, self.index, self.by, self.submitted))
 
     def __repr__(self) -> str:
         return f"<rlscope task {self.name} (call {self.call})>"
+
+
+_TASK_KEY = fmt.META_TASK_PREFIX
+_native_ids: dict[int, int] = {}  # threading.get_ident() -> OS thread id
+_pid = [os.getpid()]  # os.getpid is a system call: read again in a forked child only
+
+
+def _forked() -> None:
+    _native_ids.clear()  # a child's threads are its own
+    _pid[0] = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _json_str(s: str) -> str:
@@ -144,23 +150,53 @@ def _json_str(s: str) -> str:
     return json.dumps(s)
 
 
-_received: dict[bytes, Task] = {}  # in a worker: the tasks unpickled, by their bytes
+_STATELESS = (types.FunctionType, types.BuiltinFunctionType)  # pickled by name
+_blobs: dict[tuple[int, int], tuple[Any, bytes]] = {}  # (id(fn), mode) -> (fn, blob)
 
 
-def _task_of(blob: bytes) -> Task:
-    """The Task pickled as ``blob`` (Task.__reduce__), unpickled once per process."""
-    task = _received.get(blob)
-    if task is None:
+def _fn_blob(task: Task) -> bytes:
+    """What of ``task`` depends on its function only, pickled; kept per plain function
+    (a partial or a bound method carries state that may change between calls: pickled
+    each time, as the pool itself would)."""
+    import pickle
+
+    fn, mode = task.fn, task.mode
+    part = (fn, mode, task.name, task._op, task._json)
+    if type(fn) not in _STATELESS:
+        return pickle.dumps(part)
+    key = (id(fn), mode)
+    hit = _blobs.get(key)
+    if hit is not None and hit[0] is fn:
+        return hit[1]
+    blob = pickle.dumps(part)
+    if len(_blobs) >= 256:
+        _blobs.clear()
+    _blobs[key] = (fn, blob)  # holds fn: its id is not reused while the entry stands
+    return blob
+
+
+# In a worker: what Task.__reduce__ sent of each function (_fn_blob), by its bytes.
+_received: dict[bytes, tuple[Any, int, str, str, str]] = {}
+_last: list[Any] = [None, None]  # the last job's arguments and its Task (a call's chunks)
+
+
+def _task_of(blob: bytes, call: int, index: int, by: int, submitted: int) -> Task:
+    """The Task a job carries (Task.__reduce__); its function unpickled once per process."""
+    key = (blob, call, index, by, submitted)
+    if _last[0] == key:
+        return _last[1]  # type: ignore[no-any-return]
+    fn = _received.get(blob)
+    if fn is None:
         import pickle
 
-        fn, mode, call, index, name, by, submitted = pickle.loads(blob)
-        task = Task.__new__(Task)
-        task.fn, task.mode, task.call, task.index, task.name = fn, mode, call, index, name
-        task.by, task.submitted, task._blob = by, submitted, blob
-        task._head = task._tail = ""
-        if len(_received) >= 1024:  # apply_async makes one per call: keep it bounded
+        fn = pickle.loads(blob)
+        if len(_received) >= 1024:  # partials and methods: one per call, keep it bounded
             _received.clear()
-        _received[blob] = task
+        _received[blob] = fn
+    task = Task.__new__(Task)
+    task.fn, task.mode, task.name, task._op, task._json = fn
+    task.call, task.index, task.by, task.submitted = call, index, by, submitted
+    _last[0], _last[1] = key, task
     return task
 
 

@@ -119,6 +119,30 @@ def test_a_task_is_unpickled_once_per_process() -> None:
     assert (first.by, first.submitted, first.call) == (t.by, t.submitted, t.call)
 
 
+def test_a_plain_functions_part_is_pickled_once() -> None:
+    # Later calls send the same bytes for the function (the worker looks it up); the
+    # call's own numbers travel apart and come back right.
+    a, b = pooltasks.Task(_double, pooltasks.ITEM, 1), pooltasks.Task(_double, pooltasks.ITEM, 2)
+    fa, fb = pooltasks._fn_blob(a), pooltasks._fn_blob(b)
+    assert fa is fb
+    back = pickle.loads(pickle.dumps(b))
+    assert (back.call, back.fn, back.name) == (2, _double, "_double")
+
+
+def test_a_partial_is_pickled_with_its_state_at_each_call() -> None:
+    # A partial's arguments may change between calls: never a stale copy.
+    extra = [1]
+    f = functools.partial(_sum_with, extra)
+    first = pickle.loads(pickle.dumps(pooltasks.Task(f, pooltasks.FIXED, 0, 0)))
+    extra.append(5)
+    second = pickle.loads(pickle.dumps(pooltasks.Task(f, pooltasks.FIXED, 0, 1)))
+    assert first(1) == 2 and second(1) == 7
+
+
+def _sum_with(extra: list[int], x: int) -> int:
+    return x + sum(extra)
+
+
 def test_task_name() -> None:
     assert pooltasks.task_name(functools.partial(_double, y=1)) == "_double"
     assert pooltasks.task_name(len) == "len"
