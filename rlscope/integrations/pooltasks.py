@@ -184,7 +184,7 @@ def _task_of(blob: bytes, call: int, index: int, by: int, submitted: int) -> Tas
     """The Task a job carries (Task.__reduce__); its function unpickled once per process."""
     key = (blob, call, index, by, submitted)
     if _last[0] == key:
-        return _last[1]  # type: ignore[no-any-return]
+        return _last[1]
     fn = _received.get(blob)
     if fn is None:
         import pickle
