@@ -22,6 +22,13 @@ difference per recorded call (counted in the trace), ``in_situ_error_ns`` its st
 error. Between real backend ops the wrapper's code and data may be evicted: a wrapped
 call cost 2x the tight loop's at one hour and no more than it the next, on the same
 machine (docs/overhead-correction.md). The cost model takes the higher of the two.
+
+A pool's tasks are timed in situ only (Linux): a one-worker ``multiprocessing`` pool
+(fork) maps a function over two items, in blocks with the submitting process recording
+(its tasks wrapped, the worker recording them) and not, in turns. ``pool_task`` is the
+worker's CPU added per task (its ``/proc`` schedstat), less one annotation pair (the
+task's operation, priced as an annotation); ``pool_call`` the caller's thread CPU added
+per map call. Both are paid outside the task's operation (``inside_ns`` 0).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -227,6 +235,81 @@ def in_situ_env_step(tmp: Path, recorder: str = "native") -> dict[str, float] | 
         simulation=True)
 
 
+POOL_PAIRS = 24  # pairs of blocks of the pool loop (map calls of two items, ~0.3 ms
+POOL_BLOCK = 50  # each here): ~0.7 s in all
+
+
+def _pool_noop(x: Any) -> Any:
+    return x
+
+
+def _schedstat_ns(pid: int) -> int:
+    with open(f"/proc/{pid}/schedstat") as f:  # CPU ns of the process's main thread
+        return int(f.read().split()[0])
+
+
+def _worker_records(directory: str) -> None:
+    import rlscope
+
+    rlscope.start(directory)
+
+
+def _median_se(d: list[float]) -> tuple[float, float]:
+    """The median of ``d`` and its standard error (from the interquartile range)."""
+    q1, med, q3 = np.percentile(np.array(d), [25, 50, 75])
+    return float(med), 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(d))
+
+
+def in_situ_pool(tmp: Path, recorder: str, annotation_ns: float
+                 ) -> dict[str, dict[str, float]] | None:
+    """``pool_task`` and ``pool_call`` (see the module's docstring), each with
+    ``per_event_ns``, ``error_ns`` (standard error of the median) and ``inside_ns``; None
+    without ``/proc`` schedstat or fork, or when the pool fails."""
+    import multiprocessing as mp
+
+    import rlscope
+    from rlscope import intercept
+
+    if not Path(f"/proc/{os.getpid()}/schedstat").exists() \
+            or "fork" not in mp.get_all_start_methods():
+        return None
+    intercept.enable("pool")  # this process ends after the benchmarks: left enabled
+    d = tmp / "in-situ-pool"
+    try:
+        with mp.get_context("fork").Pool(1, _worker_records, (str(d / "worker"),)) as pool:
+            pid = pool._pool[0].pid  # type: ignore[attr-defined]
+            items = [1, 2]
+            for _ in range(POOL_BLOCK):
+                pool.map(_pool_noop, items)
+            worker: list[float] = []
+            caller: list[float] = []
+            for k in range(POOL_PAIRS):
+                per: dict[bool, tuple[float, float]] = {}
+                for on in (True, False) if k % 2 == 0 else (False, True):
+                    if on:
+                        rlscope.start(d / "caller", recorder=recorder)
+                    try:
+                        w0, c0 = _schedstat_ns(pid), time.thread_time_ns()
+                        for _ in range(POOL_BLOCK):
+                            pool.map(_pool_noop, items)
+                        per[on] = ((_schedstat_ns(pid) - w0) / POOL_BLOCK,
+                                   (time.thread_time_ns() - c0) / POOL_BLOCK)
+                    finally:
+                        if on:
+                            rlscope.stop()
+                worker.append((per[True][0] - per[False][0]) / len(items))
+                caller.append(per[True][1] - per[False][1])
+            pool.close()  # the worker's recording ends with it, whole
+            pool.join()
+    except Exception:  # no pool here (a sandbox, a broken fork): no pool figures
+        return None
+    task, task_se = _median_se(worker)
+    call, call_se = _median_se(caller)
+    return {"pool_task": {"per_event_ns": task - annotation_ns, "error_ns": task_se,
+                          "inside_ns": 0.0},
+            "pool_call": {"per_event_ns": call, "error_ns": call_se, "inside_ns": 0.0}}
+
+
 def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
     import rlscope
     from rlscope import annotate
@@ -290,6 +373,8 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
     out["env_call"] = {"per_event_ns": per, "error_ns": err,
                        "inside_ns": float(np.median(d)) if len(d) else math.nan}
     out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
+    # Last: it enables the pool integration in this process.
+    out.update(in_situ_pool(tmp, recorder, out["annotation"]["per_event_ns"]) or {})
     return out
 
 

@@ -409,6 +409,31 @@ def metadata(key: str, json_value: str) -> None:
         rec.metadata.append((key, json_value, _now()))
 
 
+_os_tids: dict[int, int] = {}  # threading.get_ident() -> OS thread id
+os.register_at_fork(after_in_child=_os_tids.clear)  # a child's thread is a new one
+_tasks_recorded = [0]  # the pool task records' numbers, process-wide
+
+
+def run_task(op: str, head: str, tail: str, index: int, fn: Callable[..., Any],
+             args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """``fn(*args, **kwargs)`` inside operation ``op``, then the pool task's record
+    (rlscope.integrations.pooltasks; the native recorder's run_task)."""
+    if _rec is None:
+        return fn(*args, **(kwargs or {}))
+    begin = _now()
+    try:
+        with operation(op):
+            return fn(*args, **(kwargs or {}))
+    finally:
+        end = _now()
+        tid = _os_tids.get(threading.get_ident())
+        if tid is None:
+            tid = _os_tids[threading.get_ident()] = threading.get_native_id()
+        n = _tasks_recorded[0]
+        _tasks_recorded[0] = n + 1
+        metadata(f"{fmt.META_TASK_PREFIX}{n}", f"{head}{index}, {begin}, {end}, {tid}{tail}")
+
+
 def thread_stack() -> list[str]:
     rec = _rec
     if rec is None:

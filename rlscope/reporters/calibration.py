@@ -13,7 +13,7 @@ from rlscope.analysis.overhead.model import Calibration, KindCost
 
 _UNIT = {"annotation": "event", "backend_call": "call", "simulator_call": "call",
          "wait_call": "call", "env_call": "env step or reset", "cuda_api": "call",
-         "gpu_activity": "record"}
+         "gpu_activity": "record", "pool_task": "pool task", "pool_call": "submission"}
 
 
 def _ns(v: float) -> str:
@@ -35,8 +35,8 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     has_estimate = math.isfinite(c.estimate_ns)
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
-            what = in_situ_what(kind) if c.per_event_ns > mb > 0 else \
-                "tight-loop microbenchmark of the env wrappers"
+            what = in_situ_what(kind) if c.per_event_ns > mb > 0 or kind != "env_call" \
+                else "tight-loop microbenchmark of the env wrappers"
             return head + f" ({what}: no calibration configuration separates their cost)"
         if not has_estimate:
             if c.per_event_ns > mb > 0:  # the in-situ figure (calibration.microbench)
@@ -88,6 +88,8 @@ _WHAT = {"annotation": "an operation or phase beginning or ending",
          "simulator_call": "a call into the simulator (mujoco, box2d, ...)",
          "wait_call": "a blocking call (sleep, pipe or socket receive, lock, ...)",
          "env_call": "an env step or reset",
+         "pool_task": "a pool task run in a worker process (receiving and recording it)",
+         "pool_call": "a submission to a process pool (making and sending its task)",
          "cuda_api": "a CUDA API call",
          "gpu_activity": "a GPU kernel, copy or memset recorded"}
 _BENCHMARK = "from a benchmark of rlscope's hooks"
@@ -122,7 +124,8 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
     head = f"  {_WHAT.get(kind, kind)}: {_time(c.per_event_ns)}"
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
-            why = "it cannot be measured apart from the simulation around it"
+            why = ("it cannot be measured apart from the simulation around it"
+                   if kind == "env_call" else "timed on a small pool of this machine")
         elif not math.isfinite(c.estimate_ns):
             why = "not measured on this workload"
         elif c.fallback == "held-out":

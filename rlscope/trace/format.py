@@ -123,6 +123,10 @@ META_TASK_PREFIX = "rlscope.task:"
 META_RAY_CALL_PREFIX = "rlscope.ray_call:"
 # "1" in the trace of a process that handed tasks to a pool or executor while recording.
 META_POOL_TASKS = "rlscope.pool_tasks"
+# How many submissions to process pools or executors (a mapping call, an apply_async or
+# a submit) this process made while recording (written at stop; the cost model's
+# pool_call kind).
+META_POOL_CALLS = "rlscope.pool_calls"
 # One JIT compilation (rlscope.intercept.compile_record): the key is this prefix and its
 # number in the process, the value [framework, function, begin_ns, end_ns, tid, reason,
 # kind, counts, graph_breaks] (CLOCK_MONOTONIC; tid: the compiling thread's native id).

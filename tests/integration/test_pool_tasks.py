@@ -42,11 +42,19 @@ def _intervals(p, kinds: tuple[int, int], want) -> list[tuple[int, int]]:
     return out
 
 
-@pytest.mark.parametrize("how, tasks", [("pool", ITEMS), ("imap", ITEMS),
-                                        ("executor", ITEMS + 1)])
-def test_pool_straggler_named(tmp_path: Path, how: str, tasks: int) -> None:
+def submissions(out: Path) -> list[int]:
+    """The submitting processes' counts of submissions to process pools (format.
+    META_POOL_CALLS: the cost model's pool_call kind), 0 where a trace has none."""
+    return [p.metadata.get(fmt.META_POOL_CALLS, 0) for p in read_trace(out).processes
+            if fmt.META_POOL_TASKS in p.metadata]
+
+
+@pytest.mark.parametrize("how, tasks, calls", [("pool", ITEMS, 1), ("imap", ITEMS, 1),
+                                               ("executor", ITEMS + 1, 2)])
+def test_pool_straggler_named(tmp_path: Path, how: str, tasks: int, calls: int) -> None:
     out = tmp_path / "run"
     a = record(out, "pool_tasks.py", how)
+    assert submissions(out) == [calls]
     rows = a.tasks()
     assert len(rows) == tasks
     mapped = rows[rows["call"] > 0]
@@ -107,6 +115,7 @@ def test_apply_async_counted(tmp_path: Path) -> None:
     report = json.loads(r.stdout)["tasks"]
     assert sorted(f["tasks"] for f in report["functions"]) == [3]
     assert sorted(rlscope_tasks(out)["index"]) == [0, 1, 2]
+    assert submissions(out) == [3]
     assert report["stragglers"] == []  # three equal tasks
 
 
@@ -119,6 +128,7 @@ def test_thread_pool_straggler_named(tmp_path: Path) -> None:
     rows = a.tasks()
     assert len(rows) == ITEMS + 1 and rows["pid"].nunique() == 1
     assert sorted(rows.loc[rows["call"] > 0, "index"]) == list(range(ITEMS))
+    assert submissions(out) == [0]  # a thread pool's: priced by no pool kind
     whole = json.loads(run_tool("rls-analyze", "report", str(out), "--format", "json").stdout)
     (verdict,) = [v for v in whole["run_diagnosis"] if v["kind"] == "straggler-task"]
     assert "slow_square item 13" in verdict["verdict"] and 0.03 < verdict["bound_s"] < 0.2

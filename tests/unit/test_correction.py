@@ -382,8 +382,9 @@ def test_waits_on_ray_workers_are_said_to_be_uncorrected():
 
 
 def test_pool_tasks_are_said_to_keep_their_own_costs():
-    """A worker's pool-task records: the pool integration's own work per task is in no
-    cost kind, and the report says the waits for their results keep it."""
+    """A worker's pool-task records under a calibration without the pool kinds (made by
+    an older rlscope): the report says the waits for their results keep the pool
+    integration's own work per task; with them, nothing is said."""
     from rlscope.analysis.overhead.applied import apply_correction
     from rlscope.analysis.overhead.model import Calibration
     from rlscope.reporters.correction import correction_lines
@@ -397,7 +398,11 @@ def test_pool_tasks_are_said_to_keep_their_own_costs():
     worker = process_trace(ev, pid=2, ppid=1, metadata=tasks)
     out = apply_correction(Trace(None, {}, [process_trace(ev), worker]), cal)  # type: ignore
     lines = correction_lines(out.run)
-    assert any(line.startswith("  warning: 3 pool tasks: rlscope's own work per task")
+    assert any(line.startswith("  warning: 3 pool tasks: this calibration has no price")
                for line in lines), lines
+    priced = Calibration([], {**COSTS, "pool_task": KindCost(5000, 0, 100, "test")},
+                         mode="chunks", metric="thread-cpu", validation=cal.validation)
+    out = apply_correction(Trace(None, {}, [process_trace(ev), worker]), priced)  # type: ignore
+    assert not any("pool tasks" in line for line in correction_lines(out.run))
     plain = apply_correction(Trace(None, {}, [process_trace(ev)]), cal)  # type: ignore
     assert not any("pool tasks" in line for line in correction_lines(plain.run))

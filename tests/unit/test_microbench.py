@@ -70,3 +70,31 @@ def test_an_env_step_is_timed_around_a_real_one(tmp_path: Path):
     out = json.loads(r.stdout)
     assert out["in_situ_calls"] == 1.0
     assert math.isfinite(out["in_situ_ns"]) and out["in_situ_error_ns"] > 0
+
+
+def test_a_pool_task_is_timed_in_a_real_pool(tmp_path: Path):
+    """A one-worker pool's map calls, recorded and not in turns: every recorded call's
+    two tasks are in the worker's trace and every call in the caller's count
+    (format.META_POOL_CALLS), and both costs come with an error bar."""
+    import json
+
+    from rlscope.calibration import microbench
+    from rlscope.trace import format as fmt
+    from rlscope.trace.reader import read_trace
+
+    r = subprocess.run([sys.executable, "-c",
+                        "import json, sys; from pathlib import Path; "
+                        "from rlscope.calibration.microbench import in_situ_pool; "
+                        "print(json.dumps(in_situ_pool(Path(sys.argv[1]), 'native', 0.0)))",
+                        str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) == {"pool_task", "pool_call"}
+    for m in out.values():
+        assert math.isfinite(m["per_event_ns"]) and m["error_ns"] > 0 and m["inside_ns"] == 0
+    calls = microbench.POOL_PAIRS * microbench.POOL_BLOCK
+    worker = read_trace(tmp_path / "in-situ-pool" / "worker").processes
+    assert sum(k.startswith(fmt.META_TASK_PREFIX) for p in worker for k in p.metadata) \
+        == 2 * calls
+    caller = read_trace(tmp_path / "in-situ-pool" / "caller").processes
+    assert sum(p.metadata.get(fmt.META_POOL_CALLS, 0) for p in caller) == calls

@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pytest
 
 from rlscope.analysis.engine.synthetic import process_trace
 from rlscope.analysis.overhead.correction import correct_trace
+from rlscope.analysis.overhead.model import KindCost
 from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace, Trace
 from tests.unit.test_correction import COSTS, _split
@@ -21,19 +23,26 @@ WB, WE = fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END
 START, END = fmt.PROCESS_START, fmt.PROCESS_END
 HOLDER, TID = 100, 1000  # the submitter's pid; each worker's thread (process_trace's)
 SEND, TRANSFER = 1500, 100  # the submitter hands the tasks out at SEND; a message's time
+# The pool kinds: a task's own book-keeping in its worker (paid before its operation's
+# begin), a submission's in the submitter (paid before the tasks leave and before its
+# next event).
+POOL = {**COSTS, "pool_task": KindCost(700, 0, 0, "test"),
+        "pool_call": KindCost(900, 0, 0, "test")}
 
 
-def _record(events: list[tuple[int, int]], wakes: dict[int, int]
-            ) -> tuple[list[int], list[int]]:
+def _record(events: list[tuple[int, int]], wakes: dict[int, int],
+            extra: dict[int, float] | None = None) -> tuple[list[int], list[int]]:
     """One thread's events as recording stamps them: each event's costs delay what
     follows, except that a wait ending at index i of ``wakes`` ends when what it waits for
-    arrives (``wakes[i]``, recorded time) whatever was paid before. Returns the stamps
-    and, per event, when the thread moved on after it (its costs paid)."""
+    arrives (``wakes[i]``, recorded time) whatever was paid before; ``extra``: more cost
+    paid just before event i's stamp. Returns the stamps and, per event, when the thread
+    moved on after it (its costs paid)."""
     stamps, after, offset, delay = [], [], 0, 0.0
     for i, (t, k) in enumerate(events):
         if i in wakes:
             offset, delay = wakes[i] - t, 0.0
         pre, post = _split(k)
+        pre += (extra or {}).get(i, 0.0)
         delay += pre
         stamps.append(t + offset + int(delay))
         delay += post
@@ -80,18 +89,23 @@ def _worker(pid: int, events: list[tuple[int, int]], tasks: list[tuple[int, int]
                          metadata=meta)
 
 
-def _run(workers: list[Worker], waits: list[list[tuple[int, int]]], work_ns: int = 400
+def _run(workers: list[Worker], waits: list[list[tuple[int, int]]], work_ns: int = 400,
+         costs: dict[str, KindCost] = COSTS
          ) -> tuple[ProcessTrace, ProcessTrace, list[ProcessTrace]]:
     """The submitter's true and recorded traces, and the recorded workers'. ``waits``:
     per wait of the submitter, the (worker, task) results it waits for; between two waits
-    it makes a backend call of ``work_ns``."""
+    it makes a backend call of ``work_ns``. ``costs``: with the pool kinds, what each
+    task and the submission cost as well."""
     true_w = [_worker_events(w) for w in workers]
     done = [[ev[e][0] for _, e in tasks] for ev, tasks in true_w]  # true task ends
     head = [(0, START), (1000, OB)]
     sent = SEND + int(sum(sum(_split(k)) for _, k in head))  # recorded submission
+    task_ns = costs["pool_task"].per_event_ns if "pool_task" in costs else 0.0
+    call_ns = costs["pool_call"].per_event_ns if "pool_call" in costs else 0.0
     rec_w, rec_done = [], []
     for i, (ev, tasks) in enumerate(true_w):
-        stamps, after = _record(ev, {2: sent + TRANSFER})
+        stamps, after = _record(ev, {2: sent + int(call_ns) + TRANSFER},
+                                {b: task_ns for b, _ in tasks})
         # A task's record ends once its operation's end is paid for: it replies then.
         rec_done.append([after[e] for _, e in tasks])
         rec_w.append(_worker(200 + i, list(zip(stamps, (k for _, k in ev), strict=True)),
@@ -114,43 +128,66 @@ def _run(workers: list[Worker], waits: list[list[tuple[int, int]]], work_ns: int
     def proc(ev: list[tuple[int, int]]) -> ProcessTrace:
         return process_trace([(t, 0, k, names[k]) for t, k in ev], pid=HOLDER, metadata=meta)
 
-    stamps, _ = _record(holder, wakes)
+    stamps, _ = _record(holder, wakes, {len(head): call_ns})  # the submission's cost
     recorded = proc(list(zip(stamps, (k for _, k in holder), strict=True)))
     return proc(holder), recorded, rec_w
 
 
-def _corrected(recorded: ProcessTrace, workers: list[ProcessTrace]) -> ProcessTrace:
-    out, _ = correct_trace(Trace(None, {}, [recorded, *workers]), COSTS)  # type: ignore
+def _corrected(recorded: ProcessTrace, workers: list[ProcessTrace],
+               costs: dict[str, KindCost] = COSTS) -> ProcessTrace:
+    out, _ = correct_trace(Trace(None, {}, [recorded, *workers]), costs)  # type: ignore
     return out.processes[0]
 
 
-def test_a_map_wait_is_corrected_to_its_true_length():
+@pytest.mark.parametrize("costs", [COSTS, POOL], ids=["hooks", "hooks+pool kinds"])
+def test_a_map_wait_is_corrected_to_its_true_length(costs: dict[str, KindCost]):
     # Worker 0's tasks are shorter but make many more calls: recorded, it answers last.
     true, recorded, workers = _run([Worker([(4_000, 20), (4_000, 20)]),
                                     Worker([(4_500, 1), (4_500, 1)])],
-                                   [[(0, 0), (0, 1), (1, 0), (1, 1)]])
-    alone = _corrected(recorded, [])
-    fixed = _corrected(recorded, workers)
+                                   [[(0, 0), (0, 1), (1, 0), (1, 1)]], costs=costs)
+    alone = _corrected(recorded, [], costs)
+    fixed = _corrected(recorded, workers, costs)
     assert fixed.events.time_ns.tolist() == true.events.time_ns.tolist()
     # Without the workers only the submitter's own costs go: the wait stays longer.
     assert alone.events.time_ns[-1] - fixed.events.time_ns[-1] > 10_000
 
 
-def test_the_worker_that_answers_last_without_recording_sets_the_wait():
+@pytest.mark.parametrize("costs", [COSTS, POOL], ids=["hooks", "hooks+pool kinds"])
+def test_the_worker_that_answers_last_without_recording_sets_the_wait(
+        costs: dict[str, KindCost]):
     true, recorded, workers = _run([Worker([(4_000, 30), (4_000, 30)]),
                                     Worker([(4_700, 1), (4_700, 1)])],
-                                   [[(0, 0), (0, 1), (1, 0), (1, 1)]])
-    assert _corrected(recorded, workers).events.time_ns.tolist() \
+                                   [[(0, 0), (0, 1), (1, 0), (1, 1)]], costs=costs)
+    assert _corrected(recorded, workers, costs).events.time_ns.tolist() \
         == true.events.time_ns.tolist()
 
 
-def test_successive_waits_on_one_submission_are_each_corrected():
+@pytest.mark.parametrize("costs", [COSTS, POOL], ids=["hooks", "hooks+pool kinds"])
+def test_successive_waits_on_one_submission_are_each_corrected(costs: dict[str, KindCost]):
     # imap-like: one submission, the submitter waits for each result in turn and works
     # in between; the second wait must not lose again what the first one lost.
     true, recorded, workers = _run([Worker([(6_000, 20), (6_000, 20)])],
-                                   [[(0, 0)], [(0, 1)]])
-    assert _corrected(recorded, workers).events.time_ns.tolist() \
+                                   [[(0, 0)], [(0, 1)]], costs=costs)
+    assert _corrected(recorded, workers, costs).events.time_ns.tolist() \
         == true.events.time_ns.tolist()
+
+
+def test_the_pool_kinds_are_what_sets_a_pool_of_short_tasks_right():
+    # Short tasks with nothing recorded inside: without the pool kinds the corrected
+    # wait keeps the per-task and per-submission costs (what rlscope's Pool integration
+    # costs), with them it is exact; the workers' own timelines lose each task's cost
+    # before its operation, and the tree's overhead counts them.
+    true, recorded, workers = _run([Worker([(1_000, 0)] * 4), Worker([(1_000, 0)] * 4)],
+                                   [[(0, 3), (1, 3)]], costs=POOL)
+    trace = Trace(None, {}, [recorded, *workers])  # type: ignore[arg-type]
+    fixed, summary = correct_trace(trace, POOL)
+    assert fixed.processes[0].events.time_ns.tolist() == true.events.time_ns.tolist()
+    hooks_only = _corrected(recorded, workers, COSTS).events.time_ns
+    assert hooks_only[-1] - true.events.time_ns[-1] >= 4 * 700 + 900 - 1
+    _, summary_hooks = correct_trace(trace, COSTS)
+    assert summary.tree_overhead_s() * 1e9 == pytest.approx(
+        summary_hooks.tree_overhead_s() * 1e9 + 8 * 700 + 900, abs=2)
+    assert summary_hooks.pool_tasks() == 8 and summary.pool_tasks() == 0
 
 
 def test_tasks_of_another_submitter_host_or_older_trace_change_nothing():
@@ -222,3 +259,15 @@ def test_ray_calls_of_another_job_or_host_change_nothing():
     not_ray = replace(a, metadata={k: v for k, v in a.metadata.items() if k != fmt.META_RAY})
     for w in (other_job, elsewhere, not_ray):
         assert _corrected(driver, [w]).events.time_ns.tolist() == alone
+
+
+def test_pool_kinds_are_counted_where_they_are_paid():
+    from rlscope.analysis.overhead.kinds import count_events, count_process
+
+    _, recorded, workers = _run([Worker([(1_000, 0)] * 3)], [[(0, 2)]], costs=POOL)
+    submitter = replace(recorded, metadata={**recorded.metadata, fmt.META_POOL_CALLS: 1})
+    counts = count_events(Trace(None, {}, [submitter, *workers]))  # type: ignore[arg-type]
+    assert (counts["pool_task"], counts["pool_call"]) == (3, 1)
+    # Tasks a process ran for itself (a thread pool's) are not pool tasks.
+    mine = replace(workers[0], header=replace(workers[0].header, pid=HOLDER))
+    assert count_process(mine)["pool_task"] == 0

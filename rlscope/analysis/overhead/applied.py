@@ -201,10 +201,10 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
             "share")
     if summary.pool_tasks():
         info["warnings"].append(
-            f"{summary.pool_tasks():,} pool tasks: rlscope's own work per task (making, "
-            "pickling and recording each one) is priced by no cost kind, so the waits for "
-            "their results keep it: a pool of short tasks reads slower than it is "
-            "(docs/overhead-correction.md)")
+            f"{summary.pool_tasks():,} pool tasks: this calibration has no price for "
+            "rlscope's own work per task (making, sending and recording each one), so the "
+            "waits for their results keep it: a pool of short tasks reads slower than it "
+            "is; re-run rls-prof --calibrate (docs/overhead-correction.md)")
     if cal.command and run.get("command") and list(run["command"]) != list(cal.command):
         info["warnings"].append("the calibration was made for another command ("
                                 + shell_line(cal.command, 120) + "); costs may not transfer")

@@ -35,6 +35,8 @@ from rlscope.analysis.overhead.kinds import (
     CUDA_API,
     GPU_ACTIVITY,
     PAIR_KINDS,
+    POOL_CALL,
+    POOL_TASK,
     PROCESS,
     count_process,
 )
@@ -57,9 +59,9 @@ class ProcessCorrection:
     # Its waits on Ray workers (ray.get / ray.wait) left as recorded: an actor's on other
     # actors, or a driver's whose workers recorded no calls (the report says so).
     ray_waits: int = 0
-    # Pool tasks it ran for another process: the pool integration's own work per task
-    # (making, pickling, unpickling, recording it) is priced by no cost kind, so the
-    # waits for their results keep it (the report says so).
+    # Pool tasks it ran for another process while no cost prices them (a calibration
+    # made before the pool kinds): the waits for their results keep the integration's
+    # work per task (the report says so).
     pool_tasks: int = 0
 
 
@@ -246,10 +248,29 @@ def _launch_rows(p: ProcessTrace) -> tuple[np.ndarray, np.ndarray]:
     return o[jc], hit
 
 
+def _kind_ns(costs: dict[str, KindCost], kind: str) -> float:
+    c = costs.get(kind)
+    return 0.0 if c is None or not math.isfinite(c.per_event_ns) else c.per_event_ns
+
+
+def own_extra(p: ProcessTrace, costs: dict[str, KindCost]) -> np.ndarray | None:
+    """Extra pre-stamp cost (ns) per event of ``p`` that its own trace locates: the pool
+    tasks it ran for other processes (task_waits.task_costs)."""
+    return task_waits.task_costs(p, _kind_ns(costs, POOL_TASK))
+
+
 def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
-                    waits: np.ndarray | None = None) -> tuple[ProcessTrace, ProcessCorrection]:
-    """``waits``: extra pre-stamp cost (ns) per event of ``p`` (the ends of its waits on
-    workers that book-keeping slowed: rlscope.analysis.overhead.worker_waits)."""
+                    waits: np.ndarray | None = None, cpu: np.ndarray | None = None
+                    ) -> tuple[ProcessTrace, ProcessCorrection]:
+    """Extra pre-stamp costs (ns) per event of ``p``: ``waits``, off the CPU (the ends of
+    its waits on workers that book-keeping slowed: rlscope.analysis.overhead.worker_waits,
+    .task_waits), and ``cpu``, its own book-keeping that only other processes' traces
+    locate (its pool submissions: task_waits.call_costs), beside what its own trace
+    locates (:func:`own_extra`)."""
+    waits_ns = 0.0 if waits is None else float(waits.sum())
+    for more in (cpu, own_extra(p, costs)):
+        if more is not None:
+            waits = more if waits is None else waits + more
     ev = p.events
     pre_lut, post_lut = _pre_post(costs)
     spread_lut = _diffuse(costs)
@@ -374,8 +395,9 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
     fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
                                   own_threads_ns(p), _error_ns(p, costs),
-                                  0.0 if waits is None else float(waits.sum()),
-                                  _count_waits(p, RAY_WAITS), pool_tasks_run(p))
+                                  waits_ns,
+                                  _count_waits(p, RAY_WAITS),
+                                  0 if POOL_TASK in costs else pool_tasks_run(p))
 
 
 def pool_tasks_run(p: ProcessTrace) -> int:
@@ -420,15 +442,17 @@ def correct_holder(p: ProcessTrace, workers: list[Replies], costs: dict[str, Kin
     tasks = [w for w in workers
              if isinstance(w, task_waits.TaskReplies) and task_waits.submitted_by(w, p)]
     # Each shortening needs p's correction so far (what its own costs moved already); a
-    # correction stands when there is nothing more to shorten.
+    # correction stands when there is nothing more to shorten. Its submissions' costs
+    # come first: they delayed the tasks as well as what p did next.
     pre, post = _pre_post(costs)
-    done = correct_process(p, costs)
+    calls = task_waits.call_costs(p, tasks, _kind_ns(costs, POOL_CALL)) if tasks else None
+    done = correct_process(p, costs, cpu=calls)
     extra = worker_waits.wait_costs(p, done[0], pre, post, vec) if vec else None
     if extra is not None:
-        done = correct_process(p, costs, extra)
+        done = correct_process(p, costs, extra, calls)
     more = task_waits.wait_costs(p, done[0], pre, post, tasks) if tasks else None
     if more is not None:
-        done = correct_process(p, costs, more if extra is None else extra + more)
+        done = correct_process(p, costs, more if extra is None else extra + more, calls)
     if any(w.job is not None for w in tasks):  # a Ray driver whose workers' calls are known
         done = (done[0], dataclasses.replace(done[1], ray_waits=0))
     return done
@@ -440,8 +464,9 @@ def worker_replies(raw: ProcessTrace, corrected: ProcessTrace, costs: dict[str, 
     :func:`correct_process` with ``costs``): its replies as a vector env's worker and as
     a pool's worker (empty if it is neither)."""
     pre, post = _pre_post(costs)
-    out: list[Replies] = list(task_waits.replies_of(raw, corrected, pre, post))
-    vec = worker_waits.replies_of(raw, corrected, pre, post)
+    own = own_extra(raw, costs)
+    out: list[Replies] = list(task_waits.replies_of(raw, corrected, pre, post, own))
+    vec = worker_waits.replies_of(raw, corrected, pre, post, own)
     return out if vec is None else [vec, *out]
 
 

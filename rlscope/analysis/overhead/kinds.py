@@ -5,8 +5,10 @@ annotation (a begin/end pair of an operation or phase), an intercepted backend o
 simulator call (a begin/end pair), an intercepted blocking call (a wait: its wrapper's
 cost, not the wait), a recorded env step or reset (the Python wrapper of a vector env or
 of one of its envs: a begin/end pair), a CUDA API call (two CUPTI callbacks), a GPU
-activity record, and the fixed per-process cost of recording at all (a process started
-by exec; a forked child inherits its parent's set-up).
+activity record, the fixed per-process cost of recording at all (a process started
+by exec; a forked child inherits its parent's set-up), and a pool's tasks: per task run
+in a worker process (receiving its Task and recording it, beyond its operation's
+annotation) and per submission (making and pickling the Task in the submitting process).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ WAIT_CALL = "wait_call"
 ENV_CALL = "env_call"
 CUDA_API = "cuda_api"
 GPU_ACTIVITY = "gpu_activity"
+POOL_TASK = "pool_task"  # a task a process-pool worker ran for another process
+POOL_CALL = "pool_call"  # a submission to a process pool or executor
 KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, ENV_CALL, CUDA_API,
-         GPU_ACTIVITY)
+         GPU_ACTIVITY, POOL_TASK, POOL_CALL)
 # Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
 # per-process cost is paid before recording starts and after it stops.
 PAIR_KINDS = {
@@ -37,8 +41,9 @@ PAIR_KINDS = {
 }
 # Kinds that whole runs cannot separate: env events are recorded by the same integrations
 # as the simulation operation (every configuration that has one has the other, in a
-# fixed ratio), so their cost is the microbenchmark's, taken as known by the estimate.
-MICROBENCHMARK_ONLY = (ENV_CALL,)
+# fixed ratio), a pool's tasks and submissions with their tasks' operations, so their
+# cost is the microbenchmark's, taken as known by the estimate.
+MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL)
 
 
 def in_situ_what(kind: str) -> str:
@@ -46,6 +51,10 @@ def in_situ_what(kind: str) -> str:
     the lines that say where a cost came from."""
     if kind == ENV_CALL:
         return "an env's recorded step timed around gymnasium's CartPole"
+    if kind == POOL_TASK:
+        return "a one-worker pool's tasks, the worker's CPU with and without them recorded"
+    if kind == POOL_CALL:
+        return "a one-worker pool's map calls, the caller's CPU with and without recording"
     return "a wrapped call timed between small torch ops"
 
 
@@ -59,6 +68,24 @@ def count_process(p: ProcessTrace) -> dict[str, int]:
         out[k] = int(sum(kinds[b] for b in begins))
     out[CUDA_API] = len(p.api_calls)
     out[GPU_ACTIVITY] = len(p.gpu)
+    out[POOL_TASK] = len(tasks_for_others(p))
+    calls = p.metadata.get(fmt.META_POOL_CALLS)
+    out[POOL_CALL] = calls if isinstance(calls, int) and calls > 0 else 0
+    return out
+
+
+def tasks_for_others(p: ProcessTrace) -> list[tuple[int, int, int, int, int]]:
+    """(submitter pid, OS thread id, submitted_ns, begin_ns, end_ns) of each pool task
+    ``p`` ran for another process (rlscope.integrations.pooltasks' records; those of older
+    traces, without the submission, are left out)."""
+    out = []
+    for key, v in p.metadata.items():
+        if not key.startswith(fmt.META_TASK_PREFIX) or not isinstance(v, list) or len(v) < 8:
+            continue
+        _name, _call, _index, begin, end, tid, by, submitted = v[:8]
+        if all(isinstance(x, int) for x in (begin, end, tid, by, submitted)) \
+                and by != p.pid and submitted <= begin <= end:
+            out.append((by, tid, submitted, begin, end))
     return out
 
 

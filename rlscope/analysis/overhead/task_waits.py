@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlscope.analysis.overhead.kinds import tasks_for_others
 from rlscope.analysis.overhead.worker_waits import paid_between, thread_paid, wait_pairs
 from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace
@@ -83,7 +84,7 @@ def submits_tasks(p: ProcessTrace) -> bool:
 def runs_tasks(p: ProcessTrace) -> bool:
     """Whether ``p`` ran tasks some other process submitted (records that say by whom),
     or Ray tasks and actor methods of a job."""
-    return bool(_tasks(p)) or (_ray_job(p) is not None and bool(_ray_calls(p)))
+    return bool(tasks_for_others(p)) or (_ray_job(p) is not None and bool(_ray_calls(p)))
 
 
 def ray_driver_job(p: ProcessTrace) -> str | None:
@@ -99,12 +100,13 @@ def _ray_job(p: ProcessTrace) -> str | None:
 
 
 def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
-               post: np.ndarray) -> list[TaskReplies]:
+               post: np.ndarray, extra: np.ndarray | None = None) -> list[TaskReplies]:
     """``raw``'s :class:`TaskReplies`, one per process it ran tasks for (``corrected``: its
-    own correction, with the pre- and post-stamp costs by kind it used)."""
+    own correction, with the pre- and post-stamp costs by kind it used, and ``extra`` per
+    event: its tasks' own costs, :func:`task_costs`)."""
     index = {t.tid: t.index for t in raw.threads.values()}
     by: dict[int, dict[int, list[tuple[int, int]]]] = {}
-    for submitter, tid, submitted, end in _tasks(raw):
+    for submitter, tid, submitted, _begin, end in tasks_for_others(raw):
         t = index.get(tid)
         if t is not None:
             by.setdefault(submitter, {}).setdefault(t, []).append((submitted, end))
@@ -122,10 +124,65 @@ def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
             a = np.array(sorted(spans, key=lambda s: s[1]), np.int64)
             tasks[t] = (a[:, 0], a[:, 1])
             if t not in paid:
-                paid[t] = thread_paid(raw, corrected, t, pre, post)
+                paid[t] = thread_paid(raw, corrected, t, pre, post, extra)
         out.append(TaskReplies(submitter, raw.header.host, tasks,
                                {t: paid[t] for t in tasks}, job if submitter == -1 else None))
     return out
+
+
+def task_costs(p: ProcessTrace, cost_ns: float) -> np.ndarray | None:
+    """Extra pre-stamp cost (ns) of each of ``p``'s events: ``cost_ns`` (kinds.POOL_TASK)
+    at the begin of the operation of each task ``p`` ran for another process (receiving
+    the task lies before it, its record after its end: neither inside the operation).
+    None when it ran none, or they are not priced."""
+    if not cost_ns > 0:
+        return None
+    records = tasks_for_others(p)
+    if not records:
+        return None
+    ev = p.events
+    ids = [i for i, s in enumerate(p.strings) if s.startswith("task:")]
+    index = {t.tid: t.index for t in p.threads.values()}
+    extra = np.zeros(len(ev.time_ns))
+    begins = np.flatnonzero((ev.kind == fmt.OPERATION_BEGIN) & np.isin(ev.name, ids))
+    for t in np.unique(ev.thread[begins]).tolist():
+        at = begins[ev.thread[begins] == t]
+        times = ev.time_ns[at]  # in time order (a thread's events are)
+        mine = [(b, e) for _by, tid, _s, b, e in records if index.get(tid) == t]
+        if not mine:
+            continue
+        b = np.array([x[0] for x in mine], np.int64)
+        e = np.array([x[1] for x in mine], np.int64)
+        # The operation's begin is stamped just after the record's begin (the event
+        # clock's mapping can put it a few ns before: a microsecond is allowed).
+        k = np.searchsorted(times, b - _SLACK_NS, side="left")
+        ok = k < len(times)
+        ok[ok] &= times[k[ok]] <= e[ok]
+        np.add.at(extra, at[k[ok]], cost_ns)
+    return extra if extra.any() else None
+
+
+_SLACK_NS = 1000
+
+
+def call_costs(p: ProcessTrace, workers: list[TaskReplies], cost_ns: float
+               ) -> np.ndarray | None:
+    """Extra pre-stamp cost (ns) of each of ``p``'s events: ``cost_ns`` (kinds.POOL_CALL)
+    at its first event at or after each submission its workers' tasks name (the Task is
+    made and handed to the pool between the two; none when no event follows)."""
+    mine = [w for w in workers if submitted_by(w, p) and w.job is None]
+    if not cost_ns > 0 or not mine or not len(p.events):
+        return None
+    subs = np.unique(np.concatenate([s for w in mine for s, _e in w.tasks.values()]))
+    ev = p.events
+    o = np.argsort(ev.time_ns, kind="stable")
+    k = np.searchsorted(ev.time_ns[o], subs, side="left")
+    k = k[k < len(o)]
+    if not len(k):
+        return None
+    extra = np.zeros(len(ev.time_ns))
+    np.add.at(extra, o[k], cost_ns)
+    return extra
 
 
 def wait_costs(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
@@ -156,20 +213,6 @@ def wait_costs(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
                 at.append(int(we[k]))
                 total.append(total[-1] + x)
     return extra if extra.any() else None
-
-
-def _tasks(p: ProcessTrace) -> list[tuple[int, int, int, int]]:
-    """(submitter pid, OS thread id, submitted_ns, end_ns) of each task ``p`` ran for
-    another process (records without the submission, of older traces, are left out)."""
-    out = []
-    for key, v in p.metadata.items():
-        if not key.startswith(fmt.META_TASK_PREFIX) or not isinstance(v, list) or len(v) < 8:
-            continue
-        _name, _call, _index, begin, end, tid, by, submitted = v[:8]
-        if all(isinstance(x, int) for x in (begin, end, tid, by, submitted)) \
-                and by != p.pid and submitted <= begin <= end:
-            out.append((by, tid, submitted, end))
-    return out
 
 
 def _ray_calls(p: ProcessTrace) -> list[tuple[int, int, int]]:

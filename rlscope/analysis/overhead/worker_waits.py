@@ -77,9 +77,10 @@ def serves(worker: Replies, holder: ProcessTrace) -> bool:
 
 
 def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
-               post: np.ndarray) -> Replies | None:
+               post: np.ndarray, extra: np.ndarray | None = None) -> Replies | None:
     """``raw``'s :class:`Replies` (``corrected``: its own correction, with the pre- and
-    post-stamp costs by kind it used); None unless it serves a vector env."""
+    post-stamp costs by kind it used, and ``extra`` per event); None unless it serves a
+    vector env."""
     what = served(raw)
     if what is None:
         return None
@@ -92,7 +93,8 @@ def replies_of(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
             steps[reset][int(t)] = (iv.begin[m], iv.end[m])
     threads = {t for per in steps.values() for t in per}
     return Replies(dict(what), steps,
-                   {t: thread_paid(raw, corrected, t, pre, post) for t in sorted(threads)})
+                   {t: thread_paid(raw, corrected, t, pre, post, extra)
+                    for t in sorted(threads)})
 
 
 def wait_costs(holder: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
@@ -153,17 +155,21 @@ def _vector_steps(holder: ProcessTrace, reset: bool, name_id: int
 
 
 def thread_paid(p: ProcessTrace, q: ProcessTrace, thread: int, pre: np.ndarray,
-                post: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                post: np.ndarray, extra: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One thread of a worker (``p`` raw, ``q`` corrected): its events' times, sorted, and
     what its book-keeping had cost before and after each event's stamp (a shift is the
-    costs of the earlier events plus the event's own pre-stamp part)."""
+    costs of the earlier events plus the event's own pre-stamp part: by kind, and
+    ``extra``, per event of ``p``, where the correction added one at an event itself,
+    as a pool task's cost at its operation's begin)."""
     m = p.events.thread == thread
     raw = p.events.time_ns[m]
     kind = p.events.kind[m].astype(np.int64)
     o = np.argsort(raw, kind="stable")
     raw, kind = raw[o], kind[o]
     shift = (raw - q.events.time_ns[m][o]).astype(np.float64)
-    return raw, shift - pre[kind], shift + post[kind]
+    own = pre[kind] if extra is None else pre[kind] + extra[m][o]
+    return raw, shift - own, shift + post[kind]
 
 
 def paid_between(paid: tuple[np.ndarray, np.ndarray, np.ndarray], since: np.ndarray,
