@@ -147,3 +147,41 @@ def test_task_name() -> None:
     assert pooltasks.task_name(functools.partial(_double, y=1)) == "_double"
     assert pooltasks.task_name(len) == "len"
     assert pooltasks.task_name(object()) == "object"
+
+
+def test_a_recorded_task_is_its_operation_and_its_record(tmp_path, recorder: str) -> None:
+    """Called while recording (as in a worker: the Task pickled and back), with each
+    recorder: the function's result, an operation ``task:<name>`` around the call, and
+    one record that times it, says which thread ran it, who submitted it and when; a
+    raising function raises and is recorded too."""
+    import threading
+    import time
+
+    import rlscope
+    from rlscope.trace.reader import read_trace
+
+    sent = pickle.dumps(pooltasks.Task(_double, pooltasks.STAR, 4))
+    rlscope.start(tmp_path / "t", recorder=recorder)
+    try:
+        t = pickle.loads(sent)
+        before = time.perf_counter_ns()
+        assert t(2, [5, 1]) == 11
+        with pytest.raises(TypeError):
+            t(3, ["x", 1])
+        after = time.perf_counter_ns()
+    finally:
+        rlscope.stop()
+    (p,) = read_trace(tmp_path / "t").processes
+    records = sorted((v for k, v in p.metadata.items()
+                      if k.startswith(fmt.META_TASK_PREFIX)), key=lambda v: v[2])
+    assert [r[:3] for r in records] == [["_double", 4, 2], ["_double", 4, 3]]
+    for r in records:
+        assert before <= r[3] <= r[4] <= after
+        assert r[5] == threading.get_native_id() and r[6] == t.by and r[7] == t.submitted
+    begins = p.events.time_ns[p.events.kind == fmt.OPERATION_BEGIN]
+    ends = p.events.time_ns[p.events.kind == fmt.OPERATION_END]
+    assert len(begins) == len(ends) == 2 and set(p.strings) >= {"task:_double"}
+    # The operation lies inside its record's [begin, end] (a microsecond of clock
+    # mapping allowed, as the correction allows).
+    for r, b, e in zip(records, begins.tolist(), ends.tolist(), strict=True):
+        assert r[3] - 1000 <= b <= e <= r[4] + 1000
