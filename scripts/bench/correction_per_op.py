@@ -64,11 +64,14 @@ from rlscope.trace.reader import read_trace
 HERE = Path(__file__).resolve().parent
 WORKLOAD = str(HERE / "workloads" / "selftimed.py")
 WORKLOADS = {"cartpole": ["cartpole", "60000"], "mujoco": ["mujoco", "30000"],
-             "dqn": ["dqn", "35000"], "pool": ["pool", "20"], "pool_torch": ["pool_torch", "40"],
+             "dqn": ["dqn", "35000"], "pool": ["pool", "20"],
+             "pool_short": ["pool_short", "2000"], "pool_torch": ["pool_torch", "40"],
              "sb3": ["sb3", "16384"]}
-BY_RUNS = {"pool", "pool_torch", "sb3"}  # a forked copy could not share their workers: whole runs
+# a forked copy could not share their workers: whole runs
+BY_RUNS = {"pool", "pool_short", "pool_torch", "sb3"}
 # --blocks: (steps, iterations per block): blocks of ~0.1-1 s, 8-10 on/off pairs a run
-BLOCKS = {"pool": ("400", 40), "pool_torch": ("240", 20), "sb3": ("16384", 1)}
+BLOCKS = {"pool": ("400", 40), "pool_short": ("6000", 300), "pool_torch": ("240", 20),
+          "sb3": ("16384", 1)}
 ENV = {"OMP_NUM_THREADS": "1"}
 
 

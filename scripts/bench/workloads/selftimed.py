@@ -15,6 +15,9 @@ KIND:
   hundred CartPole steps, annotated as simulation there); the main process waits for
   them in ``pool.map`` (its ``simulation``) and does inference on the results.
   Per-operation truth is the main process's.
+- ``pool_short``: the same with short tasks (20 steps of a CartPole each worker keeps,
+  ~0.1 ms), so that what the pool integration costs per task and per call (the cost
+  model's pool kinds) is a visible part of the main process's wait.
 - ``pool_torch``: the same with tasks of many small backend calls in the workers (a
   learned model stepped 1,500 times: ~4,500 recorded calls per task), so that the
   workers' book-keeping is a visible part of the main process's wait.
@@ -213,6 +216,24 @@ def _sim_task(seed: int, steps: int = 300) -> float:
     return total
 
 
+_kept: dict[str, Any] = {}  # a worker's CartPole for the short tasks
+
+
+def _short_task(seed: int, steps: int = 20) -> float:
+    env = _kept.get("env")
+    if env is None:
+        env = _kept["env"] = gym.make("CartPole-v1")
+        env.reset(seed=seed)
+    total = 0.0
+    with rlscope.operation("simulation"):
+        for _ in range(steps):
+            _obs, r, term, trunc, _ = env.step(seed % 2)
+            total += float(r)
+            if term or trunc:
+                env.reset()
+    return total
+
+
 def _model_task(seed: int, steps: int = 1500) -> float:
     """A learned model stepped in a worker: many small backend calls (a few µs each)."""
     g = torch.Generator().manual_seed(seed)
@@ -232,8 +253,9 @@ def main() -> None:
         blocks = _sb3(t, steps)
         _write(out, t.total, blocks)
         return
-    if kind in ("pool", "pool_torch"):
-        task = _sim_task if kind == "pool" else _model_task
+    if kind in ("pool", "pool_short", "pool_torch"):
+        task = {"pool": _sim_task, "pool_short": _short_task, "pool_torch": _model_task}[kind]
+        forwards = 20 if kind == "pool_short" else 200
         policy = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(),
                                      torch.nn.Linear(32, 2))
         import multiprocessing as mp
@@ -250,7 +272,7 @@ def main() -> None:
                 with t.op("simulation"):  # the wait for the workers' simulation
                     results = pool.map(task, [2 * i, 2 * i + 1])
                 with t.op("inference"), torch.no_grad():
-                    for _ in range(200):
+                    for _ in range(forwards):
                         policy(torch.tensor([results[:2] + results[:2]], dtype=torch.float32))
                 t.progress(i + 1, steps)
             blocks.close()
