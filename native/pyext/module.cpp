@@ -284,7 +284,47 @@ struct CallWrapperObject {
   PyObject* weakrefs;
   uint32_t name_id;
   uint32_t category;
+  // A call that cannot block is not a wait (wrap(..., nonblocking=...)): the argument
+  // at `nb_pos` (positional, self included for a method) or keyword `nb_kw` that says
+  // so: with nb_mask 0, a zero timeout or a false `block`; else, flags with one of
+  // nb_mask's bits (os.WNOHANG). nb_pos < 0: every call is recorded.
+  PyObject* nb_kw;  // str or nullptr
+  Py_ssize_t nb_pos;
+  long nb_mask;
 };
+
+// Whether this call of `w` cannot block (its nonblocking argument says so); -1 on error.
+int nonblocking_call(CallWrapperObject* w, PyObject* const* args, size_t nargsf,
+                     PyObject* kwnames) {
+  PyObject* v = nullptr;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (w->nb_pos < n) {
+    v = args[w->nb_pos];
+  } else if (kwnames && w->nb_kw) {
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nk; ++i) {
+      PyObject* k = PyTuple_GET_ITEM(kwnames, i);
+      if (k == w->nb_kw || PyUnicode_Compare(k, w->nb_kw) == 0) {
+        v = args[n + i];
+        break;
+      }
+    }
+    if (!v && PyErr_Occurred()) return -1;
+  }
+  if (!v || v == Py_None) return 0;  // the default (blocking), or no timeout
+  if (v == Py_False) return w->nb_mask == 0;
+  if (v == Py_True) return 0;
+  if (PyLong_CheckExact(v)) {
+    long x = PyLong_AsLong(v);
+    if (x == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return 0;
+    }
+    return w->nb_mask == 0 ? x == 0 : (x & w->nb_mask) != 0;
+  }
+  if (PyFloat_CheckExact(v) && w->nb_mask == 0) return PyFloat_AS_DOUBLE(v) == 0.0;
+  return 0;  // anything else: left to the call, recorded
+}
 
 PyObject* g_own_attrs = nullptr;  // frozenset of attribute names not forwarded
 
@@ -296,6 +336,17 @@ PyObject* callwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t n
     return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
   ThreadState* t = thread_state();
+  if (w->nb_pos >= 0) {
+    int nb = nonblocking_call(w, args, nargsf, kwnames);
+    if (nb < 0) return nullptr;
+    if (nb) {  // not a wait: run it as one (nothing nested recorded), record nothing
+      if (t->in_call[w->category]) return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+      t->in_call[w->category] = 1;
+      PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
+      t->in_call[w->category] = 0;
+      return r;
+    }
+  }
   if (!rlscope::call_enter(t, w->category, w->name_id)) {
     return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
@@ -322,6 +373,7 @@ void callwrapper_dealloc(PyObject* self) {
   if (w->weakrefs) PyObject_ClearWeakRefs(self);
   Py_CLEAR(w->wrapped);
   Py_CLEAR(w->name);
+  Py_CLEAR(w->nb_kw);
   PyObject_GC_Del(self);
 }
 
@@ -448,9 +500,23 @@ void init_callwrapper_type(PyTypeObject* t, const char* name, bool method) {
 
 // wrap(func, category, name) -> CallWrapper or MethodCallWrapper
 PyObject* py_wrap(PyObject*, PyObject* args) {
-  PyObject *func, *name;
+  PyObject *func, *name, *nonblocking = Py_None;
   unsigned int category;
-  if (!PyArg_ParseTuple(args, "OIU:wrap", &func, &category, &name)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OIU|O:wrap", &func, &category, &name, &nonblocking)) {
+    return nullptr;
+  }
+  Py_ssize_t nb_pos = -1;
+  PyObject* nb_kw = Py_None;
+  long nb_mask = 0;
+  if (nonblocking != Py_None &&
+      (!PyArg_ParseTuple(nonblocking, "nOl:wrap nonblocking", &nb_pos, &nb_kw, &nb_mask) ||
+       nb_pos < 0 || (nb_kw != Py_None && !PyUnicode_Check(nb_kw)))) {
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_TypeError,
+                      "wrap(): nonblocking is (position >= 0, keyword str or None, mask)");
+    }
+    return nullptr;
+  }
   if (!PyCallable_Check(func)) {
     PyErr_Format(PyExc_TypeError, "wrap(): %.100s object is not callable",
                  Py_TYPE(func)->tp_name);
@@ -475,6 +541,9 @@ PyObject* py_wrap(PyObject*, PyObject* args) {
   w->weakrefs = nullptr;
   w->category = category;
   w->name_id = rlscope::intern(std::string_view(utf8, size_t(len)));
+  w->nb_pos = nb_pos;
+  w->nb_kw = nb_kw == Py_None ? nullptr : Py_NewRef(nb_kw);
+  w->nb_mask = nb_mask;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
   return reinterpret_cast<PyObject*>(w);
 }
@@ -1652,8 +1721,11 @@ PyMethodDef module_methods[] = {
     {"after_fork_child", py_after_fork_child, METH_VARARGS,
      "after_fork_child(path): in a forked child, continue recording into a new file."},
     {"wrap", py_wrap, METH_VARARGS,
-     "wrap(func, category, name): a transparent wrapper recording calls of func as "
-     "category 0 (backend) or 1 (simulator) under name."},
+     "wrap(func, category, name, nonblocking=None): a transparent wrapper recording calls "
+     "of func as category 0 (backend), 1 (simulator), 2 (wait) or 3 (mark) under name; "
+     "nonblocking=(position, keyword, mask): calls whose argument there says they cannot "
+     "block (mask 0: a zero timeout or block=False; else flags with a bit of mask) are "
+     "not recorded."},
     {"wrap_operation", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_wrap_operation)),
      METH_VARARGS | METH_KEYWORDS,
      "wrap_operation(func, name, first_use=None, key=None): func run inside operation name "

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
+    # A wait's argument that says a call cannot block (the recorders' wrap): its
+    # position (self included for a method), its keyword (None: positional only), and 0
+    # (a zero timeout or a false ``block``) or the flag bits (os.WNOHANG).
+    Nonblocking = tuple[int, str | None, int]
+
 BACKEND = 0
 SIMULATOR = 1
 WAIT = 2  # blocking calls: the thread is off the CPU (intercept/waits.py)
@@ -70,9 +75,9 @@ def _recorder_in_use() -> Any:
         return pyrecorder
 
 
-def recorder_wrap() -> Callable[[Any, int, str], Any]:
-    """``wrap(func, category, name)`` of the recorder in use (native unless the Python
-    recorder is recording)."""
+def recorder_wrap() -> Callable[..., Any]:
+    """``wrap(func, category, name, nonblocking=None)`` of the recorder in use (native
+    unless the Python recorder is recording)."""
     return _recorder_in_use().wrap
 
 
@@ -159,20 +164,22 @@ class Patcher:
     def __init__(self) -> None:
         self.patches: list[Patch] = []
         self._wrappers: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, wrapper)
-        self._wrap: Callable[[Any, int, str], Any] | None = None
+        self._wrap: Callable[..., Any] | None = None
 
-    def wrapper_for(self, func: Any, category: int, name: str) -> Any:
+    def wrapper_for(self, func: Any, category: int, name: str,
+                    nonblocking: Nonblocking | None = None) -> Any:
         hit = self._wrappers.get(id(func))
         if hit is not None and hit[0] is func:
             return hit[1]
         if self._wrap is None:
             self._wrap = recorder_wrap()
-        w = self._wrap(func, category, name)
+        w = self._wrap(func, category, name, nonblocking)
         self._wrappers[id(func)] = (func, w)
         return w
 
     def patch(self, owner: Any, attr: str, category: int, name: str,
-              check: Callable[[Any], bool] = wrappable) -> bool:
+              check: Callable[[Any], bool] = wrappable,
+              nonblocking: Nonblocking | None = None) -> bool:
         """Wrap ``owner.attr``; False (nothing changed) if absent or not wrappable."""
         try:
             raw, own = raw_lookup(owner, attr)
@@ -180,7 +187,7 @@ class Patcher:
             return False
         if not check(raw):
             return False
-        w = self.wrapper_for(raw, category, name)
+        w = self.wrapper_for(raw, category, name, nonblocking)
         try:
             setattr(owner, attr, w)
         except (AttributeError, TypeError):  # immutable type / read-only module

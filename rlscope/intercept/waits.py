@@ -15,15 +15,19 @@ Not seen (docs/attribution.md): C-level blocking (``_thread.lock.acquire`` on a 
 
 from __future__ import annotations
 
+import os
+
 from rlscope import libraries
 from rlscope.intercept import importhook
 from rlscope.intercept.patch import WAIT, Patcher, plain_wrappable, recorder_wrap
 
 TYPE_CHECKING = False  # typing is for the type checker: every profiled process imports this
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from types import ModuleType
     from typing import Any
+
+    from rlscope.intercept.patch import Nonblocking
 
 # os: pipe/file reads and waiting for children. multiprocessing.connection binds
 # ``_read = os.read`` as a default argument at its import, so os goes first.
@@ -46,6 +50,40 @@ _CONNECTION = (("Connection", ("_recv", "_poll")),)
 _SYNCHRONIZE = (("SemLock", ("__enter__",)), ("Condition", ("wait", "wait_for")),
                 ("Event", ("wait",)), ("Barrier", ("wait",)))
 
+# Calls that cannot block when an argument says so are not waits, and are not recorded
+# (patch.Nonblocking: its position, self included for a method, its keyword, and 0 for
+# a zero timeout or a false ``block``, else the flag bits): a pool's worker-handler
+# thread polls its workers this way ~100 times per pool.map (os.waitpid with WNOHANG,
+# Connection._poll(0)).
+_WNOHANG = getattr(os, "WNOHANG", 0)
+_TIMEOUT_1: Nonblocking = (1, "timeout", 0)
+_NONBLOCKING: dict[str, Nonblocking] = {
+    "os.waitpid": (1, None, _WNOHANG), "os.wait3": (0, None, _WNOHANG),
+    "os.wait4": (1, None, _WNOHANG), "os.waitid": (2, None, _WNOHANG),
+    "select.select": (3, None, 0),
+    "threading.Condition.wait": _TIMEOUT_1, "threading.Condition.wait_for": (2, "timeout", 0),
+    "threading.Event.wait": _TIMEOUT_1, "threading.Thread.join": _TIMEOUT_1,
+    "threading.Semaphore.acquire": (1, "blocking", 0),
+    "queue.Queue.get": (1, "block", 0),
+    "subprocess.Popen.wait": _TIMEOUT_1,
+    "multiprocessing.connection.Connection._poll": (1, None, 0),
+    "multiprocessing.connection.wait": _TIMEOUT_1,
+    "multiprocessing.synchronize.Condition.wait": _TIMEOUT_1,
+    "multiprocessing.synchronize.Condition.wait_for": (2, "timeout", 0),
+    "multiprocessing.synchronize.Event.wait": _TIMEOUT_1,
+}
+if not _WNOHANG:  # no such flag here: every wait for a child may block
+    for _k in ("os.waitpid", "os.wait3", "os.wait4", "os.waitid"):
+        del _NONBLOCKING[_k]
+
+
+def _patch(p: Patcher, owner: Any, attr: str, name: str) -> int:
+    return int(p.patch(owner, attr, WAIT, name, plain_wrappable, _NONBLOCKING.get(name)))
+
+
+def _patch_all(p: Patcher, owner: Any, attrs: Iterable[str], prefix: str) -> int:
+    return sum(_patch(p, owner, a, f"{prefix}.{a}") for a in attrs)
+
 
 def _classes(module: ModuleType, p: Patcher, table: tuple[tuple[str, tuple[str, ...]], ...],
              prefix: str) -> int:
@@ -53,7 +91,7 @@ def _classes(module: ModuleType, p: Patcher, table: tuple[tuple[str, tuple[str, 
     for cls_name, methods in table:
         cls = getattr(module, cls_name, None)
         if isinstance(cls, type):
-            n += p.patch_all(cls, methods, WAIT, f"{prefix}.{cls_name}", plain_wrappable)
+            n += _patch_all(p, cls, methods, f"{prefix}.{cls_name}")
     return n
 
 
@@ -65,16 +103,16 @@ def _make_methods_wrapper(original: Callable[[Any], None]) -> Callable[[Any], No
     def _make_methods(self: Any) -> None:
         original(self)
         acquire = getattr(self, "acquire", None)
-        if acquire is not None:
+        if acquire is not None:  # a bound method: acquire(block=True, timeout=None)
             self.acquire = recorder_wrap()(acquire, WAIT,
-                                           f"multiprocessing.{type(self).__name__}.acquire")
+                                           f"multiprocessing.{type(self).__name__}.acquire",
+                                           (0, "block", 0))
     return _make_methods
 
 
 def install(os_module: ModuleType, p: Patcher) -> int:
     """Wrap ``os`` now and each other module as it is imported (counted as "wait")."""
-    n = p.patch_all(os_module, [a for a in _OS if hasattr(os_module, a)], WAIT, "os",
-                    plain_wrappable)
+    n = _patch_all(p, os_module, [a for a in _OS if hasattr(os_module, a)], "os")
     for name, fn in _LATER.items():
         importhook.when_imported(name, _counted(fn, p))
     return n
@@ -87,11 +125,11 @@ def _counted(fn: Callable[[ModuleType, Patcher], int], p: Patcher) -> Callable[[
 
 
 def _time(m: ModuleType, p: Patcher) -> int:
-    return p.patch_all(m, _TIME, WAIT, "time", plain_wrappable)
+    return _patch_all(p, m, _TIME, "time")
 
 
 def _select(m: ModuleType, p: Patcher) -> int:
-    return p.patch_all(m, _SELECT, WAIT, "select", plain_wrappable)
+    return _patch_all(p, m, _SELECT, "select")
 
 
 def _threading(m: ModuleType, p: Patcher) -> int:
@@ -103,8 +141,8 @@ def _selectors(m: ModuleType, p: Patcher) -> int:
     for cls_name in _SELECTORS:
         cls = getattr(m, cls_name, None)
         if isinstance(cls, type) and "select" in vars(cls):
-            n += p.patch(cls, "select", WAIT, f"selectors.{cls_name}.select",
-                         plain_wrappable)
+            n += int(p.patch(cls, "select", WAIT, f"selectors.{cls_name}.select",
+                             plain_wrappable, _TIMEOUT_1))
     return n
 
 
@@ -117,8 +155,7 @@ def _socket(m: ModuleType, p: Patcher) -> int:
     if not isinstance(cls, type):
         return 0
     # recv* are C methods of _socket.socket, set on the Python subclass (undo deletes).
-    return p.patch_all(cls, [a for a in _SOCKET if hasattr(cls, a)], WAIT, "socket.socket",
-                       plain_wrappable)
+    return _patch_all(p, cls, [a for a in _SOCKET if hasattr(cls, a)], "socket.socket")
 
 
 def _subprocess(m: ModuleType, p: Patcher) -> int:
@@ -127,7 +164,7 @@ def _subprocess(m: ModuleType, p: Patcher) -> int:
 
 def _connection(m: ModuleType, p: Patcher) -> int:
     n = _classes(m, p, _CONNECTION, "multiprocessing.connection")
-    return n + p.patch(m, "wait", WAIT, "multiprocessing.connection.wait", plain_wrappable)
+    return n + _patch(p, m, "wait", "multiprocessing.connection.wait")
 
 
 def _synchronize(m: ModuleType, p: Patcher) -> int:

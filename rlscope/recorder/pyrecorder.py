@@ -530,12 +530,15 @@ _in_call = threading.local()  # .flags: per category, 1 inside an outermost call
 class _CallWrapper:
     """Records the outermost call per category and thread, then forwards it."""
 
-    __slots__ = ("__weakref__", "__wrapped__", "_rlscope_category", "_rlscope_name")
+    __slots__ = ("__weakref__", "__wrapped__", "_nonblocking", "_rlscope_category",
+                 "_rlscope_name")
 
-    def __init__(self, func: Callable[..., Any], category: int, name: str) -> None:
+    def __init__(self, func: Callable[..., Any], category: int, name: str,
+                 nonblocking: tuple[int, str | None, int] | None = None) -> None:
         object.__setattr__(self, "__wrapped__", func)
         object.__setattr__(self, "_rlscope_category", category)
         object.__setattr__(self, "_rlscope_name", name)
+        object.__setattr__(self, "_nonblocking", nonblocking)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         rec = _rec
@@ -548,6 +551,13 @@ class _CallWrapper:
         cat = self._rlscope_category
         if flags[cat]:
             return func(*args, **kwargs)
+        nb = self._nonblocking
+        if nb is not None and _nonblocking(nb, args, kwargs):  # not a wait: not recorded
+            flags[cat] = 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                flags[cat] = 0
         st = _state()
         sid = rec.intern(self._rlscope_name)
         flags[cat] = 1
@@ -603,14 +613,37 @@ def _unwrap_all(o: Any) -> Any:
     return o
 
 
-def wrap(func: Callable[..., Any], category: int, name: str) -> Any:
+def wrap(func: Callable[..., Any], category: int, name: str,
+         nonblocking: tuple[int, str | None, int] | None = None) -> Any:
     if not callable(func):
         raise TypeError(f"wrap(): {type(func).__name__} object is not callable")
     if category not in (CALL_BACKEND, CALL_SIMULATOR, CALL_WAIT, CALL_MARK):
         raise ValueError(f"wrap(): category must be 0 (backend), 1 (simulator), 2 (wait) "
                          f"or 3 (mark), not {category}")
+    if nonblocking is not None and (len(nonblocking) != 3 or nonblocking[0] < 0):
+        raise TypeError("wrap(): nonblocking is (position >= 0, keyword str or None, mask)")
     cls = _MethodCallWrapper if hasattr(type(func), "__get__") else _CallWrapper
-    return cls(func, category, name)
+    return cls(func, category, name, nonblocking)
+
+
+def _nonblocking(spec: tuple[int, str | None, int], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> bool:
+    """Whether a call cannot block, by its argument ``spec`` names (the native
+    wrapper's nonblocking_call)."""
+    pos, kw, mask = spec
+    if pos < len(args):
+        v = args[pos]
+    elif kw is not None and kw in kwargs:
+        v = kwargs[kw]
+    else:
+        return False
+    if v is None or v is True:
+        return False
+    if v is False:
+        return mask == 0
+    if type(v) is int:
+        return v == 0 if mask == 0 else bool(v & mask)
+    return type(v) is float and mask == 0 and v == 0.0
 
 
 def wrap_operation(func: Callable[..., Any], name: str,

@@ -133,6 +133,49 @@ def test_blocking_calls_recorded(recording: Path, waits_intercepted):
     assert read_ns < 2_000_000 or durations["os.read"] >= read_ns // 2
 
 
+def test_calls_that_cannot_block_are_not_waits(recording: Path, waits_intercepted):
+    """A zero timeout, ``block=False``, ``os.WNOHANG``: the call returns at once, so it
+    is not recorded (a pool's worker-handler thread polls this way ~100 times per
+    ``pool.map``); the same calls that may block are, by position or keyword."""
+    import multiprocessing as mp
+
+    ev = threading.Event()
+    assert not ev.wait(0) and not ev.wait(timeout=0.0)
+    q: queue.Queue[int] = queue.Queue()
+    for get in (lambda: q.get(False), lambda: q.get(block=False)):
+        with pytest.raises(queue.Empty):
+            get()
+    a, b = mp.Pipe()
+    assert not a.poll(0) and not a.poll()  # Connection._poll(0.0)
+    select.select([a], [], [], 0)
+    assert not ev.wait(0.002)
+    with pytest.raises(queue.Empty):
+        q.get(timeout=0.001)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # exits once the parent has polled it
+        os.read(r, 1)
+        os._exit(0)
+    assert os.waitpid(pid, os.WNOHANG) == (0, 0)
+    os.write(w, b"x")
+    assert os.waitpid(pid, 0)[0] == pid
+    os.close(r)
+    os.close(w)
+    threading.Thread(target=lambda: b.send("x"), daemon=True).start()
+    assert a.poll(5)
+    a.close()
+    b.close()
+    from rlscope import stop
+
+    stop()
+    (p,) = [p for p in read_trace(recording).processes if p.pid == os.getpid()]
+    begins = (p.events.kind == fmt.WAIT_CALL_BEGIN) & (p.events.thread == 0)
+    main = [p.strings[n] for n in p.events.name[begins]]
+    # (the second Event.wait: Thread.start waiting for the thread to run)
+    assert main == ["threading.Event.wait", "queue.Queue.get", "os.waitpid",
+                    "threading.Event.wait", "multiprocessing.connection.Connection._poll"], main
+
+
 def test_python_writer_thread_records_no_waits(waits_intercepted, tmp_path: Path):
     import rlscope
 
