@@ -9,6 +9,7 @@ import numpy as np
 
 from rlscope.analysis.overhead.kinds import (
     ANNOTATION,
+    ENV_CALL,
     GPU_ACTIVITY,
     MICROBENCHMARK_ONLY,
     PAIR_KINDS,
@@ -94,15 +95,16 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
 
 def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
                           ) -> dict[str, KindCost]:
-    """Kinds whose cost only the microbenchmark gives (kinds.MICROBENCHMARK_ONLY). Kept
-    even when the calibration's runs recorded none: chunk copies are forked after the
-    workload made its vector env, unrecorded, while the profiled run records its steps."""
+    """Kinds whose cost only the microbenchmark gives (kinds.MICROBENCHMARK_ONLY). Env
+    steps are kept even when the calibration's runs recorded none: chunk copies are forked
+    after the workload made its vector env, unrecorded, while the profiled run records
+    its steps. The pool kinds only where the runs had pool tasks."""
     out = {}
     for kind in MICROBENCHMARK_ONLY:
         m = mb.get(kind, {})
         tight = float(m.get("per_event_ns", math.nan))
         events = int(np.median([s.counts.get(kind, 0) for s in full])) if full else 0
-        if not tight > 0:
+        if not tight > 0 or (kind != ENV_CALL and not events):
             continue
         cost, _error, source = priced(kind, m)
         inside = float(m.get("inside_ns", math.nan))
