@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlscope import envvars
+from rlscope.analysis.overhead.kinds import POOL_CALL, POOL_TASK
 from rlscope.analysis.overhead.model import (
     FILE_NAME,
     Calibration,
@@ -49,16 +50,18 @@ def default_budget_s(profiled_s: float) -> float:
     return min(max(profiled_s - MICROBENCH_S, 0.0), MAX_BUDGET_S)
 
 
-def microbenchmark(recorder: str, status: Status | None = None
+def microbenchmark(recorder: str, status: Status | None = None, pools: bool = True
                    ) -> dict[str, dict[str, float]] | None:
     """The hook microbenchmarks, in a fresh interpreter (not the launcher's state);
-    ``status`` is refreshed while they run."""
+    ``status`` is refreshed while they run; ``pools``: the pool kinds too (~0.7 s: only
+    for a run with pool tasks)."""
     text = "calibrating: timing rlscope's hooks in a tight loop"
     with tempfile.TemporaryDirectory(prefix="rlscope-mb-") as tmp:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(envvars.PREFIX)}
         try:
             proc = subprocess.Popen([sys.executable, "-m", "rlscope.calibration.microbench",
-                                     tmp, recorder], stdout=subprocess.PIPE,
+                                     tmp, recorder, "pools" if pools else "no-pools"],
+                                    stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True, env=clean)
         except OSError:
             return None
@@ -145,8 +148,8 @@ def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int |
     except (OSError, ValueError):
         run = {}
     cal = calibrate_by_model(command, out, rec, run,
-                             lambda: microbenchmark(rec.recorder, status), max_progress,
-                             status, detail)
+                             lambda pools: microbenchmark(rec.recorder, status, pools),
+                             max_progress, status, detail)
     write_calibration(cal, out / FILE_NAME)
     return cal
 
@@ -154,7 +157,8 @@ def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int |
 def _finish(command: list[str], out: Path, records: list[RunRecord], configs: list[Config],
             rounds: int, recorder: str, mode: str, status: Status | None = None
             ) -> Calibration:
-    mb = microbenchmark(recorder, status)
+    pools = any(r.sample.counts.get(k) for r in records for k in (POOL_TASK, POOL_CALL))
+    mb = microbenchmark(recorder, status, pools)
     if status is not None:
         status("calibrating: estimating the costs")
     used = sorted({r.sample.config for r in records})

@@ -1,7 +1,7 @@
 """In-process microbenchmarks of the hooks: a sanity check for the run-based estimates
 and the source of the inside/outside split (which whole-run times cannot observe).
 
-    python -m rlscope.calibration.microbench TMPDIR    # prints JSON
+    python -m rlscope.calibration.microbench TMPDIR [RECORDER] [pools|no-pools]  # JSON
 
 For each kind: ``per_event_ns`` = loop time with the hook recording - loop time with the
 hook idle, per event, in the thread's CPU time. The two are measured in ``ROUNDS`` pairs,
@@ -310,7 +310,8 @@ def in_situ_pool(tmp: Path, recorder: str, annotation_ns: float
             "pool_call": {"per_event_ns": call, "error_ns": call_se, "inside_ns": 0.0}}
 
 
-def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
+def run(tmp: Path, recorder: str = "native", pools: bool = True
+        ) -> dict[str, dict[str, float]]:
     import rlscope
     from rlscope import annotate
     from rlscope.integrations.vecenv import SIMULATION, recorded_method
@@ -373,15 +374,16 @@ def run(tmp: Path, recorder: str = "native") -> dict[str, dict[str, float]]:
     out["env_call"] = {"per_event_ns": per, "error_ns": err,
                        "inside_ns": float(np.median(d)) if len(d) else math.nan}
     out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
-    # Last: it enables the pool integration in this process.
-    out.update(in_situ_pool(tmp, recorder, out["annotation"]["per_event_ns"]) or {})
+    if pools:  # last: it enables the pool integration in this process
+        out.update(in_situ_pool(tmp, recorder, out["annotation"]["per_event_ns"]) or {})
     return out
 
 
 def main() -> None:
     tmp = Path(sys.argv[1])
     recorder = sys.argv[2] if len(sys.argv) > 2 else "native"
-    print(json.dumps(run(tmp, recorder)))
+    pools = (sys.argv[3] if len(sys.argv) > 3 else "pools") != "no-pools"
+    print(json.dumps(run(tmp, recorder, pools)))
 
 
 if __name__ == "__main__":

@@ -19,13 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlscope.analysis.overhead.correction import install_ns, own_threads_ns
-from rlscope.analysis.overhead.kinds import KINDS, count_process
+from rlscope.analysis.overhead.kinds import KINDS, POOL_CALL, POOL_TASK, count_process
 from rlscope.analysis.overhead.model import Calibration
 from rlscope.calibration.build import model_calibration
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, Status, run_once
 from rlscope.launch import child_env
 from rlscope.launch.child_env import Recording
+from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_process, trace_files
 
 BUDGET_FACTOR = 1.0  # runs without rlscope: about this many times the profiled run's wall
@@ -121,6 +122,26 @@ def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
     return records
 
 
+def ran_pool_tasks(out: Path) -> bool:
+    """Whether a process of the profiled run in ``out`` handed tasks to a pool: its
+    trace holds format.META_POOL_TASKS (found in the bytes, without decoding)."""
+    import mmap
+
+    key = fmt.META_POOL_TASKS.encode()
+    try:
+        _d, _run, files = trace_files(out)
+    except Exception:  # no trace: nothing to price
+        return False
+    for f in files:
+        try:
+            with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                if m.find(key) >= 0:
+                    return True
+        except (OSError, ValueError):  # empty or unreadable: not this one
+            continue
+    return False
+
+
 def profiled_counts(out: Path) -> tuple[dict[str, int], float]:
     """The profiled run's events by cost kind (every process), and the CPU seconds its
     processes recorded for interception set-up and rlscope's own threads."""
@@ -138,16 +159,17 @@ def profiled_counts(out: Path) -> tuple[dict[str, int], float]:
 
 
 def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
-                       microbench: Callable[[], dict[str, dict[str, float]] | None],
+                       microbench: Callable[[bool], dict[str, dict[str, float]] | None],
                        max_progress: int | None, status: Status | None = None,
                        detail: Callable[[str], None] | None = None) -> Calibration:
     """The cost model (microbenchmarks) and its check on whole runs; ``run``: the
-    profiled run's run.json (its ``cpu_s`` and ``duration_s``)."""
-    mb = microbench()
-    startup, startup_err = startup_cost_ns(rec, status)
+    profiled run's run.json (its ``cpu_s`` and ``duration_s``); ``microbench(pools)``:
+    the hooks' benchmarks, the pool kinds' too if asked."""
     if status is not None:
         status("calibrating: counting the profiled run's events")
     counts, installs = profiled_counts(out)
+    mb = microbench(bool(counts.get(POOL_TASK) or counts.get(POOL_CALL)))
+    startup, startup_err = startup_cost_ns(rec, status)
     records = run_unrecorded(command, out, float(run.get("duration_s") or 0.0),
                              max_progress, status, detail)
     return model_calibration(command, mb or {}, startup, startup_err, counts,

@@ -25,6 +25,26 @@ def test_cost_model_is_measured_and_found(tmp_path: Path):
         assert c.per_event_ns > 0 and 0 <= c.inside_ns <= c.per_event_ns, (kind, c)
     assert "not been checked" in withheld_reason(found)  # raw numbers until --calibrate
     assert "an annotation" in cost_model.summary(found)
+    # No pool in this directory: the pool kinds (a real pool, ~0.7 s) are not timed.
+    assert not {"pool_task", "pool_call"} & set(found.costs)
+
+
+def test_pool_kinds_are_timed_for_a_run_with_pool_tasks(tmp_path: Path):
+    import sys
+
+    from tests.conftest import run_tool
+
+    out = tmp_path / "run"
+    workload = Path(__file__).parent / "workloads" / "pool_tasks.py"
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--", sys.executable, str(workload),
+                 "pool", timeout=300)
+    assert r.returncode == 0, r.stderr
+    cal, _ = cost_model.measure(["python", str(workload)], out,
+                                Recording(str(out), cuda=False))
+    assert cal is not None
+    for kind in ("pool_task", "pool_call"):
+        c = cal.costs[kind]
+        assert c.per_event_ns > 0 and c.inside_ns == 0 and c.source == "microbenchmark"
 
 
 def test_report_names_the_operation_rlscope_inflated_most(tmp_path: Path):
