@@ -7,6 +7,21 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+
+def _fresh(call: str, tmp: Path) -> Any:
+    """``call`` (of rlscope.calibration.microbench, ``TMP`` the directory it may use) in a
+    fresh interpreter, as rls-prof runs the benchmarks; its JSON result."""
+    import json
+
+    r = subprocess.run([sys.executable, "-c",
+                        "import json, sys; from pathlib import Path; "
+                        "from rlscope.calibration.microbench import *; "
+                        f"TMP = Path(sys.argv[1]); print(json.dumps({call}))", str(tmp)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 def test_every_hook_is_measured(tmp_path: Path, recorder: str):
@@ -40,15 +55,7 @@ def test_a_wrapped_call_is_timed_between_torch_ops(tmp_path: Path):
     import pytest
 
     pytest.importorskip("torch")
-    r = subprocess.run([sys.executable, "-c",
-                        "import json, sys; from pathlib import Path; "
-                        "from rlscope.calibration.microbench import in_situ_call; "
-                        "print(json.dumps(in_situ_call(Path(sys.argv[1]))))", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    import json
-
-    out = json.loads(r.stdout)
+    out = _fresh("in_situ_call(TMP)", tmp_path)
     assert out["in_situ_calls"] == 3.0
     assert math.isfinite(out["in_situ_ns"]) and out["in_situ_error_ns"] > 0
 
@@ -56,18 +63,10 @@ def test_a_wrapped_call_is_timed_between_torch_ops(tmp_path: Path):
 def test_an_env_step_is_timed_around_a_real_one(tmp_path: Path):
     """Where gymnasium is installed, an env's recorded step is also timed in situ, around
     CartPole's: one recorded env step per iteration."""
-    import json
-
     import pytest
 
     pytest.importorskip("gymnasium")
-    r = subprocess.run([sys.executable, "-c",
-                        "import json, sys; from pathlib import Path; "
-                        "from rlscope.calibration.microbench import in_situ_env_step; "
-                        "print(json.dumps(in_situ_env_step(Path(sys.argv[1]))))",
-                        str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+    out = _fresh("in_situ_env_step(TMP)", tmp_path)
     assert out["in_situ_calls"] == 1.0
     assert math.isfinite(out["in_situ_ns"]) and out["in_situ_error_ns"] > 0
 
@@ -76,19 +75,11 @@ def test_a_pool_task_is_timed_in_a_real_pool(tmp_path: Path):
     """A one-worker pool's map calls, recorded and not in turns: every recorded call's
     two tasks are in the worker's trace and every call in the caller's count
     (format.META_POOL_CALLS), and both costs come with an error bar."""
-    import json
-
     from rlscope.calibration import microbench
     from rlscope.trace import format as fmt
     from rlscope.trace.reader import read_trace
 
-    r = subprocess.run([sys.executable, "-c",
-                        "import json, sys; from pathlib import Path; "
-                        "from rlscope.calibration.microbench import in_situ_pool; "
-                        "print(json.dumps(in_situ_pool(Path(sys.argv[1]), 'native', 0.0)))",
-                        str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+    out = _fresh("in_situ_pool(TMP, 'native', 0.0)", tmp_path)
     assert set(out) == {"pool_task", "pool_call"}
     for m in out.values():
         assert math.isfinite(m["per_event_ns"]) and m["error_ns"] > 0 and m["inside_ns"] == 0
