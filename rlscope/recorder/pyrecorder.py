@@ -416,12 +416,15 @@ _tasks_recorded = [0]  # the pool task records' numbers, process-wide
 
 def run_task(op: str, head: str, tail: str, index: int, fn: Callable[..., Any],
              args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
-    """``fn(*args, **kwargs)`` inside operation ``op``, then the pool task's record
-    (rlscope.integrations.pooltasks; the native recorder's run_task)."""
+    """``fn(*args, **kwargs)`` inside operation ``op`` (opened unless open on the
+    thread), then the pool task's record (rlscope.integrations.pooltasks; the native
+    recorder's run_task)."""
     if _rec is None:
         return fn(*args, **(kwargs or {}))
     begin = _now()
     try:
+        if in_operation(op):  # opened unless open, as the native recorder does
+            return fn(*args, **(kwargs or {}))
         with operation(op):
             return fn(*args, **(kwargs or {}))
     finally:
