@@ -439,7 +439,10 @@ def active_recorder() -> Recorder | None:
 def recording_key() -> tuple[int, int]:
     """Which recording this process is in: (pid, recordings started so far). Something
     said once per trace file is said again when the key changes."""
-    return os.getpid(), _sessions
+    return _pid, _sessions
+
+
+_pid = os.getpid()  # os.getpid is a system call (a pool submission asks): read at fork
 
 
 def set_launcher_directory(path: str) -> None:
@@ -493,7 +496,8 @@ def _about_to_exec() -> bool:
 
 
 def _after_fork_child() -> None:
-    global _lock, _sessions, _recorder, _output_dir, _progress_unit
+    global _lock, _sessions, _recorder, _output_dir, _progress_unit, _pid
+    _pid = os.getpid()
     _lock = threading.Lock()  # another thread may have held it at fork
     _progress_unit = fmt.PROGRESS_UNIT  # the child's trace file starts without metadata
     _standing.clear()  # the parent's role and vector envs are not the child's

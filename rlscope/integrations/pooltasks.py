@@ -81,8 +81,7 @@ class Task:
     def __init__(self, fn: Callable[..., Any], mode: int, call: int,
                  index: int = -1, counted: bool = True) -> None:
         self.fn, self.mode, self.call, self.index = fn, mode, call, index
-        self.name = task_name(fn)
-        self._op, self._json = "task:" + self.name, _json_str(self.name)
+        self.name, self._op, self._json = _names(fn)
         self._head = self._tail = ""
         self.by, self.submitted = _pid[0], time.perf_counter_ns()
         _submitted(counted)
@@ -137,6 +136,21 @@ def _json_str(s: str) -> str:
 
 
 _STATELESS = (types.FunctionType, types.BuiltinFunctionType)  # pickled by name
+_named: dict[int, tuple[Any, str, str, str]] = {}  # id(fn) -> (fn, its three names)
+
+
+def _names(fn: Any) -> tuple[str, str, str]:
+    """A task's name, its operation's and the name as JSON; kept per plain function."""
+    hit = _named.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1], hit[2], hit[3]
+    name = task_name(fn)
+    names = (name, "task:" + name, _json_str(name))
+    if type(fn) in _STATELESS:
+        if len(_named) >= 256:
+            _named.clear()
+        _named[id(fn)] = (fn, *names)  # holds fn: its id is not reused while it stands
+    return names
 _blobs: dict[tuple[int, int], tuple[Any, bytes]] = {}  # (id(fn), mode) -> (fn, blob)
 
 
@@ -176,8 +190,7 @@ def _task_of(blob: bytes, call: int, index: int, by: int, submitted: int) -> Tas
         import pickle
 
         f, mode = pickle.loads(blob)
-        name = task_name(f)
-        fn = (f, mode, name, "task:" + name, _json_str(name))
+        fn = (f, mode, *_names(f))
         if len(_received) >= 1024:  # partials and methods: one per call, keep it bounded
             _received.clear()
         _received[blob] = fn
