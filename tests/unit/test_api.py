@@ -331,3 +331,33 @@ def test_a_later_session_says_again_what_the_process_is(tmp_path: Path, recorder
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], check=True, timeout=120)
     (child,) = read_trace(tmp_path / "f" / "child").processes
     assert fmt.META_ROLE not in child.metadata
+
+
+def test_the_recording_key_changes_with_each_session_and_in_a_forked_child(tmp_path: Path,
+                                                                          recorder: str):
+    """annotate.recording_key: what is said once per trace file is said again when it
+    changes: a new session, and a forked child (its own file), whose pid it carries."""
+    import os
+
+    from rlscope import annotate
+
+    rlscope.start(tmp_path / "a", recorder=recorder)
+    first = annotate.recording_key()
+    assert first[0] == os.getpid()
+    rlscope.stop()
+    rlscope.start(tmp_path / "a", recorder=recorder)
+    try:
+        second = annotate.recording_key()
+        assert second != first
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            ok = annotate.recording_key()[0] == os.getpid() != second[0]
+            os.write(w, b"1" if ok else b"0")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.read(r, 1) == b"1"
+        os.close(r)
+        os.close(w)
+    finally:
+        rlscope.stop()
