@@ -1562,9 +1562,10 @@ PyObject* py_metadata(PyObject*, PyObject* args) {
 // (rlscope.integrations.pooltasks.Task) run in a worker: fn(*args, **kwargs) inside
 // operation `op` (opened unless open), then the task's record, metadata
 // "rlscope.task:<n>" = head + "<index>, <begin>, <end>, <tid>" + tail (begin and end:
-// CLOCK_MONOTONIC ns around the call; also when fn raised). One native call per task:
-// the Python version (clock reads, the scope, the record's formatting) cost a worker
-// ~5 µs per task in situ. The Python twin is rlscope.recorder.pyrecorder.run_task.
+// CLOCK_MONOTONIC ns around the call; also when fn raised). One native call per task
+// instead of clock reads, a scope and the record's formatting in Python (0.64 against
+// 1.7 µs in a tight loop). The record goes through metadata (a mutex and a copy: a
+// task's path, not an event's). The Python twin is rlscope.recorder.pyrecorder.run_task.
 
 __thread int64_t tls_os_tid = 0;  // gettid() of this thread, 0 until asked (and after fork)
 std::atomic<uint64_t> g_tasks_recorded{0};  // the records' numbers, process-wide

@@ -201,10 +201,8 @@ def _alternated(loops: tuple[Callable[[int], None], Callable[[int], None]], d: P
     per_iter = len(_durations([d], begin, end)) / (200 + IN_SITU_PAIRS * IN_SITU_BLOCK)
     if not per_iter > 0:
         return None
-    q1, med, q3 = np.percentile(np.array(diffs), [25, 50, 75])
-    # standard error of a median, the deviation taken from the interquartile range
-    se = 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(diffs))
-    return {"in_situ_ns": float(med) / per_iter, "in_situ_error_ns": se / per_iter,
+    med, se = median_se(diffs)
+    return {"in_situ_ns": med / per_iter, "in_situ_error_ns": se / per_iter,
             "in_situ_calls": per_iter}
 
 
@@ -254,8 +252,9 @@ def _worker_records(directory: str) -> None:
     rlscope.start(directory)
 
 
-def _median_se(d: list[float]) -> tuple[float, float]:
-    """The median of ``d`` and its standard error (from the interquartile range)."""
+def median_se(d: list[float]) -> tuple[float, float]:
+    """The median of ``d`` and its standard error (a normal deviation taken from the
+    interquartile range)."""
     q1, med, q3 = np.percentile(np.array(d), [25, 50, 75])
     return float(med), 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(d))
 
@@ -303,8 +302,8 @@ def in_situ_pool(tmp: Path, recorder: str, annotation_ns: float
             pool.join()
     except Exception:  # no pool here (a sandbox, a broken fork): no pool figures
         return None
-    task, task_se = _median_se(worker)
-    call, call_se = _median_se(caller)
+    task, task_se = median_se(worker)
+    call, call_se = median_se(caller)
     return {"pool_task": {"per_event_ns": task - annotation_ns, "error_ns": task_se,
                           "inside_ns": 0.0},
             "pool_call": {"per_event_ns": call, "error_ns": call_se, "inside_ns": 0.0}}

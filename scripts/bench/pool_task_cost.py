@@ -20,7 +20,6 @@ task's operation left out of ``pool_task``.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from rlscope.calibration.microbench import median_se
 
 
 def _noop(x: object) -> object:
@@ -37,11 +38,6 @@ def _noop(x: object) -> object:
 def _cpu_ns(pid: int) -> int:
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0])
-
-
-def _median_se(d: list[float]) -> tuple[float, float]:
-    q1, med, q3 = np.percentile(np.array(d), [25, 50, 75])
-    return float(med), 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(d))
 
 
 def inside(pairs: int, calls: int, workers: int) -> None:
@@ -82,7 +78,7 @@ def inside(pairs: int, calls: int, workers: int) -> None:
         pool.join()
     fields = []
     for name, d in (("worker_task", task), ("caller_call", call), ("wall_call", wall)):
-        med, se = _median_se(d)
+        med, se = median_se(d)
         fields.append(f"{name}_ns={med:.0f} {name}_se_ns={se:.0f}")
     print("RESULT " + " ".join(fields) + f" plain_call_us={np.median(plain) / 1e3:.1f}",
           flush=True)

@@ -397,12 +397,7 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
                                   own_threads_ns(p), _error_ns(p, costs),
                                   waits_ns,
                                   _count_waits(p, RAY_WAITS),
-                                  0 if POOL_TASK in costs else pool_tasks_run(p))
-
-
-def pool_tasks_run(p: ProcessTrace) -> int:
-    """How many pool tasks ``p`` recorded (rlscope.integrations.pooltasks' records)."""
-    return sum(k.startswith(fmt.META_TASK_PREFIX) for k in p.metadata)
+                                  0 if POOL_TASK in costs else count_process(p)[POOL_TASK])
 
 
 RAY_WAITS = ("ray.get", "ray.wait")  # rlscope.integrations.ray_workers' wait names
