@@ -336,11 +336,12 @@ PyObject* callwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t n
     return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   }
   ThreadState* t = thread_state();
+  // Nested in a recorded call of its category, or on a thread whose waits are quiet.
+  if (t->in_call[w->category]) return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   if (w->nb_pos >= 0) {
     int nb = nonblocking_call(w, args, nargsf, kwnames);
     if (nb < 0) return nullptr;
     if (nb) {  // not a wait: run it as one (nothing nested recorded), record nothing
-      if (t->in_call[w->category]) return PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
       t->in_call[w->category] = 1;
       PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
       t->in_call[w->category] = 0;
@@ -546,6 +547,14 @@ PyObject* py_wrap(PyObject*, PyObject* args) {
   w->nb_mask = nb_mask;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
   return reinterpret_cast<PyObject*>(w);
+}
+
+// The calling thread's waits are a library's plumbing (a pool's handler threads, a
+// queue's feeder thread): none is recorded from now on, in any recording of this
+// process. The wait category's in-call flag is set for good, as inside an outermost wait.
+PyObject* py_quiet_waits(PyObject*, PyObject*) {
+  thread_state()->in_call[rlscope::CALL_WAIT] = 1;
+  Py_RETURN_NONE;
 }
 
 PyObject* py_in_operation(PyObject*, PyObject* name) {
@@ -1732,6 +1741,8 @@ PyMethodDef module_methods[] = {
      "wrap_operation(func, name, first_use=None, key=None): func run inside operation name "
      "unless one of that name is open on the thread; first_use(self) once per instance "
      "(until it sets key in self.__dict__) while recording."},
+    {"quiet_waits", py_quiet_waits, METH_NOARGS,
+     "quiet_waits(): this thread's waits are never recorded (a library's plumbing thread)."},
     {"in_operation", py_in_operation, METH_O,
      "in_operation(name): True if an operation of that name is open on this thread."},
     {nullptr, nullptr, 0, nullptr},

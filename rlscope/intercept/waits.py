@@ -11,11 +11,16 @@ count once, and a wait inside a backend or simulator call is the innermost categ
 Not seen (docs/attribution.md): C-level blocking (``_thread.lock.acquire`` on a bare
 ``threading.Lock``/``RLock``, file objects' ``read``, ``select.poll().poll()`` and
 ``epoll`` objects used directly, blocking writes), and names bound before the hook ran.
+Nor the waits of a library's plumbing threads (``_PLUMBING``: a pool's handler threads, a
+``multiprocessing.Queue``'s feeder, a process pool executor's manager thread): the
+program waits for their work on its own threads, where it is recorded.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 
 from rlscope import libraries
 from rlscope.intercept import importhook
@@ -184,10 +189,61 @@ def _resource_tracker(m: ModuleType, p: Patcher) -> int:
     return p.patch(m, "main", WAIT, "multiprocessing.resource_tracker.main", plain_wrappable)
 
 
+# Threads that are a library's plumbing: their waits (a pool's worker handler polls its
+# workers ~20 times per ``pool.map``; the result handler reads each result; a queue's
+# feeder waits for each put) are not the program's, which waits for results on its own
+# thread. Their waits are quiet from the thread's start (the recorders' quiet_waits).
+_PLUMBING = {
+    "multiprocessing.pool": (("Pool", ("_handle_workers", "_handle_tasks", "_handle_results")),),
+    "multiprocessing.queues": (("Queue", ("_feed",)),),
+    "concurrent.futures.process": (("_ExecutorManagerThread", ("run",)),),
+}
+
+
+def quiet_waits() -> None:
+    """This thread's waits are never recorded, by either recorder (one whose module is
+    not loaded has no wrappers to quiet)."""
+    for name in ("rlscope._native", "rlscope.recorder.pyrecorder"):
+        recorder = sys.modules.get(name)
+        if recorder is not None:
+            recorder.quiet_waits()
+
+
+def _quieted(raw: Any) -> Any:
+    """``raw`` (a function, or a static or class method, from a class's dict) made to
+    quiet its thread's waits first."""
+    kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+    func = raw.__func__ if kind is not None else raw
+
+    @functools.wraps(func)
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        quiet_waits()
+        return func(*args, **kwargs)
+
+    return quiet if kind is None else kind(quiet)
+
+
+def _plumbing(module_name: str) -> Callable[[ModuleType, Patcher], int]:
+    def install_quiet(m: ModuleType, p: Patcher) -> int:
+        n = 0
+        for cls_name, attrs in _PLUMBING[module_name]:
+            cls = getattr(m, cls_name, None)
+            if not isinstance(cls, type):
+                continue
+            for attr in attrs:
+                raw = vars(cls).get(attr)
+                if raw is not None and callable(getattr(raw, "__func__", raw)):
+                    p.replace(cls, attr, _quieted(raw))
+                    n += 1
+        return n
+    return install_quiet
+
+
 _LATER: dict[str, Callable[[ModuleType, Patcher], int]] = {
     "time": _time, "select": _select, "threading": _threading, "selectors": _selectors,
     "queue": _queue, "socket": _socket, "subprocess": _subprocess,
     "multiprocessing.connection": _connection,
     "multiprocessing.synchronize": _synchronize,
     "multiprocessing.resource_tracker": _resource_tracker,
+    **{name: _plumbing(name) for name in _PLUMBING},
 }

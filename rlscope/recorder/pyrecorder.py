@@ -116,8 +116,7 @@ class _Recording:
         self.writer.start()
 
     def _writer_loop(self) -> None:
-        # Its own waits are not the program's: inside a wait call, wrappers record nothing.
-        _in_call.flags = [0, 0, 1]
+        quiet_waits()  # its own waits are not the program's
         while not self.stop_event.wait(self.flush_interval_s):
             self.flush()
 
@@ -719,6 +718,15 @@ def env_call(method: Callable[..., Any], reset: bool, index: int, name: str,
     if not callable(method):
         raise TypeError(f"env_call(): {type(method).__name__} object is not callable")
     return EnvCall(method, reset, index, name, operation)
+
+
+def quiet_waits() -> None:
+    """This thread's waits are never recorded from now on (a library's plumbing thread:
+    a pool's handler threads, a queue's feeder), as inside an outermost wait."""
+    flags = getattr(_in_call, "flags", None)
+    if flags is None:
+        flags = _in_call.flags = [0, 0, 0, 0]
+    flags[CALL_WAIT] = 1
 
 
 def in_operation(name: str) -> bool:

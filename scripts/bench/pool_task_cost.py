@@ -2,7 +2,8 @@
 maps a no-op over two items, in blocks with the main process recording (its calls
 wrapped in tasks, the workers recording them) and not (plain calls), in turns. Per pair
 of blocks: the workers' CPU added per task (their ``/proc/<pid>/schedstat``), the main
-thread's CPU added per call, and the wall added per call (the round trip).
+thread's CPU added per call, the wall added per call (the round trip), and the main
+process's CPU added per call (all its threads: the pool's handler threads too).
 
     OMP_NUM_THREADS=1 python scripts/bench/pool_task_cost.py [--pairs 40] [--calls 100]
         [--workers 1] [--intercept pool]
@@ -10,7 +11,8 @@ thread's CPU added per call, and the wall added per call (the round trip).
 runs itself under ``rls-prof`` (samplers off). Last line:
 
     RESULT worker_task_ns=<median> worker_task_se_ns=... caller_call_ns=...
-        caller_call_se_ns=... wall_call_ns=... wall_call_se_ns=... plain_call_us=...
+        caller_call_se_ns=... wall_call_ns=... wall_call_se_ns=... caller_process_ns=...
+        caller_process_se_ns=... plain_call_us=...
 
 (standard errors of the medians from their quartiles). The cost model's ``pool_task``
 and ``pool_call`` (rlscope.calibration.microbench.in_situ_pool) are the first two, the
@@ -55,29 +57,33 @@ def inside(pairs: int, calls: int, workers: int) -> None:
         pids = [p.pid for p in pool._pool]  # type: ignore[attr-defined]
         for _ in range(calls):
             pool.map(_noop, items)
-        task, call, wall, plain = [], [], [], []
+        task, call, wall, process, plain = [], [], [], [], []
         for k in range(pairs):
-            per: dict[bool, tuple[float, float, float]] = {}
+            per: dict[bool, tuple[float, float, float, float]] = {}
             for on in (True, False) if k % 2 == 0 else (False, True):
                 if not on:
                     rlscope.stop()
                 w0 = sum(_cpu_ns(p) for p in pids)
                 c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+                p0 = time.process_time_ns()
                 for _ in range(calls):
                     pool.map(_noop, items)
+                p1 = time.process_time_ns()
                 t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
                 per[on] = ((sum(_cpu_ns(p) for p in pids) - w0) / calls / len(items),
-                           (c1 - c0) / calls, (t1 - t0) / calls)
+                           (c1 - c0) / calls, (t1 - t0) / calls, (p1 - p0) / calls)
                 if not on:
                     rlscope.start(directory)
             task.append(per[True][0] - per[False][0])
             call.append(per[True][1] - per[False][1])
             wall.append(per[True][2] - per[False][2])
+            process.append(per[True][3] - per[False][3])
             plain.append(per[False][2])
         pool.close()
         pool.join()
     fields = []
-    for name, d in (("worker_task", task), ("caller_call", call), ("wall_call", wall)):
+    for name, d in (("worker_task", task), ("caller_call", call), ("wall_call", wall),
+                    ("caller_process", process)):
         med, se = median_se(d)
         fields.append(f"{name}_ns={med:.0f} {name}_se_ns={se:.0f}")
     print("RESULT " + " ".join(fields) + f" plain_call_us={np.median(plain) / 1e3:.1f}",

@@ -234,3 +234,39 @@ def test_installed_at_import_in_a_fresh_process(tmp_path: Path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_plumbing_threads_record_no_waits(recording: Path, recorder: str, waits_intercepted):
+    """A pool's handler threads and a queue's feeder thread wait for the pool's and the
+    queue's own work (a process pool's worker handler wakes ~20 times per ``map``): none
+    of their waits is recorded, from the thread's start, in any later recording too; the
+    program's own wait for the results is, on its thread."""
+    import multiprocessing as mp
+    from multiprocessing.pool import ThreadPool
+
+    import rlscope
+
+    with ThreadPool(2) as pool:
+        assert pool.map(abs, range(-8, 0)) == list(range(8, 0, -1))
+        handlers = [pool._worker_handler, pool._task_handler,  # type: ignore[attr-defined]
+                    pool._result_handler]  # type: ignore[attr-defined]
+        q: mp.queues.Queue[int] = mp.Queue()
+        q.put(1)
+        assert q.get(timeout=60) == 1
+        quiet = {t.native_id for t in [*handlers, q._thread]}  # type: ignore[attr-defined]
+        rlscope.stop()  # the threads stay quiet in the next recording
+        rlscope.start(recording.parent / "second", recorder=recorder)
+        q.put(2)
+        assert q.get(timeout=60) == 2
+        assert pool.map(abs, [-1, -2]) == [1, 2]
+        q.close()
+        q.join_thread()
+    rlscope.stop()
+    for directory in (recording, recording.parent / "second"):
+        (p,) = read_trace(directory).processes
+        waits = p.events.kind == fmt.WAIT_CALL_BEGIN
+        by_tid = {p.threads[int(th)].tid for th in p.events.thread[waits]}
+        assert not by_tid & quiet, [t.name for t in p.threads.values() if t.tid in by_tid]
+        main = [p.strings[n] for n, th in zip(p.events.name[waits], p.events.thread[waits],
+                                              strict=True) if th == 0]
+        assert "threading.Event.wait" in main, main
