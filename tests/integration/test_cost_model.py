@@ -44,7 +44,9 @@ def test_pool_kinds_are_timed_for_a_run_with_pool_tasks(tmp_path: Path):
     assert cal is not None
     for kind in ("pool_task", "pool_call"):
         c = cal.costs[kind]
-        assert c.per_event_ns > 0 and c.inside_ns == 0 and c.source == "microbenchmark"
+        assert c.per_event_ns > 0 and c.source == "microbenchmark"
+    assert cal.costs["pool_task"].inside_ns == 0  # the pool's task thread's part of a call:
+    assert 0 <= cal.costs["pool_call"].inside_ns <= cal.costs["pool_call"].per_event_ns
 
 
 def test_report_names_the_operation_rlscope_inflated_most(tmp_path: Path):

@@ -74,7 +74,8 @@ def test_an_env_step_is_timed_around_a_real_one(tmp_path: Path):
 def test_a_pool_task_is_timed_in_a_real_pool(tmp_path: Path):
     """A one-worker pool's map calls, recorded and not in turns: every recorded call's
     two tasks are in the worker's trace and every call in the caller's count
-    (format.META_POOL_CALLS), and both costs come with an error bar."""
+    (format.META_POOL_CALLS), and both costs come with an error bar; a call's part paid
+    by the pool's task thread, inside the wait for the results, is within its cost."""
     from rlscope.calibration import microbench
     from rlscope.trace import format as fmt
     from rlscope.trace.reader import read_trace
@@ -82,7 +83,9 @@ def test_a_pool_task_is_timed_in_a_real_pool(tmp_path: Path):
     out = _fresh("in_situ_pool(TMP, 'native', 0.0)", tmp_path)
     assert set(out) == {"pool_task", "pool_call"}
     for m in out.values():
-        assert math.isfinite(m["per_event_ns"]) and m["error_ns"] > 0 and m["inside_ns"] == 0
+        assert math.isfinite(m["per_event_ns"]) and m["error_ns"] > 0
+    assert out["pool_task"]["inside_ns"] == 0
+    assert 0 <= out["pool_call"]["inside_ns"] <= max(out["pool_call"]["per_event_ns"], 0)
     calls = microbench.POOL_PAIRS * microbench.POOL_BLOCK
     worker = read_trace(tmp_path / "in-situ-pool" / "worker").processes
     assert sum(k.startswith(fmt.META_TASK_PREFIX) for p in worker for k in p.metadata) \

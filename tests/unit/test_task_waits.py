@@ -128,7 +128,10 @@ def _run(workers: list[Worker], waits: list[list[tuple[int, int]]], work_ns: int
     def proc(ev: list[tuple[int, int]]) -> ProcessTrace:
         return process_trace([(t, 0, k, names[k]) for t, k in ev], pid=HOLDER, metadata=meta)
 
-    stamps, _ = _record(holder, wakes, {len(head): call_ns})  # the submission's cost
+    # The submission's cost: the caller's part before its next event; the pool's task
+    # thread pays the inside part meanwhile, before the tasks leave.
+    inside = costs["pool_call"].inside_ns if "pool_call" in costs else 0.0
+    stamps, _ = _record(holder, wakes, {len(head): call_ns - inside})
     recorded = proc(list(zip(stamps, (k for _, k in holder), strict=True)))
     return proc(holder), recorded, rec_w
 
@@ -271,3 +274,19 @@ def test_pool_kinds_are_counted_where_they_are_paid():
     # Tasks a process ran for itself (a thread pool's) are not pool tasks.
     mine = replace(workers[0], header=replace(workers[0].header, pid=HOLDER))
     assert count_process(mine)["pool_task"] == 0
+
+
+def test_what_the_pools_task_thread_paid_is_in_the_wait_not_before_it():
+    # A submission's cost paid partly by the pool's task thread (pickling the tasks
+    # before they leave): the caller's next event is delayed by its own part only, the
+    # results by both. With the split known, the corrected timeline is exact; taken as
+    # all the caller's, the wait's begin moves too early by the task thread's part.
+    split = {**POOL, "pool_call": KindCost(900, 400, 0, "test")}
+    true, recorded, workers = _run([Worker([(2_000, 2)] * 2), Worker([(2_000, 2)] * 2)],
+                                   [[(0, 1), (1, 1)]], costs=split)
+    assert _corrected(recorded, workers, split).events.time_ns.tolist() \
+        == true.events.time_ns.tolist()
+    whole = _corrected(recorded, workers, POOL).events
+    wait = np.flatnonzero(true.events.kind == WB)[0]
+    assert true.events.time_ns[wait] - whole.time_ns[wait] == 400
+    assert whole.time_ns[-1] == true.events.time_ns[-1]

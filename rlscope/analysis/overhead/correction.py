@@ -253,6 +253,14 @@ def _kind_ns(costs: dict[str, KindCost], kind: str) -> float:
     return 0.0 if c is None or not math.isfinite(c.per_event_ns) else c.per_event_ns
 
 
+def _inside_ns(costs: dict[str, KindCost], kind: str) -> float:
+    """The inside part of a kind's cost, within its whole (0 when unknown)."""
+    c = costs.get(kind)
+    if c is None or not math.isfinite(c.inside_ns) or not c.inside_ns > 0:
+        return 0.0
+    return min(c.inside_ns, _kind_ns(costs, kind))
+
+
 def own_extra(p: ProcessTrace, costs: dict[str, KindCost]) -> np.ndarray | None:
     """Extra pre-stamp cost (ns) per event of ``p`` that its own trace locates: the pool
     tasks it ran for other processes (task_waits.task_costs)."""
@@ -440,12 +448,16 @@ def correct_holder(p: ProcessTrace, workers: list[Replies], costs: dict[str, Kin
     # correction stands when there is nothing more to shorten. Its submissions' costs
     # come first: they delayed the tasks as well as what p did next.
     pre, post = _pre_post(costs)
-    calls = task_waits.call_costs(p, tasks, _kind_ns(costs, POOL_CALL)) if tasks else None
+    # A submission's cost: the caller's part before its next event, the part the pool's
+    # task thread paid (its inside part) in the waits for the results.
+    dispatch = _inside_ns(costs, POOL_CALL)
+    calls = task_waits.call_costs(p, tasks, _kind_ns(costs, POOL_CALL) - dispatch) \
+        if tasks else None
     done = correct_process(p, costs, cpu=calls)
     extra = worker_waits.wait_costs(p, done[0], pre, post, vec) if vec else None
     if extra is not None:
         done = correct_process(p, costs, extra, calls)
-    more = task_waits.wait_costs(p, done[0], pre, post, tasks) if tasks else None
+    more = task_waits.wait_costs(p, done[0], pre, post, tasks, dispatch) if tasks else None
     if more is not None:
         done = correct_process(p, costs, more if extra is None else extra + more, calls)
     if any(w.job is not None for w in tasks):  # a Ray driver whose workers' calls are known

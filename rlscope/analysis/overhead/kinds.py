@@ -54,7 +54,8 @@ def in_situ_what(kind: str) -> str:
     if kind == POOL_TASK:
         return "a one-worker pool's tasks, the worker's CPU with and without them recorded"
     if kind == POOL_CALL:
-        return "a one-worker pool's map calls, the caller's CPU with and without recording"
+        return ("a one-worker pool's map calls, the CPU of the caller and of the pool's task "
+                "thread with and without recording")
     return "a wrapped call timed between small torch ops"
 
 

@@ -186,18 +186,21 @@ def call_costs(p: ProcessTrace, workers: list[TaskReplies], cost_ns: float
 
 
 def wait_costs(raw: ProcessTrace, corrected: ProcessTrace, pre: np.ndarray,
-               post: np.ndarray, workers: list[TaskReplies]) -> np.ndarray | None:
+               post: np.ndarray, workers: list[TaskReplies], dispatch_ns: float = 0.0
+               ) -> np.ndarray | None:
     """Extra pre-stamp cost (ns) of each of ``raw``'s events: at the end of each wait for
     results, what the workers' overhead added to it (``corrected``: ``raw``'s own
     correction with the costs ``pre``/``post``; ``workers``: the replies of the processes
-    that ran its tasks). None when nothing is added."""
+    that ran its tasks), and ``dispatch_ns`` (the inside part of kinds.POOL_CALL: what
+    the pool's task thread in ``raw`` paid to send a call's tasks, which delayed each
+    worker's first task of the wait; not for Ray). None when nothing is added."""
     mine = [w for w in workers if submitted_by(w, raw)]
     ev = raw.events
     ids = [raw.strings.index(n) for n in RESULT_WAITS if n in raw.strings]
     if not mine or not ids:
         return None
     wb, we, end_at, th = wait_pairs(raw, ids)
-    late, late_without, since = _replies(wb, we, mine)
+    late, late_without, since = _replies(wb, we, mine, dispatch_ns)
     extra = np.zeros(len(ev.time_ns))
     for t in np.unique(th).tolist():
         ks = np.flatnonzero((th == t) & (late >= 0))  # in time order
@@ -228,15 +231,17 @@ def _ray_calls(p: ProcessTrace) -> list[tuple[int, int, int]]:
     return out
 
 
-def _replies(wb: np.ndarray, we: np.ndarray, workers: list[TaskReplies]
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _replies(wb: np.ndarray, we: np.ndarray, workers: list[TaskReplies],
+             dispatch_ns: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per wait: the latest end of a task that ended inside it, the latest end each would
-    have had without its worker's overhead (-1: none), and the earliest submission among
-    the first such task of each worker thread."""
+    have had without rlscope's overhead (its worker's, and ``dispatch_ns`` before a pool
+    worker's first task there; -1: none), and the earliest submission among the first
+    such task of each worker thread."""
     late = np.full(len(wb), -1, np.int64)
     late_without = np.full(len(wb), -1, np.int64)
     since = np.full(len(wb), np.iinfo(np.int64).max, np.int64)
     for w in workers:
+        sent = 0.0 if w.job is not None else dispatch_ns  # a Ray job has no task thread
         for t, (tb, te) in w.tasks.items():
             lo = np.searchsorted(te, wb, side="left")
             hi = np.searchsorted(te, we, side="right") - 1
@@ -244,7 +249,7 @@ def _replies(wb: np.ndarray, we: np.ndarray, workers: list[TaskReplies]
             if not len(k):
                 continue
             s, e = tb[lo[k]], te[hi[k]]
-            d = np.rint(np.maximum(paid_between(w.paid[t], s, e), 0)).astype(np.int64)
+            d = np.rint(np.maximum(paid_between(w.paid[t], s, e), 0) + sent).astype(np.int64)
             np.maximum.at(late, k, e)
             np.maximum.at(late_without, k, e - d)
             np.minimum.at(since, k, s)
