@@ -14,6 +14,7 @@ from rlscope.analysis.overhead.kinds import (
     MICROBENCHMARK_ONLY,
     PAIR_KINDS,
     PROCESS,
+    PY_SAMPLE,
     in_situ_what,
 )
 from rlscope.analysis.overhead.model import Calibration, KindCost, machine_info
@@ -98,13 +99,14 @@ def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
     """Kinds whose cost only the microbenchmark gives (kinds.MICROBENCHMARK_ONLY). Env
     steps are kept even when the calibration's runs recorded none: chunk copies are forked
     after the workload made its vector env, unrecorded, while the profiled run records
-    its steps. The pool kinds only where the runs had pool tasks."""
+    its steps, and Python stack samples (the calibration's runs take none: the profiled
+    run may). The pool kinds only where the runs had pool tasks."""
     out = {}
     for kind in MICROBENCHMARK_ONLY:
         m = mb.get(kind, {})
         tight = float(m.get("per_event_ns", math.nan))
         events = int(np.median([s.counts.get(kind, 0) for s in full])) if full else 0
-        if not tight > 0 or (kind != ENV_CALL and not events):
+        if not tight > 0 or (kind not in (ENV_CALL, PY_SAMPLE) and not events):
             continue
         cost, _error, source = priced(kind, m)
         inside = float(m.get("inside_ns", math.nan))
@@ -249,9 +251,12 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
             continue
         m = mb.get(kind, {})
         tight = float(m.get("per_event_ns", math.nan))
-        if not n or not tight > 0:
+        if not n or not math.isfinite(tight):
             continue
         cost, error, note = priced(kind, m)
+        if not cost > 0:  # a hook cheaper than the benchmark resolves (an annotation
+            # measured -2..+2 ns on a quiet day): priced at nothing, not left out
+            cost, note = 0.0, f"{note}; measured {cost:.1f} ns: below what it resolves"
         inside = float(m.get("inside_ns", math.nan))
         inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else \
             cost * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)

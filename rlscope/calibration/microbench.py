@@ -322,6 +322,49 @@ def in_situ_pool(tmp: Path, recorder: str, annotation_ns: float
                           "error_ns": math.hypot(call_se, send_se), "inside_ns": send}}
 
 
+PYSAMPLE_S = 0.6  # the Python loop under the stack sampler: ~20-30 samples
+PYSAMPLE_HZ = 50.0  # rls-prof's default rate (launch.child_env.DEFAULT_SAMPLE_PYTHON_HZ)
+_GAP_NS = 5_000  # a pause of the loop (its iterations take ~0.1 µs)
+
+
+def in_situ_pysample(tmp: Path) -> dict[str, dict[str, float]] | None:
+    """``py_sample``: how long a Python stack sample stalls a thread running Python (the
+    sampler takes the GIL from it: a forced switch, the sample, a switch back). A loop
+    of clock reads runs under a sampler at rls-prof's default rate; the pause of the
+    loop around each sample's time is that sample's stall. Median and its standard
+    error; None when no sample fell in a pause (no sampler here)."""
+    from rlscope.inprocess.pysampler import PySampler
+    from rlscope.trace.pystacks_reader import read_stacks
+
+    path = tmp / "in-situ-pysample.rlstacks"
+    sampler = PySampler(str(path), PYSAMPLE_HZ)
+    begins: list[int] = []
+    ends: list[int] = []
+    clock = time.perf_counter_ns  # CLOCK_MONOTONIC, as the samples' times
+    sampler.start()
+    try:
+        t = clock()
+        stop = t + int(PYSAMPLE_S * 1e9)
+        while t < stop:
+            u = clock()
+            if u - t > _GAP_NS:
+                begins.append(t)
+                ends.append(u)
+            t = u
+    finally:
+        sampler.stop()
+    times = read_stacks(path).time_ns
+    b, e = np.array(begins, np.int64), np.array(ends, np.int64)
+    k = np.searchsorted(b, times, side="right") - 1  # the pause each sample fell in
+    ok = k >= 0
+    ok[ok] &= times[ok] <= e[k[ok]]
+    stalls = (e - b)[k[ok]]
+    if len(stalls) < 3:
+        return None
+    per, err = median_se(stalls.astype(float).tolist())
+    return {"py_sample": {"per_event_ns": per, "error_ns": err, "inside_ns": 0.0}}
+
+
 def run(tmp: Path, recorder: str = "native", pools: bool = True
         ) -> dict[str, dict[str, float]]:
     import rlscope
@@ -386,6 +429,7 @@ def run(tmp: Path, recorder: str = "native", pools: bool = True
     out["env_call"] = {"per_event_ns": per, "error_ns": err,
                        "inside_ns": float(np.median(d)) if len(d) else math.nan}
     out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
+    out.update(in_situ_pysample(tmp) or {})
     if pools:  # last: it enables the pool integration in this process
         out.update(in_situ_pool(tmp, recorder, out["annotation"]["per_event_ns"]) or {})
     return out

@@ -13,7 +13,8 @@ from rlscope.analysis.overhead.model import Calibration, KindCost
 
 _UNIT = {"annotation": "event", "backend_call": "call", "simulator_call": "call",
          "wait_call": "call", "env_call": "env step or reset", "cuda_api": "call",
-         "gpu_activity": "record", "pool_task": "pool task", "pool_call": "submission"}
+         "gpu_activity": "record", "pool_task": "pool task", "pool_call": "submission",
+         "py_sample": "Python stack sample"}
 
 
 def _ns(v: float) -> str:
@@ -90,6 +91,7 @@ _WHAT = {"annotation": "an operation or phase beginning or ending",
          "env_call": "an env step or reset",
          "pool_task": "a pool task run in a worker process (receiving and recording it)",
          "pool_call": "a submission to a process pool (making and sending its task)",
+         "py_sample": "a Python stack sample (the thread running Python pauses for it)",
          "cuda_api": "a CUDA API call",
          "gpu_activity": "a GPU kernel, copy or memset recorded"}
 _BENCHMARK = "from a benchmark of rlscope's hooks"
@@ -125,7 +127,9 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
             why = ("it cannot be measured apart from the simulation around it"
-                   if kind == "env_call" else "timed on a small pool of this machine")
+                   if kind == "env_call" else
+                   "timed on a Python loop under the sampler" if kind == "py_sample" else
+                   "timed on a small pool of this machine")
         elif not math.isfinite(c.estimate_ns):
             why = "not measured on this workload"
         elif c.fallback == "held-out":

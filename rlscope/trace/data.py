@@ -228,6 +228,9 @@ class ProcessTrace:
     # A bounded trace's aggregates of the stretches outside detail windows (empty when
     # every event was kept: --trace-budget none, or a file written before budgets).
     aggregates: Aggregates = field(default_factory=Aggregates.empty)
+    # The times of its Python stack samples (pystacks.<pid>.rlstacks, CLOCK_MONOTONIC):
+    # set by rlscope.analysis.overhead.applied for the correction (None: not read).
+    py_samples: np.ndarray | None = None
 
     @property
     def pid(self) -> int:

@@ -93,3 +93,23 @@ def _pid_of(p: Path) -> int:
         return int(p.name.split(".")[1])
     except (IndexError, ValueError):
         return -1
+
+
+def sample_times(path: str | os.PathLike[str]) -> tuple[int, np.ndarray]:
+    """(pid, the samples' times) of a stack file, without its stacks: what the overhead
+    correction needs (kinds.PY_SAMPLE). Lines that do not parse are left out."""
+    p = Path(path)
+    pid, times = _pid_of(p), []
+    for raw in p.read_bytes().split(b"\n"):
+        if raw.startswith(b"s\t"):
+            f = raw.split(b"\t", 2)
+            try:
+                times.append(int(f[1]))
+            except (IndexError, ValueError):
+                pass
+        elif raw.startswith(b"rlstacks\t"):
+            try:
+                pid = int(raw.split(b"\t")[2])
+            except (IndexError, ValueError):
+                pass
+    return pid, np.array(times, np.int64)

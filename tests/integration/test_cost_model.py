@@ -20,9 +20,13 @@ def test_cost_model_is_measured_and_found(tmp_path: Path):
     assert cal is not None and (out / "costs.json").exists()
     found = find_calibration(out)
     assert found is not None and found.mode == "model"
-    for kind in ("annotation", "backend_call", "env_call", "process"):
+    # Every kind is priced, an annotation at nothing where it costs less than the
+    # benchmark resolves (-2..+2 ns measured on a quiet day).
+    for kind in ("annotation", "backend_call", "env_call", "process", "py_sample"):
         c = found.costs[kind]
-        assert c.per_event_ns > 0 and 0 <= c.inside_ns <= c.per_event_ns, (kind, c)
+        assert c.per_event_ns >= 0 and 0 <= c.inside_ns <= c.per_event_ns, (kind, c)
+    for kind in ("backend_call", "env_call", "process", "py_sample"):
+        assert found.costs[kind].per_event_ns > 0, kind
     assert "not been checked" in withheld_reason(found)  # raw numbers until --calibrate
     assert "an annotation" in cost_model.summary(found)
     # No pool in this directory: the pool kinds (a real pool, ~0.7 s) are not timed.

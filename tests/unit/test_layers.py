@@ -49,8 +49,10 @@ FORBIDDEN = {
 ALLOWED = {
     # rls-prof's calibration writes the chunk copies' configurations and reads their
     # result files (their format and defaults live beside the code that writes them), and
-    # parses RLSCOPE_MAX_PROGRESS as the profiled process does.
-    "rlscope.calibration": ("rlscope.inprocess.chunk_copies", "rlscope.inprocess.limits"),
+    # parses RLSCOPE_MAX_PROGRESS as the profiled process does; its microbenchmark times
+    # the Python stack sampler as profiled processes run it.
+    "rlscope.calibration": ("rlscope.inprocess.chunk_copies", "rlscope.inprocess.limits",
+                            "rlscope.inprocess.pysampler"),
     # The patcher and the import hook, never rlscope.intercept's enable/disable (which
     # installs the integrations, by name, from rlscope.libraries).
     "rlscope.integrations": ("rlscope.intercept.patch", "rlscope.intercept.importhook"),

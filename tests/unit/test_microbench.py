@@ -92,3 +92,12 @@ def test_a_pool_task_is_timed_in_a_real_pool(tmp_path: Path):
         == 2 * calls
     caller = read_trace(tmp_path / "in-situ-pool" / "caller").processes
     assert sum(p.metadata.get(fmt.META_POOL_CALLS, 0) for p in caller) == calls
+
+
+def test_a_python_stack_sample_pauses_a_thread_running_python(tmp_path: Path):
+    """The sampler takes the GIL from a loop of clock reads: the loop pauses around each
+    sample's time (at least three of them matched: else no figure), the pause a real
+    stall (over the loop's 5 µs pause threshold) and far below the sampling period."""
+    m = _fresh("in_situ_pysample(TMP)", tmp_path)["py_sample"]
+    assert 5_000 < m["per_event_ns"] < 20_000_000 and m["error_ns"] >= 0
+    assert m["inside_ns"] == 0

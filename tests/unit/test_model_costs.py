@@ -51,3 +51,30 @@ def test_an_env_step_costs_its_in_situ_figure_in_every_mode():
         assert (c.per_event_ns, c.inside_ns, c.microbenchmark_ns) == (90.0, 30.0, 40.0)
         assert "CartPole" in c.note and "CartPole" in cost_line("env_call", c, "chunks")
     assert chunks["env_call"].events == 7
+
+
+def test_a_hook_cheaper_than_the_benchmark_resolves_is_priced_at_nothing():
+    """An annotation measured at -2 ns (recording minus idle, on a quiet day) is kept in
+    the model at 0, saying so; a kind the benchmark did not measure is left out."""
+    mb = _mb()
+    mb["annotation"] = {"per_event_ns": -2.1, "error_ns": 1.5, "inside_ns": 4.0}
+    costs = model_costs(mb, math.nan, math.nan, {"annotation": 3, "backend_call": 1,
+                                                 "cuda_api": 2})
+    c = costs["annotation"]
+    assert (c.per_event_ns, c.inside_ns) == (0.0, 0.0) and c.microbenchmark_ns == -2.1
+    assert "below what it resolves" in c.note
+    assert "cuda_api" not in costs and costs["backend_call"].per_event_ns == 34.0
+
+
+def test_a_python_stack_sample_is_priced_in_every_mode():
+    """The sampler's stall has no calibration configuration either: the microbenchmark's
+    figure, in the model and in the chunk/run calibrations (which take no samples)."""
+    from rlscope.calibration.build import _microbenchmark_costs
+    from rlscope.calibration.estimate import RunSample
+
+    mb = {"py_sample": {"per_event_ns": 150_000.0, "error_ns": 9_000.0, "inside_ns": 0.0}}
+    model = model_costs(mb, math.nan, math.nan, {"py_sample": 40})["py_sample"]
+    chunks = _microbenchmark_costs(mb, [RunSample("full", 0, 1.0, {})])["py_sample"]
+    for c in (model, chunks):
+        assert (c.per_event_ns, c.inside_ns) == (150_000.0, 0.0)
+    assert "stack sample" in cost_line("py_sample", model, "model")

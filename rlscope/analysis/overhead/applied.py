@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from rlscope.analysis.overhead.correction import CorrectionSummary, correct_trac
 from rlscope.analysis.overhead.model import Calibration, KindCost
 from rlscope.trace.argv import shell_line
 from rlscope.trace.data import Trace
+from rlscope.trace.pystacks_reader import sample_times, stack_files
 
 WARN_PCT = 5.0
 
@@ -34,12 +36,34 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
         return dataclasses.replace(trace, run=run)
     root = trace.processes[0].progress.time_ns if trace.processes else None
     costs, scale = scaled_costs(calibration, root)
-    corrected, summary = correct_trace(trace, costs)
+    corrected, summary = correct_trace(with_py_samples(trace), costs)
     if withheld_reason(calibration):
         info = withheld_entry(calibration, trace.run, summary)
         return dataclasses.replace(trace, run=dict(trace.run, correction=info))
     info = correction_entry(trace.run, calibration, summary, scale)
     return dataclasses.replace(corrected, run=dict(trace.run, correction=info))
+
+
+def with_py_samples(trace: Trace) -> Trace:
+    """``trace`` with each process's Python stack sample times (its stack files beside
+    its trace file; kinds.PY_SAMPLE), where its directory has them."""
+    if trace.directory is None:
+        return trace
+    found: dict[tuple[Path, int], list[np.ndarray]] = {}
+    for f in stack_files(trace.directory):
+        try:
+            pid, times = sample_times(f)
+        except OSError:
+            continue
+        found.setdefault((f.parent, pid), []).append(times)
+    if not found:
+        return trace
+    procs = []
+    for p in trace.processes:
+        parts = found.get((p.path.parent, p.pid))
+        procs.append(p if not parts else
+                     dataclasses.replace(p, py_samples=np.sort(np.concatenate(parts))))
+    return dataclasses.replace(trace, processes=procs)
 
 
 def withheld_reason(cal: Calibration) -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlscope.analysis.engine.summary import process_span
-from rlscope.analysis.overhead import task_waits, worker_waits
+from rlscope.analysis.overhead import gil_stalls, task_waits, worker_waits
 from rlscope.analysis.overhead.kinds import (
     CUDA_API,
     GPU_ACTIVITY,
@@ -38,6 +38,7 @@ from rlscope.analysis.overhead.kinds import (
     POOL_CALL,
     POOL_TASK,
     PROCESS,
+    PY_SAMPLE,
     count_process,
 )
 from rlscope.analysis.overhead.model import Calibration, KindCost
@@ -53,8 +54,9 @@ class ProcessCorrection:
     fixed_ns: float  # per-process cost (outside the recorded span)
     threads_ns: float = 0.0  # CPU of rlscope's own threads (writer, sampler): off-timeline
     error_ns: float = 0.0  # the costs' error bars times this process's events
-    # Removed from its waits on vector-env workers that book-keeping slowed
-    # (rlscope.analysis.overhead.worker_waits): in removed_ns, but off the CPU.
+    # Removed from its waits on vector-env workers and pool tasks that book-keeping
+    # slowed (rlscope.analysis.overhead.worker_waits, .task_waits), and its main thread's
+    # GIL waits for the Python stack sampler (.gil_stalls): in removed_ns, off the CPU.
     waits_ns: float = 0.0
     # Its waits on Ray workers (ray.get / ray.wait) left as recorded: an actor's on other
     # actors, or a driver's whose workers recorded no calls (the report says so).
@@ -275,6 +277,9 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
     .task_waits), and ``cpu``, its own book-keeping that only other processes' traces
     locate (its pool submissions: task_waits.call_costs), beside what its own trace
     locates (:func:`own_extra`)."""
+    stalled = gil_stalls.stalls(p, _kind_ns(costs, PY_SAMPLE))  # off the CPU too
+    if stalled is not None:
+        waits = stalled if waits is None else waits + stalled
     waits_ns = 0.0 if waits is None else float(waits.sum())
     for more in (cpu, own_extra(p, costs)):
         if more is not None:

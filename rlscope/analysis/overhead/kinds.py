@@ -28,8 +28,11 @@ CUDA_API = "cuda_api"
 GPU_ACTIVITY = "gpu_activity"
 POOL_TASK = "pool_task"  # a task a process-pool worker ran for another process
 POOL_CALL = "pool_call"  # a submission to a process pool or executor
+# A Python stack sample (rlscope.inprocess.pysampler): the sampler takes the GIL from
+# the thread running Python, which stalls meanwhile (off its CPU).
+PY_SAMPLE = "py_sample"
 KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, ENV_CALL, CUDA_API,
-         GPU_ACTIVITY, POOL_TASK, POOL_CALL)
+         GPU_ACTIVITY, POOL_TASK, POOL_CALL, PY_SAMPLE)
 # Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
 # per-process cost is paid before recording starts and after it stops.
 PAIR_KINDS = {
@@ -43,7 +46,7 @@ PAIR_KINDS = {
 # as the simulation operation (every configuration that has one has the other, in a
 # fixed ratio), a pool's tasks and submissions with their tasks' operations, so their
 # cost is the microbenchmark's, taken as known by the estimate.
-MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL)
+MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL, PY_SAMPLE)
 
 
 def in_situ_what(kind: str) -> str:
@@ -53,6 +56,8 @@ def in_situ_what(kind: str) -> str:
         return "an env's recorded step timed around gymnasium's CartPole"
     if kind == POOL_TASK:
         return "a one-worker pool's tasks, the worker's CPU with and without them recorded"
+    if kind == PY_SAMPLE:
+        return "a Python loop's pause around each stack sample"
     if kind == POOL_CALL:
         return ("a one-worker pool's map calls, the CPU of the caller and of the pool's task "
                 "thread with and without recording")
@@ -72,6 +77,7 @@ def count_process(p: ProcessTrace) -> dict[str, int]:
     out[POOL_TASK] = len(tasks_for_others(p))
     calls = p.metadata.get(fmt.META_POOL_CALLS)
     out[POOL_CALL] = calls if isinstance(calls, int) and calls > 0 else 0
+    out[PY_SAMPLE] = 0 if p.py_samples is None else len(p.py_samples)
     return out
 
 
