@@ -32,7 +32,10 @@ report would withhold them). "total" is the sum of the operations. For chunks th
 is of the held-out chunks summed; the spread is the per-chunk errors' quartiles.
 
     .venv/bin/python scripts/bench/correction_per_op.py [--chunks 24] [--rounds 3]
-        [--blocks N] [--only cartpole]
+        [--blocks N] [--sampler HZ] [--only cartpole]
+
+``--sampler HZ``: every workload by blocks, the Python stack sampler on in the recorded
+blocks (as rls-prof runs by default at 50 Hz; kinds.PY_SAMPLE corrects its stalls).
 
 Last line: RESULT per_op_raw_abs_median=<pct> per_op_corrected_abs_median=<pct>
 total_corrected_abs_median=<pct> worse_than_raw=<n> (operations >= 5% of their run
@@ -54,7 +57,7 @@ import numpy as np
 from correction_accuracy import op_seconds
 
 from rlscope.analysis import analyze
-from rlscope.analysis.overhead.applied import scaled_costs, withheld_reason
+from rlscope.analysis.overhead.applied import scaled_costs, with_py_samples, withheld_reason
 from rlscope.analysis.overhead.correction import correct_trace
 from rlscope.analysis.overhead.model import read_calibration
 from rlscope.calibration.estimate import UNINSTRUMENTED
@@ -71,7 +74,9 @@ WORKLOADS = {"cartpole": ["cartpole", "60000"], "mujoco": ["mujoco", "30000"],
 BY_RUNS = {"pool", "pool_short", "pool_torch", "sb3"}
 # --blocks: (steps, iterations per block): blocks of ~0.1-1 s, 8-10 on/off pairs a run
 BLOCKS = {"pool": ("400", 40), "pool_short": ("6000", 300), "pool_torch": ("240", 20),
-          "sb3": ("16384", 1)}
+          "sb3": ("16384", 1),
+          # --sampler only (else calibrated by chunks)
+          "cartpole": ("60000", 2000), "mujoco": ("30000", 1000), "dqn": ("35000", 1000)}
 ENV = {"OMP_NUM_THREADS": "1"}
 
 
@@ -152,11 +157,14 @@ def _block_ops(trace: Any, pid: int) -> dict[int, dict[str, float]]:
     return out
 
 
-def bench_blocks(name: str, args: list[str], runs: int, tmp: Path) -> list[dict]:
+def bench_blocks(name: str, args: list[str], runs: int, tmp: Path, sample_hz: float = 0.0
+                 ) -> list[dict]:
     py = sys.executable
     steps, per_block = BLOCKS[name]
     args = [args[0], steps]
-    flags = ["--sample-python", "off"]  # it samples through every block, recorded or not
+    # rls-prof's sampler would sample through every block, recorded or not: the workload
+    # samples its recorded blocks itself (sample_hz).
+    flags = ["--sample-python", "off"]
     cal_dir = tmp / f"{name}-cal"
     _run([py, "-m", "rlscope.cli.prof", "-q", "--force", *flags, "-o", str(cal_dir),
           "--calibrate", "--", py, WORKLOAD, *args, str(tmp / "cal.json")])
@@ -167,9 +175,10 @@ def bench_blocks(name: str, args: list[str], runs: int, tmp: Path) -> list[dict]
         d, res_file = tmp / f"{name}-blocks-{r}", tmp / f"{name}-blocks-{r}.json"
         _run([py, "-m", "rlscope.cli.prof", "-q", "--force", "--no-cost-model", *flags,
               "-o", str(d), "--calibration", str(cal_dir / "calibration.json"), "--",
-              py, WORKLOAD, *args, str(res_file)], SELFTIMED_BLOCKS=str(per_block))
+              py, WORKLOAD, *args, str(res_file)], SELFTIMED_BLOCKS=str(per_block),
+             SELFTIMED_SAMPLE_HZ=f"{sample_hz:g}")
         res = json.loads(res_file.read_text())
-        trace = read_trace(d)
+        trace = with_py_samples(read_trace(d))
         raw = _block_ops(trace, int(res["pid"]))
         corr = _block_ops(correct_trace(trace, costs)[0], int(res["pid"]))
         blocks = {int(b["block"]): b for b in res["blocks"]}
@@ -189,7 +198,8 @@ def bench_blocks(name: str, args: list[str], runs: int, tmp: Path) -> list[dict]
                                                     sum(corr[k][o] for o in ops)))
     if not per:
         raise SystemExit(f"{name}: no pair of blocks with both timings")
-    return _summary(name, "blocks" if cal.mode == "model" else f"blocks, {cal.mode}", per,
+    mode = "blocks" if cal.mode == "model" else f"blocks, {cal.mode}"
+    return _summary(name, f"{mode}, sampled" if sample_hz else mode, per,
                     bool(withheld_reason(cal)))
 
 
@@ -280,15 +290,21 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=0,
                     help="multi-process workloads: N runs switching recording by blocks "
                          "instead of whole runs")
+    ap.add_argument("--sampler", type=float, default=0.0, metavar="HZ",
+                    help="every workload by blocks (--blocks runs, default 4), the Python "
+                         "stack sampler on in the recorded blocks at HZ (rls-prof's "
+                         "default: 50)")
     ap.add_argument("--only", action="append")
     a = ap.parse_args()
+    if a.sampler and not a.blocks:
+        a.blocks = 4
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="rlscope-perop-") as t:
         for name, args in WORKLOADS.items():
             if a.only and name not in a.only:
                 continue
-            if name in BY_RUNS and a.blocks:
-                results += bench_blocks(name, args, a.blocks, Path(t))
+            if (name in BY_RUNS and a.blocks) or a.sampler:
+                results += bench_blocks(name, args, a.blocks, Path(t), a.sampler)
             elif name in BY_RUNS:
                 results += bench(name, args, a.rounds, Path(t))
             else:

@@ -1,6 +1,7 @@
 """The Python stack sampler's stalls (kinds.PY_SAMPLE): a main thread whose true timeline
-is known, each sample taken while it ran Python delaying what follows by the stall, the
-samples taken inside calls delaying nothing; corrected, the true timeline comes back
+is known, each sample taken while it ran Python or was in a backend call delaying what
+follows by the stall (in a call: at the call's end, when it wanted the GIL back), a
+sample taken in a wait delaying nothing; corrected, the true timeline comes back
 exactly, and the process tree's CPU overhead does not count the stalls (the thread
 waited for the GIL, off the CPU)."""
 
@@ -30,9 +31,11 @@ NAMES = {START: "", END: "", OB: "inference", OE: "inference", BB: "torch.mm",
 # The true timeline: Python, a backend call, Python, a wait, Python.
 TRUE = [(0, START), (1_000_000, OB), (3_000_000, BB), (5_000_000, BE), (7_000_000, WB),
         (8_000_000, WE), (9_000_000, OE), (10_000_000, END)]
-# Sample times on the true clock: in Python (charged), in the call and the wait (not).
-IN_PYTHON = (2_000_000, 2_500_000, 6_000_000, 8_500_000)
-IN_CALLS = (4_000_000, 7_500_000)
+# Sample times on the true clock: in Python, and in the backend call just before its
+# end (charged: it waits for the sampler at its end), in the wait and early in the call
+# (the call outlived the sample: nothing).
+IN_PYTHON = (2_000_000, 2_500_000, 4_999_000, 6_000_000, 8_500_000)
+IN_CALLS = (3_500_000, 7_500_000)
 
 
 def _recorded() -> tuple[ProcessTrace, ProcessTrace]:
@@ -57,7 +60,7 @@ def test_a_sample_taken_while_the_main_thread_ran_python_is_removed_there():
     # Off the CPU: the run's wall loses the stalls, the tree's CPU overhead does not.
     assert summary.run_overhead_s() * 1e9 == pytest.approx(len(IN_PYTHON) * STALL)
     assert summary.tree_overhead_s() == pytest.approx(0.0)
-    # The operation's Python time is the true one; the call and the wait keep theirs.
+    # The operation's Python and Backend times are the true ones; the wait keeps its.
     got = analyze(Trace(None, {}, [fixed.processes[0]])).breakdown(  # type: ignore
         by=("operation", "category"))
     want = analyze(Trace(None, {}, [true])).breakdown(  # type: ignore[arg-type]

@@ -34,9 +34,10 @@ Every 32 steps (every step for ``pool``) the loop calls ``rlscope.report_progres
 
 OUT.json: {operation: seconds} summed over the run (the main process's own timings).
 
-``SELFTIMED_BLOCKS=N`` (``pool``, ``pool_torch``, ``sb3``, under rls-prof): recording is
+``SELFTIMED_BLOCKS=N`` (every kind, under rls-prof): recording is
 switched off and on in every process of the run, block by block (on, off, off, on, ...;
-a block is N pool iterations, or N PPO iterations: rollouts and their training), with
+a block is N loop steps, N pool iterations, or N PPO iterations: rollouts and their
+training; ``SELFTIMED_SAMPLE_HZ``: the recorded blocks' Python stacks sampled too), with
 each switch outside the timed operations (the workers switch first, a pool's both at
 once). A recorded block is a new session of each process, whose first events pay for
 setting it up (~50 µs a process here): blocks of ~0.1 s or more keep that below 0.1%.
@@ -145,6 +146,10 @@ class _Op:
 
 
 BLOCKS = int(os.environ.get("SELFTIMED_BLOCKS") or 0)  # iterations per block (0: none)
+# With blocks: the Python stack sampler's rate in the recorded blocks of every process
+# (as rls-prof runs it; 0: none). rls-prof's own sampler must be off: it would sample
+# every block, recorded or not.
+SAMPLE_HZ = float(os.environ.get("SELFTIMED_SAMPLE_HZ") or 0)
 
 
 class Blocks:
@@ -159,7 +164,7 @@ class Blocks:
         self.on = False
         self.mark: dict[str, int] = {}
         if self.dir is not None:
-            rlscope.stop()  # the start-up's session: blocks begin recorded or not
+            _record_into(None)  # the start-up's session: blocks begin recorded or not
             follow(None)
 
     def next(self) -> None:
@@ -169,7 +174,7 @@ class Blocks:
         self.on = self.dir is not None and (self.k % 2 == 0) == ((self.k // 2) % 2 == 0)
         self.follow(self.dir if self.on else None)
         if self.on:
-            rlscope.start(self.dir)
+            _record_into(self.dir)
             rlscope.set_metadata(selftimed_block=self.k)
         self.mark = {k: o.total_ns for k, o in self.t.ops.items()}
 
@@ -179,15 +184,21 @@ class Blocks:
         ops = {k: (o.total_ns - self.mark.get(k, 0)) / 1e9 for k, o in self.t.ops.items()}
         self.rows.append({"block": self.k, "on": self.on, "ops": ops})
         if self.on:
-            rlscope.stop()
+            _record_into(None)
 
 
 def _record_into(directory: str | None) -> None:
-    """This process records into ``directory`` from now on (None: not at all)."""
+    """This process records into ``directory`` from now on (None: not at all), its
+    Python stacks sampled meanwhile at SAMPLE_HZ."""
+    from rlscope.inprocess import pysampler
+
+    pysampler.stop()
     if rlscope.is_active():
         rlscope.stop()
     if directory:
         rlscope.start(directory)
+        if SAMPLE_HZ:
+            pysampler.start(directory, SAMPLE_HZ)
 
 
 _barrier: list[Any] = []
@@ -288,7 +299,10 @@ def main() -> None:
     buf: list[np.ndarray] = []
     w = [torch.randn(4, 4) for _ in range(4)]
     every = 4 if kind == "dqn" else 32
+    blocks = Blocks(t, lambda d: None)
     for i in range(steps):
+        if BLOCKS and i % BLOCKS == 0:
+            blocks.next()
         with t.op("inference"), torch.no_grad():
             x = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
             if kind == "dqn":
@@ -310,7 +324,8 @@ def main() -> None:
                 opt.step()
         if (i + 1) % PROGRESS_EVERY == 0:
             t.progress(i + 1, steps)
-    _write(out, t.total)
+    blocks.close()
+    _write(out, t.total, blocks)
 
 
 def _timed(t: Timer, owner: type, attr: str, op: str) -> None:
