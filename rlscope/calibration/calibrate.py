@@ -24,7 +24,7 @@ from rlscope.analysis.overhead.model import (
 from rlscope.calibration.build import build_calibration
 from rlscope.calibration.chunked import MIN_CHUNKS, run_chunks
 from rlscope.calibration.configs import Config, configurations
-from rlscope.calibration.model_check import calibrate_by_model
+from rlscope.calibration.model_check import calibrate_by_model, took_py_samples
 from rlscope.calibration.runner import SUBDIR, TICK_S, RunRecord, Status, run_configurations
 from rlscope.calibration.suitability import why_not_chunks
 from rlscope.errors import UserError
@@ -50,17 +50,19 @@ def default_budget_s(profiled_s: float) -> float:
     return min(max(profiled_s - MICROBENCH_S, 0.0), MAX_BUDGET_S)
 
 
-def microbenchmark(recorder: str, status: Status | None = None, pools: bool = True
-                   ) -> dict[str, dict[str, float]] | None:
+def microbenchmark(recorder: str, status: Status | None = None, pools: bool = True,
+                   samples: bool = True) -> dict[str, dict[str, float]] | None:
     """The hook microbenchmarks, in a fresh interpreter (not the launcher's state);
     ``status`` is refreshed while they run; ``pools``: the pool kinds too (~0.7 s: only
-    for a run with pool tasks)."""
+    for a run with pool tasks); ``samples``: the Python stack sample's stall too (0.6 s:
+    only for a run that took them)."""
     text = "calibrating: timing rlscope's hooks in a tight loop"
     with tempfile.TemporaryDirectory(prefix="rlscope-mb-") as tmp:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(envvars.PREFIX)}
         try:
             proc = subprocess.Popen([sys.executable, "-m", "rlscope.calibration.microbench",
-                                     tmp, recorder, "pools" if pools else "no-pools"],
+                                     tmp, recorder, "pools" if pools else "no-pools",
+                                     "samples" if samples else "no-samples"],
                                     stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True, env=clean)
         except OSError:
@@ -148,7 +150,8 @@ def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int |
     except (OSError, ValueError):
         run = {}
     cal = calibrate_by_model(command, out, rec, run,
-                             lambda pools: microbenchmark(rec.recorder, status, pools),
+                             lambda pools: microbenchmark(rec.recorder, status, pools,
+                                                          took_py_samples(out)),
                              max_progress, status, detail)
     write_calibration(cal, out / FILE_NAME)
     return cal
@@ -158,7 +161,7 @@ def _finish(command: list[str], out: Path, records: list[RunRecord], configs: li
             rounds: int, recorder: str, mode: str, status: Status | None = None
             ) -> Calibration:
     pools = any(r.sample.counts.get(k) for r in records for k in (POOL_TASK, POOL_CALL))
-    mb = microbenchmark(recorder, status, pools)
+    mb = microbenchmark(recorder, status, pools, took_py_samples(out))
     if status is not None:
         status("calibrating: estimating the costs")
     used = sorted({r.sample.config for r in records})

@@ -20,7 +20,7 @@ from rlscope.analysis.overhead.model import (
 )
 from rlscope.calibration.build import model_costs
 from rlscope.calibration.calibrate import microbenchmark
-from rlscope.calibration.model_check import ran_pool_tasks, startup_cost_ns
+from rlscope.calibration.model_check import ran_pool_tasks, startup_cost_ns, took_py_samples
 from rlscope.calibration.runner import Status
 from rlscope.launch.child_env import Recording
 
@@ -32,7 +32,7 @@ def measure(command: list[str], out: Path, rec: Recording,
     """(the cost model written to ``out/costs.json``, or None if the benchmark failed;
     seconds it took)."""
     t0 = time.monotonic()
-    mb = microbenchmark(rec.recorder, status, ran_pool_tasks(out))
+    mb = microbenchmark(rec.recorder, status, ran_pool_tasks(out), took_py_samples(out))
     if mb is None:
         return None, time.monotonic() - t0
     startup, err = startup_cost_ns(rec, status)

@@ -365,7 +365,7 @@ def in_situ_pysample(tmp: Path) -> dict[str, dict[str, float]] | None:
     return {"py_sample": {"per_event_ns": per, "error_ns": err, "inside_ns": 0.0}}
 
 
-def run(tmp: Path, recorder: str = "native", pools: bool = True
+def run(tmp: Path, recorder: str = "native", pools: bool = True, samples: bool = True
         ) -> dict[str, dict[str, float]]:
     import rlscope
     from rlscope import annotate
@@ -429,7 +429,8 @@ def run(tmp: Path, recorder: str = "native", pools: bool = True
     out["env_call"] = {"per_event_ns": per, "error_ns": err,
                        "inside_ns": float(np.median(d)) if len(d) else math.nan}
     out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
-    out.update(in_situ_pysample(tmp) or {})
+    if samples:
+        out.update(in_situ_pysample(tmp) or {})
     if pools:  # last: it enables the pool integration in this process
         out.update(in_situ_pool(tmp, recorder, out["annotation"]["per_event_ns"]) or {})
     return out
@@ -439,7 +440,8 @@ def main() -> None:
     tmp = Path(sys.argv[1])
     recorder = sys.argv[2] if len(sys.argv) > 2 else "native"
     pools = (sys.argv[3] if len(sys.argv) > 3 else "pools") != "no-pools"
-    print(json.dumps(run(tmp, recorder, pools)))
+    samples = (sys.argv[4] if len(sys.argv) > 4 else "samples") != "no-samples"
+    print(json.dumps(run(tmp, recorder, pools, samples)))
 
 
 if __name__ == "__main__":

@@ -122,6 +122,13 @@ def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
     return records
 
 
+def took_py_samples(out: Path) -> bool:
+    """Whether the profiled run in ``out`` sampled Python stacks (its stack files)."""
+    from rlscope.trace.pystacks_reader import stack_files
+
+    return bool(stack_files(out))
+
+
 def ran_pool_tasks(out: Path) -> bool:
     """Whether a process of the profiled run in ``out`` handed tasks to a pool: its
     trace holds format.META_POOL_TASKS (found in the bytes, without decoding)."""

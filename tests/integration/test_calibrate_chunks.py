@@ -30,8 +30,9 @@ def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
     cal = read_calibration(out / FILE_NAME)
     assert cal.mode == "chunks" and cal.metric == "thread-cpu"
     # env_call: the vector env wrappers' microbenchmark, kept for the profiled run's env
-    # steps although the copies (forked after the envs were made) record none.
-    assert set(cal.costs) == {"annotation", "backend_call", "env_call"}
+    # steps although the copies (forked after the envs were made) record none; py_sample
+    # likewise for the profiled run's Python stack samples (the copies take none).
+    assert set(cal.costs) == {"annotation", "backend_call", "env_call", "py_sample"}
     assert cal.costs["env_call"].source == "microbenchmark"
     assert np.isfinite(cal.costs["backend_call"].per_event_ns)
     v = cal.validation  # odd chunks check; a disturbed one may be left out
