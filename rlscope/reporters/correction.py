@@ -24,7 +24,7 @@ def correction_lines(run: dict[str, Any], worst: dict[str, Any] | None = None) -
     lines = [f"Overhead corrected: {c['removed_s']:.3f} s of rlscope book-keeping removed "
              f"from the main process{share} (--no-correct shows raw numbers)"]
     sources = c.get("cost_sources", {})
-    costs = [f"{k} {v:.0f} ns ({sources.get(k, '?')})"
+    costs = [f"{k} {_ns(v)} ({sources.get(k, '?')})"
              for k, v in c.get("costs_ns", {}).items() if k != "process"]
     if costs:
         lines.append("  costs per event: " + ", ".join(costs)
@@ -66,3 +66,8 @@ def _share(c: dict[str, Any]) -> str:
     return (f"; rlscope's book-keeping took {c['overhead_pct']:.1f}%{bar} of this run's "
             f"CPU time ({c['removed_cpu_s']:.3f} s over all its processes, by the cost "
             "model)")
+
+
+def _ns(v: float) -> str:
+    """A cost per event: "43 ns", or "7.6 µs" from 10 µs (a pool task, a stack sample)."""
+    return f"{v / 1e3:.1f} µs" if abs(v) >= 10_000 else f"{v:.0f} ns"
