@@ -4,6 +4,7 @@ rlscope.inprocess.pysampler, whose docstring gives the line format)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,19 +98,15 @@ def _pid_of(p: Path) -> int:
 
 def sample_times(path: str | os.PathLike[str]) -> tuple[int, np.ndarray]:
     """(pid, the samples' times) of a stack file, without its stacks: what the overhead
-    correction needs (kinds.PY_SAMPLE). Lines that do not parse are left out."""
+    correction needs (kinds.PY_SAMPLE), found by a scan of the bytes (a day-long run
+    holds millions of samples). A torn last line is left out."""
     p = Path(path)
-    pid, times = _pid_of(p), []
-    for raw in p.read_bytes().split(b"\n"):
-        if raw.startswith(b"s\t"):
-            f = raw.split(b"\t", 2)
-            try:
-                times.append(int(f[1]))
-            except (IndexError, ValueError):
-                pass
-        elif raw.startswith(b"rlstacks\t"):
-            try:
-                pid = int(raw.split(b"\t")[2])
-            except (IndexError, ValueError):
-                pass
-    return pid, np.array(times, np.int64)
+    data = p.read_bytes()
+    data = data[:data.rfind(b"\n") + 1]
+    head = _HEAD.search(data)
+    pid = int(head.group(1)) if head else _pid_of(p)
+    return pid, np.array([int(t) for t in _SAMPLE.findall(data)], np.int64)
+
+
+_HEAD = re.compile(rb"^rlstacks\t\d+\t(\d+)\t", re.M)
+_SAMPLE = re.compile(rb"^s\t(\d+)\t-?\d+\t\d+$", re.M)

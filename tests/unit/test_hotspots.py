@@ -16,7 +16,7 @@ from rlscope.analysis.pipeline.run import EVENTS, RunOptions, open_run
 from rlscope.inprocess.pysampler import PySampler
 from rlscope.reporters import flame
 from rlscope.reporters import hotspots as hotspots_report
-from rlscope.trace.pystacks_reader import read_stacks, stack_files
+from rlscope.trace.pystacks_reader import read_stacks, sample_times, stack_files
 
 
 def test_reader_keeps_whole_lines_and_drops_a_torn_tail(tmp_path: Path):
@@ -35,6 +35,11 @@ def test_reader_keeps_whole_lines_and_drops_a_torn_tail(tmp_path: Path):
     assert st.time_ns.tolist() == [1000, 2000] and st.tid.tolist() == [7, 7]
     assert len(st.warnings) == 1 and "torn" in st.warnings[0]
     assert stack_files(tmp_path) == [p]
+    # The times alone (the overhead correction's), by a scan of the bytes: the same.
+    pid, times = sample_times(p)
+    assert pid == 42 and times.tolist() == [1000, 2000]
+    p.write_text("rlstacks\t1\t43\t50\ns\t5\t-3\t0\ns\tx\t1\t0\ns\t9\t8\t0\n")
+    assert sample_times(p)[0] == 43 and sample_times(p)[1].tolist() == [5, 9]
 
 
 def _hot_inference(s: PySampler) -> None:
