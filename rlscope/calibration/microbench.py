@@ -315,7 +315,7 @@ def in_situ_pool(tmp: Path, recorder: str, annotation_ns: float
     task, task_se = median_se(worker)
     call, call_se = median_se(caller)
     send, send_se = median_se(sends)
-    send = max(send, 0.0)
+    send = min(max(send, 0.0), max(call + send, 0.0))  # a part of the whole, noise or not
     return {"pool_task": {"per_event_ns": task - annotation_ns, "error_ns": task_se,
                           "inside_ns": 0.0},
             "pool_call": {"per_event_ns": call + send,
@@ -334,7 +334,7 @@ def in_situ_pysample(tmp: Path) -> dict[str, dict[str, float]] | None:
     loop around each sample's time is that sample's stall. Median and its standard
     error; None when no sample fell in a pause (no sampler here)."""
     from rlscope.inprocess.pysampler import PySampler
-    from rlscope.trace.pystacks_reader import read_stacks
+    from rlscope.trace.pystacks_reader import sample_times
 
     path = tmp / "in-situ-pysample.rlstacks"
     sampler = PySampler(str(path), PYSAMPLE_HZ)
@@ -353,7 +353,7 @@ def in_situ_pysample(tmp: Path) -> dict[str, dict[str, float]] | None:
             t = u
     finally:
         sampler.stop()
-    times = read_stacks(path).time_ns
+    _pid, times = sample_times(path)
     b, e = np.array(begins, np.int64), np.array(ends, np.int64)
     k = np.searchsorted(b, times, side="right") - 1  # the pause each sample fell in
     ok = k >= 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from rlscope.analysis.overhead.correction import CorrectionSummary, correct_trace
+from rlscope.analysis.overhead.kinds import PY_SAMPLE
 from rlscope.analysis.overhead.model import Calibration, KindCost
 from rlscope.trace.argv import shell_line
 from rlscope.trace.data import Trace
@@ -36,7 +37,9 @@ def apply_correction(trace: Trace, calibration: Calibration | None = None) -> Tr
         return dataclasses.replace(trace, run=run)
     root = trace.processes[0].progress.time_ns if trace.processes else None
     costs, scale = scaled_costs(calibration, root)
-    corrected, summary = correct_trace(with_py_samples(trace), costs)
+    # The stack files are read only where the calibration prices their samples.
+    sampled = with_py_samples(trace) if PY_SAMPLE in costs else trace
+    corrected, summary = correct_trace(sampled, costs)
     if withheld_reason(calibration):
         info = withheld_entry(calibration, trace.run, summary)
         return dataclasses.replace(trace, run=dict(trace.run, correction=info))
