@@ -53,6 +53,8 @@ ROUNDS = 5
 REPEATS = 3
 IN_SITU_PAIRS = 400  # pairs of blocks of the in-situ loop (three torch ops an iteration,
 IN_SITU_BLOCK = 100  # ~6 µs here): ~0.5 s in all
+MARK_PAIRS = 300  # pairs of blocks of a small policy's forwards (~20 µs each here):
+MARK_BLOCK = 30  # ~0.4 s in all
 
 
 def _loop_ns(body: Callable[[int], None]) -> float:
@@ -171,12 +173,14 @@ def _cartpole_loops() -> tuple[Callable[[int], None], Callable[[int], None]] | N
 
 
 def _alternated(loops: tuple[Callable[[int], None], Callable[[int], None]], d: Path,
-                recorder: str, begin: int, end: int, simulation: bool = False
+                recorder: str, begin: int, end: int, simulation: bool = False,
+                pairs: int = IN_SITU_PAIRS, block: int = IN_SITU_BLOCK
                 ) -> dict[str, float] | None:
     """Short blocks of ``loops`` (direct, through rlscope) alternating while recording
     into ``d`` (inside an open ``simulation`` operation if asked, as an env's step runs):
-    the median difference per recorded ``begin``/``end`` pair, its standard error and
-    the pairs recorded per iteration."""
+    the median difference per recorded ``begin``/``end`` pair, its standard error, the
+    pairs recorded per iteration, and per iteration (``in_situ_iteration_ns``, its
+    ``..._error_ns``)."""
     import rlscope
     from rlscope import annotate
     from rlscope.integrations.vecenv import SIMULATION
@@ -190,23 +194,24 @@ def _alternated(loops: tuple[Callable[[int], None], Callable[[int], None]], d: P
         with rec.operation(SIMULATION) if simulation and rec is not None \
                 else contextlib.nullcontext():
             wrapped(200)
-            for k in range(IN_SITU_PAIRS):
+            for k in range(pairs):
                 first, second = (raw, wrapped) if k % 2 == 0 else (wrapped, raw)
                 t0 = time.thread_time_ns()
-                first(IN_SITU_BLOCK)
+                first(block)
                 t1 = time.thread_time_ns()
-                second(IN_SITU_BLOCK)
+                second(block)
                 t2 = time.thread_time_ns()
                 x, y = t1 - t0, t2 - t1
-                diffs.append(float(y - x if first is raw else x - y) / IN_SITU_BLOCK)
+                diffs.append(float(y - x if first is raw else x - y) / block)
     finally:
         rlscope.stop()
-    per_iter = len(_durations([d], begin, end)) / (200 + IN_SITU_PAIRS * IN_SITU_BLOCK)
+    per_iter = len(_durations([d], begin, end)) / (200 + pairs * block)
     if not per_iter > 0:
         return None
     med, se = median_se(diffs)
     return {"in_situ_ns": med / per_iter, "in_situ_error_ns": se / per_iter,
-            "in_situ_calls": per_iter}
+            "in_situ_calls": per_iter, "in_situ_iteration_ns": med,
+            "in_situ_iteration_error_ns": se}
 
 
 def in_situ_call(tmp: Path, recorder: str = "native") -> dict[str, float] | None:
@@ -234,6 +239,94 @@ def in_situ_env_step(tmp: Path, recorder: str = "native") -> dict[str, float] | 
     return None if loops is None else _alternated(
         loops, tmp / "in-situ-env", recorder, fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END,
         simulation=True)
+
+
+def _policy_loops() -> tuple[Callable[[int], None], Callable[[int], None]] | None:
+    """A small policy's forward (``Sequential(Linear(4, 32), Tanh(), Linear(32, 2))`` on
+    a tensor made from a list, no grad: ~20 µs here), as plain PyTorch and with rlscope's
+    wrappers where ``--intercept torch`` puts them: the backend functions it calls
+    (``torch.tensor``, ``linear``, ``tanh``) and every module's ``__call__`` (the phase
+    marker: the outermost recorded, the nested ones passed through). One network whose
+    classes and functions are switched at the start of each block (both loops pay the
+    switch): two networks would differ by where their objects lie in memory, which
+    moved a forward by ±300 ns between processes here. None without torch or the native
+    wrapper."""
+    try:
+        import torch
+
+        from rlscope.intercept.patch import BACKEND, MARK, Patcher
+    except Exception:  # not installed, or broken: no in-situ figure
+        return None
+    p = Patcher()
+    plain = (torch.tensor, torch.nn.functional.linear, torch.tanh)
+    wrapped = tuple(p.wrapper_for(f, BACKEND, f"calibration.{n}")
+                    for f, n in zip(plain, ("tensor", "linear", "tanh"), strict=True))
+    marker = p.wrapper_for(torch.nn.Module.__call__, MARK, "calibration.Module")
+    fns: list[Any] = list(plain)
+
+    class Linear(torch.nn.Linear):
+        def forward(self, x: Any) -> Any:
+            return fns[1](x, self.weight, self.bias)
+
+    class Tanh(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return fns[2](x)
+
+    class Sequential(torch.nn.Sequential):
+        pass
+
+    classes = (Linear, Tanh, Sequential)
+    g = torch.Generator().manual_seed(0)
+    net = Sequential(Linear(4, 32), Tanh(), Linear(32, 2))
+    with torch.no_grad():
+        for q in net.parameters():
+            q.copy_(torch.randn(q.shape, generator=g) * 0.3)
+    row = [0.1, -0.2, 0.3, -0.4]
+
+    def loop(use: tuple[Any, ...], marked: bool) -> Callable[[int], None]:
+        def body(n: int) -> None:
+            fns[:] = use
+            for cls in classes:
+                if marked:
+                    cls.__call__ = marker  # type: ignore[method-assign]
+                elif "__call__" in vars(cls):
+                    del cls.__call__
+            tensor = fns[0]
+            with torch.no_grad():
+                for _ in range(n):
+                    net(tensor([row], dtype=torch.float32))
+        return body
+    return loop(plain, False), loop(wrapped, True)
+
+
+def in_situ_marker(tmp: Path, recorder: str, call_ns: float
+                   ) -> dict[str, dict[str, float]] | None:
+    """``phase_marker``: what a module's forward costs beyond its recorded backend calls
+    priced at ``call_ns`` each (microbench.in_situ_call). A small policy's forward,
+    plain and through rlscope's wrappers, in alternating blocks while recording: the
+    marker's own wrapper, the module calls nested in it (each passes through a wrapper,
+    and the wrapper enters the module's Python ``__call__`` from C where the interpreter
+    would have inlined it) and the backend calls' extra cost in the colder setting of a
+    module (~2x the small ops' loop here). Per recorded marker (one a forward); None
+    without torch."""
+    from rlscope.trace import format as fmt
+
+    loops = _policy_loops()
+    if loops is None:
+        return None
+    d = tmp / "in-situ-marker"
+    r = _alternated(loops, d, recorder, fmt.MARK_CALL_BEGIN, fmt.MARK_CALL_END,
+                    pairs=MARK_PAIRS, block=MARK_BLOCK)
+    if r is None:
+        return None
+    calls = len(_durations([d], fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END)) / \
+        (200 + MARK_PAIRS * MARK_BLOCK) / r["in_situ_calls"]
+    per = (r["in_situ_iteration_ns"] - calls * call_ns) / r["in_situ_calls"]
+    # All of it inside the marker's interval: the nested calls run between its two stamps.
+    return {"phase_marker": {"per_event_ns": per,
+                             "error_ns": r["in_situ_iteration_error_ns"] / r["in_situ_calls"],
+                             "inside_ns": max(per, 0.0), "backend_calls": calls,
+                             "markers": r["in_situ_calls"]}}
 
 
 POOL_PAIRS = 24  # pairs of blocks of the pool loop (map calls of two items, ~0.3 ms
@@ -422,6 +515,9 @@ def run(tmp: Path, recorder: str = "native", pools: bool = True, samples: bool =
                                "inside_ns": float(np.median(d)) if len(d) else math.nan,
                                "idle_ns": _cost(call_idle)[0]}
         out["backend_call"].update(in_situ_call(tmp, recorder) or {})
+        situ = out["backend_call"].get("in_situ_ns", math.nan)
+        out.update(in_situ_marker(tmp, recorder, max(situ, per) if math.isfinite(situ)
+                                  else per) or {})
         out["simulator_call"] = dict(out["backend_call"])  # the same C wrapper
         out["wait_call"] = dict(out["backend_call"])
     d = _durations(dirs, fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END)

@@ -14,7 +14,8 @@ from rlscope.analysis.overhead.model import Calibration, KindCost
 _UNIT = {"annotation": "event", "backend_call": "call", "simulator_call": "call",
          "wait_call": "call", "env_call": "env step or reset", "cuda_api": "call",
          "gpu_activity": "record", "pool_task": "pool task", "pool_call": "submission",
-         "py_sample": "Python stack sample"}
+         "py_sample": "Python stack sample",
+         "phase_marker": "module forward or optimizer step"}
 
 
 def _ns(v: float) -> str:
@@ -92,6 +93,8 @@ _WHAT = {"annotation": "an operation or phase beginning or ending",
          "pool_task": "a pool task run in a worker process (receiving and recording it)",
          "pool_call": "a submission to a process pool (making and sending its task)",
          "py_sample": "a Python stack sample (the thread running Python pauses for it)",
+         "phase_marker": "a module forward or optimizer step (the wrappers of its module "
+                         "calls)",
          "cuda_api": "a CUDA API call",
          "gpu_activity": "a GPU kernel, copy or memset recorded"}
 _BENCHMARK = "from a benchmark of rlscope's hooks"
@@ -129,6 +132,7 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
             why = ("it cannot be measured apart from the simulation around it"
                    if kind == "env_call" else
                    "timed on a Python loop under the sampler" if kind == "py_sample" else
+                   "timed on a small policy's forward" if kind == "phase_marker" else
                    "timed on a small pool of this machine")
         elif not math.isfinite(c.estimate_ns):
             why = "not measured on this workload"

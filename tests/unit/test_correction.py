@@ -21,6 +21,7 @@ BB, BE = fmt.BACKEND_CALL_BEGIN, fmt.BACKEND_CALL_END
 SB, SE = fmt.SIMULATOR_CALL_BEGIN, fmt.SIMULATOR_CALL_END
 WB, WE = fmt.WAIT_CALL_BEGIN, fmt.WAIT_CALL_END
 EB, EE = fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END
+MB, ME = fmt.MARK_CALL_BEGIN, fmt.MARK_CALL_END
 START, END = fmt.PROCESS_START, fmt.PROCESS_END
 
 COSTS = {"annotation": KindCost(200, 80, 0, "test"),
@@ -29,6 +30,7 @@ COSTS = {"annotation": KindCost(200, 80, 0, "test"),
          "wait_call": KindCost(350, 70, 0, "test"),
          "env_call": KindCost(500, 240, 0, "test"),
          "cuda_api": KindCost(120, 40, 0, "test"),
+         "phase_marker": KindCost(250, 230, 0, "test"),
          "process": KindCost(1e6, 0, 0, "test")}
 
 
@@ -61,9 +63,9 @@ def breakdown(*procs) -> dict[tuple, int]:
             if round(r[-1] * 1e9)}
 
 
-TRUE = [(0, 0, START, ""), (1000, 0, OB, "inference"), (1500, 0, BB, "torch.mm"),
-        (4000, 0, BE, "torch.mm"), (4200, 0, BB, "torch.relu"), (5000, 0, BE, "torch.relu"),
-        (6000, 0, OE, "inference"), (6050, 0, EB, "CartPole-v1"),
+TRUE = [(0, 0, START, ""), (1000, 0, OB, "inference"), (1200, 0, MB, "torch.nn.Module"),
+        (1500, 0, BB, "torch.mm"), (4000, 0, BE, "torch.mm"), (4200, 0, BB, "torch.relu"),
+        (5000, 0, BE, "torch.relu"), (5500, 0, ME, "torch.nn.Module"), (6000, 0, OE, "inference"), (6050, 0, EB, "CartPole-v1"),
         (6100, 0, OB, "simulation"), (6300, 0, SB, "step"), (9000, 0, SE, "step"),
         (9500, 0, OE, "simulation"), (9600, 0, EE, "CartPole-v1"), (12000, 0, END, "")]
 
@@ -75,8 +77,8 @@ def test_injected_costs_are_removed_exactly():
     corrected, summary = correct_trace(Trace(None, {}, [measured]), COSTS)  # type: ignore
     assert breakdown(*corrected.processes) == breakdown(true)
     r = summary.root()
-    assert r is not None and r.main_removed_ns == 2 * 200 + 2 * 400 + 300 + 500 == 2000
-    assert abs(summary.run_overhead_s() - (2000 + 1e6) / 1e9) < 1e-12
+    assert r is not None and r.main_removed_ns == 2 * 200 + 2 * 400 + 300 + 500 + 250 == 2250
+    assert abs(summary.run_overhead_s() - (2250 + 1e6) / 1e9) < 1e-12
 
 
 def test_env_steps_are_corrected_in_the_env_table_too():
@@ -249,10 +251,10 @@ def test_check_against_runs_is_like_for_like():
                       metric="cpu", mode="model",
                       validation={"validation_rounds": [0], "total_error_pct": 0.0,
                                   "raw_total_error_pct": 0.2})  # checked: applied
-    run = {"cpu_s": 1.0 + 2 * (2000 + 1e6) / 1e9, "duration_s": 2.0 + (2000 + 1e6) / 1e9}
+    run = {"cpu_s": 1.0 + 2 * (2250 + 1e6) / 1e9, "duration_s": 2.0 + (2250 + 1e6) / 1e9}
     trace = Trace(None, run, [main, worker])  # type: ignore[arg-type]
     c = apply_correction(trace, cal).run["correction"]
-    assert abs(c["removed_cpu_s"] - 2 * (2000 + 1e6) / 1e9) < 1e-12
+    assert abs(c["removed_cpu_s"] - 2 * (2250 + 1e6) / 1e9) < 1e-12
     assert abs(c["corrected_total_s"] - 1.0) < 1e-12 and abs(c["error_pct"]) < 1e-9
     assert abs(c["corrected_wall_s"] - 2.0) < 1e-12 and abs(c["wall_error_pct"]) < 1e-9
 
@@ -338,7 +340,7 @@ def test_an_unchecked_cost_model_reports_the_overhead_on_raw_numbers():
     from rlscope.reporters.correction import correction_lines
 
     measured = process_trace(inject(TRUE))
-    removed = (2000 + 1e6) / 1e9
+    removed = (2250 + 1e6) / 1e9
     trace = Trace(None, {"cpu_s": 0.1 + removed}, [measured])  # type: ignore[arg-type]
     out = apply_correction(trace, Calibration([], COSTS, mode="model"))
     assert breakdown(*out.processes) == breakdown(measured)

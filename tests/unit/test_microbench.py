@@ -39,7 +39,12 @@ def test_every_hook_is_measured(tmp_path: Path, recorder: str):
     for kind, m in out.items():
         # The Python twin records no native call wrappers: what it measures of those is a
         # difference of two near-equal loops, around zero (either sign), and no inside part.
-        if recorder == "native" or kind in ("annotation", "env_call"):
+        if kind in ("annotation", "phase_marker"):
+            # Near what the loops resolve on some days (an annotation read -2..+2 ns, a
+            # marker's error bar is a third of it): never clearly below zero.
+            assert m["per_event_ns"] > -3 * m["error_ns"] - 5, kind
+            assert math.isfinite(m["inside_ns"]) and m["inside_ns"] >= 0, kind
+        elif recorder == "native" or kind == "env_call":
             assert m["per_event_ns"] > 0, kind
             assert math.isfinite(m["inside_ns"]) and m["inside_ns"] >= 0, kind
         else:
@@ -47,6 +52,20 @@ def test_every_hook_is_measured(tmp_path: Path, recorder: str):
     # An env step's wrapper does more than an annotation's hook (a Python-level call,
     # its recorder lookup and the operation check around two native records).
     assert out["env_call"]["per_event_ns"] > out["annotation"]["per_event_ns"]
+
+
+def test_a_module_forward_is_timed_through_the_wrappers(tmp_path: Path):
+    """The phase marker's figure: a small policy's forward through rlscope's wrappers. Each
+    forward records one marker (the outermost module call; the three nested in it pass
+    through) and four backend calls (the input tensor, two linears, a tanh), priced apart
+    at the given figure: the marker's cost is what is left."""
+    import pytest
+
+    pytest.importorskip("torch")
+    out = _fresh("in_situ_marker(TMP, 'native', 40.0)", tmp_path)["phase_marker"]
+    assert out["markers"] == 1.0 and out["backend_calls"] == 4.0
+    assert math.isfinite(out["per_event_ns"]) and out["error_ns"] > 0
+    assert out["inside_ns"] == max(out["per_event_ns"], 0.0)
 
 
 def test_a_wrapped_call_is_timed_between_torch_ops(tmp_path: Path):

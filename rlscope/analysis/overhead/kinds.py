@@ -6,9 +6,11 @@ simulator call (a begin/end pair), an intercepted blocking call (a wait: its wra
 cost, not the wait), a recorded env step or reset (the Python wrapper of a vector env or
 of one of its envs: a begin/end pair), a CUDA API call (two CUPTI callbacks), a GPU
 activity record, the fixed per-process cost of recording at all (a process started
-by exec; a forked child inherits its parent's set-up), and a pool's tasks: per task run
+by exec; a forked child inherits its parent's set-up), a pool's tasks: per task run
 in a worker process (receiving its Task and recording it, beyond its operation's
-annotation) and per submission (making and pickling the Task in the submitting process).
+annotation) and per submission (making and pickling the Task in the submitting process),
+a Python stack sample (the pause of the thread it samples), and a phase marker (a module
+forward or optimizer step marked: its wrappers, nested module calls included).
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ POOL_CALL = "pool_call"  # a submission to a process pool or executor
 # A Python stack sample (rlscope.inprocess.pysampler): the sampler takes the GIL from
 # the thread running Python, which stalls meanwhile (off its CPU).
 PY_SAMPLE = "py_sample"
+# A phase marker (the outermost module forward, an optimizer step): its wrapper, the
+# module calls nested in it (each through a wrapper that passes it on), and what the
+# backend calls inside a module cost beyond a backend call's price (colder there).
+PHASE_MARKER = "phase_marker"
 KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, ENV_CALL, CUDA_API,
-         GPU_ACTIVITY, POOL_TASK, POOL_CALL, PY_SAMPLE)
+         GPU_ACTIVITY, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER)
 # Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
 # per-process cost is paid before recording starts and after it stops.
 PAIR_KINDS = {
@@ -41,12 +47,14 @@ PAIR_KINDS = {
     SIMULATOR_CALL: ((fmt.SIMULATOR_CALL_BEGIN,), (fmt.SIMULATOR_CALL_END,)),
     WAIT_CALL: ((fmt.WAIT_CALL_BEGIN,), (fmt.WAIT_CALL_END,)),
     ENV_CALL: ((fmt.ENV_STEP_BEGIN, fmt.ENV_RESET_BEGIN), (fmt.ENV_STEP_END, fmt.ENV_RESET_END)),
+    PHASE_MARKER: ((fmt.MARK_CALL_BEGIN,), (fmt.MARK_CALL_END,)),
 }
 # Kinds that whole runs cannot separate: env events are recorded by the same integrations
 # as the simulation operation (every configuration that has one has the other, in a
 # fixed ratio), a pool's tasks and submissions with their tasks' operations, so their
-# cost is the microbenchmark's, taken as known by the estimate.
-MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL, PY_SAMPLE)
+# cost is the microbenchmark's, taken as known by the estimate; phase markers are
+# installed with the backend's wrappers.
+MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER)
 
 
 def in_situ_what(kind: str) -> str:
@@ -58,6 +66,8 @@ def in_situ_what(kind: str) -> str:
         return "a one-worker pool's tasks, the worker's CPU with and without them recorded"
     if kind == PY_SAMPLE:
         return "a Python loop's pause around each stack sample"
+    if kind == PHASE_MARKER:
+        return "a small policy's forward through rlscope's wrappers, beyond its backend calls"
     if kind == POOL_CALL:
         return ("a one-worker pool's map calls, the CPU of the caller and of the pool's task "
                 "thread with and without recording")
