@@ -55,7 +55,10 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
     source = measured
     estimate = per_event
     fallback = ""
+    # The tight loop's figure is a lower bound; the cost model's (the in-situ figure where
+    # that is higher: a wrapped call between real ops) is what a fallback uses.
     mb_cost = float(mb.get("per_event_ns", math.nan)) if mb is not None else math.nan
+    model_cost = priced(kind, mb)[0] if mb is not None and mb_cost > 0 else mb_cost
     # One calibrating round has no error bar: nothing says the estimate is not noise.
     bar = f"± {error:.0f} ns" if math.isfinite(error) else "no error bar from one round"
     unresolved = not math.isfinite(error) or error >= abs(per_event)
@@ -64,7 +67,7 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
                "not resolved" if unresolved else "failed the held-out check")
         notes.append(f"{measured} gave {per_event:.0f} ns, {bar} ({why}): "
                      "microbenchmark used")
-        per_event, source = mb_cost, "microbenchmark"
+        per_event, source = model_cost, "microbenchmark"
         fallback = "held-out" if why.startswith("failed") else ""
     elif unresolved:
         notes.append(f"not resolved by the {measured} ({bar}) and no "
@@ -78,10 +81,10 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
     if source == measured and kind in PAIR_KINDS and mb_cost > 0:
         # Far more than the hook itself costs (microbenchmark): the rest is what recording
         # at all costs, scaling with these events but not paid at them.
-        diffuse = max(per_event - LOCAL_FACTOR * mb_cost, 0.0)
+        diffuse = max(per_event - LOCAL_FACTOR * model_cost, 0.0)
         if diffuse:
             notes.append(f"{diffuse:.0f} ns of it spread over time (more than "
-                         f"{LOCAL_FACTOR:g}x the microbenchmark's {mb_cost:.0f} ns)")
+                         f"{LOCAL_FACTOR:g}x the microbenchmark's {model_cost:.0f} ns)")
     local = per_event - diffuse
     if mb is not None and math.isfinite(mb.get("inside_ns", math.nan)):
         inside = min(max(float(mb["inside_ns"]), 0.0), local)

@@ -33,13 +33,14 @@ MIN_CHUNKS = ch.MIN_CHUNKS  # fewer: rls-prof falls back to the checked cost mod
 
 def chunk_configs(configs: list[Config]) -> list[ch.ChunkConfig]:
     """The whole-run configurations as in-process switches: the call mask of the
-    categories each one intercepts (``base`` has no in-process equivalent: its
-    annotations-off switch is made at start-up)."""
+    categories each one intercepts, a backend's with its phase markers (``base`` has no
+    in-process equivalent: its annotations-off switch is made at start-up)."""
     out = []
     for c in configs:
         if c.name == "base" or c.cuda:
             continue
-        mask = (1 if any(n in BACKENDS for n in c.intercept) else 0) | \
+        # The phase markers (8) come with the backends' wrappers, as in a profiled run.
+        mask = (1 | 8 if any(n in BACKENDS for n in c.intercept) else 0) | \
             (2 if any(n in SIMULATORS for n in c.intercept) else 0) | \
             (4 if any(n in WAITS for n in c.intercept) else 0)
         out.append(ch.ChunkConfig(c.name, c.record, mask))

@@ -55,14 +55,15 @@ MIN_CHUNKS = 4  # fewer: too few paired measurements (half of them calibrate, ha
 DEFAULT_SLICE_S = 0.002  # children take turns about this long (see _interleave)
 CHILD_TIMEOUT_S = 120.0  # a child that long past its chunk is hung (e.g. a fork-unsafe pool)
 
-ALL_CALLS = 0b111  # CALL_BACKEND | CALL_SIMULATOR | CALL_WAIT (native/common/calls.h)
+# CALL_BACKEND | CALL_SIMULATOR | CALL_WAIT | CALL_MARK (native/common/calls.h)
+ALL_CALLS = 0b1111
 
 
 @dataclass(frozen=True)
 class ChunkConfig:
     name: str
     record: bool
-    mask: int  # call categories recorded (bit 0 backend, bit 1 simulator, bit 2 wait)
+    mask: int  # call categories recorded (bits: 0 backend, 1 simulator, 2 wait, 3 marker)
 
 
 def encode_configs(configs: list[ChunkConfig]) -> str:
@@ -80,7 +81,7 @@ def installed_mask() -> int:
     mask = 0
     for lib, n in libraries.counts.items():
         if n and lib in libraries.BACKENDS:
-            mask |= 1
+            mask |= 1 | 8  # its phase markers too
         if n and lib in libraries.SIMULATORS:
             mask |= 2
         if n and lib in libraries.WAITS:

@@ -45,17 +45,19 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
                 return head + (f" ({in_situ_what(kind)}; the tight loop gives "
                                f"{_ns(mb)}; not measured on this workload)")
             return head + " (tight-loop microbenchmark; not measured on this workload)"
+        used = (f"{in_situ_what(kind)} is used (the tight loop gives {_ns(mb)})"
+                if c.per_event_ns > mb > 0 else "the tight-loop microbenchmark is used")
         if c.fallback == "held-out":
             return (head + f": the {measured} gave {_estimate(c)}, but correcting with "
                     "that made the held-out rounds worse than not correcting (see the "
-                    "check below): the tight-loop microbenchmark is used")
-        if c.estimate_ns < c.per_event_ns:
+                    f"check below): {used}")
+        if c.estimate_ns < mb:
             return (head + f": the {measured} gave {_estimate(c)}, below the tight-loop "
-                    "microbenchmark, which is a lower bound: the microbenchmark is used")
+                    f"microbenchmark, which is a lower bound: {used}")
         why = ("an error bar wider than the value" if math.isfinite(c.error_ns)
                else "no error bar: one calibrating round; --repetitions 3 or more")
         return (head + f": not resolved on this workload (the {measured} gave "
-                f"{_estimate(c)}, {why}): the tight-loop microbenchmark is used")
+                f"{_estimate(c)}, {why}): {used}")
     err = f" ± {_ns(c.error_ns)}" if math.isfinite(c.error_ns) else ""
     line = f"  {kind}: {_ns(c.per_event_ns)}{err} per {_UNIT.get(kind, 'event')}, " \
         f"measured on the {measured}"
@@ -138,7 +140,7 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
             why = "not measured on this workload"
         elif c.fallback == "held-out":
             why = "the value measured on this workload failed the check below"
-        elif c.estimate_ns < c.per_event_ns:
+        elif c.estimate_ns < c.microbenchmark_ns:
             why = ("the workload's measurement came out lower, within its noise; a "
                    "hook costs at least this")
         else:

@@ -31,8 +31,10 @@ def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
     assert cal.mode == "chunks" and cal.metric == "thread-cpu"
     # env_call: the vector env wrappers' microbenchmark, kept for the profiled run's env
     # steps although the copies (forked after the envs were made) record none; py_sample
-    # likewise for the profiled run's Python stack samples (the copies take none).
-    assert set(cal.costs) == {"annotation", "backend_call", "env_call", "py_sample"}
+    # likewise for the profiled run's Python stack samples (the copies take none). The
+    # module's forward is a phase marker in the full copies as in the profiled run.
+    assert set(cal.costs) == {"annotation", "backend_call", "env_call", "py_sample",
+                              "phase_marker"}
     assert cal.costs["env_call"].source == "microbenchmark"
     assert np.isfinite(cal.costs["backend_call"].per_event_ns)
     v = cal.validation  # odd chunks check; a disturbed one may be left out
@@ -56,6 +58,8 @@ def test_chunks_measure_the_same_work_in_every_configuration(tmp_path: Path):
         assert len(set(steps)) == 1 and steps[0] > 0
         assert not (ann.events.kind == fmt.BACKEND_CALL_BEGIN).any()
         assert (full.events.kind == fmt.BACKEND_CALL_BEGIN).sum() > 0
+        assert not (ann.events.kind == fmt.MARK_CALL_BEGIN).any()
+        assert (full.events.kind == fmt.MARK_CALL_BEGIN).sum() == steps[0]
         # Copies took turns: each one's pauses are inside its own recorded span.
         g = np.array(by[c, "full"]["gaps_ns"])
         if len(g):

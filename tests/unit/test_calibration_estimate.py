@@ -189,6 +189,31 @@ def test_unresolved_estimate_uses_the_microbenchmark_and_the_report_says_why():
     assert "± is one standard error (jackknife over the calibration chunks)" in text
 
 
+def test_an_unresolved_call_falls_back_to_the_in_situ_figure():
+    """A backend call the chunks cannot resolve is priced as the cost model prices it: at
+    its in-situ figure (between real torch ops) where that is above the tight loop's
+    lower bound. Seen: MuJoCo's chunks fell back to 18 ns, the tight loop's, while the
+    in-situ figure the same calibration measured read 55 ns."""
+    from rlscope.calibration.build import _kind_cost
+    from rlscope.reporters.calibration import cost_line
+
+    mb = {"per_event_ns": 18.0, "inside_ns": 10.0, "in_situ_ns": 55.0,
+          "in_situ_error_ns": 8.0}
+    wide = _kind_cost("backend_call", 40.0, 60.0, [], mb, 100, "chunks")
+    assert wide.source == "microbenchmark" and wide.per_event_ns == 55
+    assert wide.microbenchmark_ns == 18 and wide.inside_ns == 10
+    line = cost_line("backend_call", wide, "chunks")
+    assert "not resolved on this workload" in line
+    assert "a wrapped call timed between small torch ops is used (the tight loop gives " \
+        "18 ns)" in line
+    below = _kind_cost("backend_call", 10.0, 2.0, [], mb, 100, "chunks")
+    assert below.per_event_ns == 55 and "below the tight-loop microbenchmark" in \
+        cost_line("backend_call", below, "chunks")
+    # An estimate between the two bounds that is resolved is the workload's own.
+    mid = _kind_cost("backend_call", 40.0, 5.0, [], mb, 100, "chunks")
+    assert mid.source == "chunks (inside part: microbenchmark)" and mid.per_event_ns == 40
+
+
 def test_one_calibrating_round_is_not_resolved():
     """Two repetitions leave one calibrating round and no error bar: seen on an H100, a
     PPO calibration put an annotation at 200 µs (the microbenchmark: 99 ns) and a GPU

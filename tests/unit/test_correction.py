@@ -65,7 +65,8 @@ def breakdown(*procs) -> dict[tuple, int]:
 
 TRUE = [(0, 0, START, ""), (1000, 0, OB, "inference"), (1200, 0, MB, "torch.nn.Module"),
         (1500, 0, BB, "torch.mm"), (4000, 0, BE, "torch.mm"), (4200, 0, BB, "torch.relu"),
-        (5000, 0, BE, "torch.relu"), (5500, 0, ME, "torch.nn.Module"), (6000, 0, OE, "inference"), (6050, 0, EB, "CartPole-v1"),
+        (5000, 0, BE, "torch.relu"), (5500, 0, ME, "torch.nn.Module"), (6000, 0, OE, "inference"),
+        (6050, 0, EB, "CartPole-v1"),
         (6100, 0, OB, "simulation"), (6300, 0, SB, "step"), (9000, 0, SE, "step"),
         (9500, 0, OE, "simulation"), (9600, 0, EE, "CartPole-v1"), (12000, 0, END, "")]
 
