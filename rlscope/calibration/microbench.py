@@ -22,6 +22,9 @@ difference per recorded call (counted in the trace), ``in_situ_error_ns`` its st
 error. Between real backend ops the wrapper's code and data may be evicted: a wrapped
 call cost 2x the tight loop's at one hour and no more than it the next, on the same
 machine (docs/overhead-correction.md). The cost model takes the higher of the two.
+A module's forward is timed the same way (``in_situ_marker``: a small policy's forward,
+plain and through the backend's wrappers and the module-call marker): what it costs
+beyond its backend calls at that price is the ``phase_marker`` kind's price.
 
 A pool's tasks are timed in situ only (Linux): a one-worker ``multiprocessing`` pool
 (fork) maps a function over two items, in blocks with the submitting process recording
