@@ -56,8 +56,12 @@ ROUNDS = 5
 REPEATS = 3
 IN_SITU_PAIRS = 400  # pairs of blocks of the in-situ loop (three torch ops an iteration,
 IN_SITU_BLOCK = 100  # ~6 µs here): ~0.5 s in all
-MARK_PAIRS = 300  # pairs of blocks of a small policy's forwards (~20 µs each here):
-MARK_BLOCK = 30  # ~0.4 s in all
+# Pairs of blocks of a small policy's forwards (~20 µs each here): ~0.4 s in all. Short
+# blocks, many pairs: 600 x 15 read 193-358 ns (standard errors 23-43), 300 x 30 96-324
+# (63-91), 150 x 60 178-395 (82-129), three runs each; runs differ by more than their
+# errors (where a process's objects lie in memory).
+MARK_PAIRS = 600
+MARK_BLOCK = 15
 
 
 def _loop_ns(body: Callable[[int], None]) -> float:
