@@ -39,6 +39,16 @@ WARN_ERROR_PCT = 5.0  # the report warns above this residual error
 WARN_NOISE_PCT = 3.0  # ... and when the uninstrumented runs spread more than this
 
 
+def inside_part(inside_ns: float) -> float:
+    """What an event's hook puts between its two stamps (the microbenchmark's empty
+    interval), all of it removed from the interval even where it is more than the hook
+    adds to the run: an annotation's code between its stamps runs when nothing records
+    too (its cost, recording against idle, read 1-10 ns; its empty interval 20-50 ns).
+    That code is not the operation's, so the interval loses all of it and the rest of
+    the cost (negative then) moves that much time out of the interval, around it."""
+    return max(inside_ns, 0.0)
+
+
 def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
                mb: dict[str, float] | None, events: int, measured: str = "runs",
                failed_check: bool = False) -> KindCost:
@@ -87,7 +97,7 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
                          f"{LOCAL_FACTOR:g}x the microbenchmark's {model_cost:.0f} ns)")
     local = per_event - diffuse
     if mb is not None and math.isfinite(mb.get("inside_ns", math.nan)):
-        inside = min(max(float(mb["inside_ns"]), 0.0), local)
+        inside = inside_part(float(mb["inside_ns"]))
         if source == measured:
             source = f"{measured} (inside part: microbenchmark)"
     else:
@@ -114,7 +124,7 @@ def _microbenchmark_costs(mb: dict[str, dict[str, float]], full: list[RunSample]
             continue
         cost, _error, source = priced(kind, m)
         inside = float(m.get("inside_ns", math.nan))
-        inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else cost / 2
+        inside = inside_part(inside) if math.isfinite(inside) else cost / 2
         out[kind] = KindCost(cost, inside, math.nan, "microbenchmark", events,
                              "no configuration separates these from the simulation "
                              f"operation recorded with them: {source} is used",
@@ -264,7 +274,7 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
             # measured -2..+2 ns on a quiet day): priced at nothing, not left out
             cost, note = 0.0, f"{note}; measured {cost:.1f} ns: below what it resolves"
         inside = float(m.get("inside_ns", math.nan))
-        inside = min(max(inside, 0.0), cost) if math.isfinite(inside) else \
+        inside = inside_part(inside) if math.isfinite(inside) else \
             cost * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
         costs[kind] = KindCost(cost, inside, error, "microbenchmark", n, note,
                                microbenchmark_ns=tight)

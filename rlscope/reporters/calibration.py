@@ -63,7 +63,10 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
         f"measured on the {measured}"
     at_event = c.per_event_ns - c.diffuse_ns
     split = (f"{_ns(c.inside_ns)} inside the interval it times, "
-             f"{_ns(at_event - c.inside_ns)} around it")
+             f"{_ns(at_event - c.inside_ns)} around it") if at_event >= c.inside_ns else \
+        (f"{_ns(c.inside_ns)} of its own code between its stamps taken out of the interval "
+         f"it times, {_ns(c.inside_ns - at_event)} of that put back around it (it runs "
+         "when nothing records too)")
     if not math.isfinite(mb) or mb <= 0:
         line += f" (paid at each {_UNIT.get(kind, 'event')}: {split})"
         if not math.isfinite(c.error_ns):

@@ -238,6 +238,29 @@ def test_blocks_change_nothing(rows, block, with_api):
     assert a.gpu.start_ns.tolist() == b.gpu.start_ns.tolist()
 
 
+def test_an_annotations_code_between_its_stamps_leaves_the_interval():
+    """An annotation adds 10 ns to the run (recording against idle) but puts 50 ns of its
+    own code between its two stamps, code that runs outside the operation when nothing
+    records: each operation loses 50 ns, the time around it gains 40, the thread 10 per
+    operation, exactly as in the run without recording."""
+    costs = {"annotation": KindCost(10, 50, 0, "test")}
+    assert costs["annotation"].outside_ns == -40
+    true = [(0, 0, START, ""), (1000, 0, OB, "a"), (3000, 0, OE, "a"),
+            (4000, 0, OB, "b"), (6000, 0, OE, "b"), (8000, 0, END, "")]
+    delay, measured = 0, []
+    for t, th, k, n in true:  # pre-stamp -20, post-stamp +25 (begin); +25, -20 (end)
+        pre, post = (-20, 25) if k in (OB,) else (25, -20) if k in (OE,) else (0, 0)
+        delay += pre
+        measured.append((t + delay, th, k, n))
+        delay += post
+    m = process_trace(measured)
+    assert breakdown(m) != breakdown(process_trace(true))
+    corrected, summary = correct_trace(Trace(None, {}, [m]), costs)  # type: ignore
+    assert breakdown(*corrected.processes) == breakdown(process_trace(true))
+    r = summary.root()
+    assert r is not None and r.main_removed_ns == 2 * 10
+
+
 def test_check_against_runs_is_like_for_like():
     """Issue 22 item 4: the whole tree's CPU time less what was removed from every
     process, against runs' whole-tree CPU; the main process's wall less its own."""

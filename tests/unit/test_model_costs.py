@@ -55,13 +55,16 @@ def test_an_env_step_costs_its_in_situ_figure_in_every_mode():
 
 def test_a_hook_cheaper_than_the_benchmark_resolves_is_priced_at_nothing():
     """An annotation measured at -2 ns (recording minus idle, on a quiet day) is kept in
-    the model at 0, saying so; a kind the benchmark did not measure is left out."""
+    the model at 0, saying so; a kind the benchmark did not measure is left out. Its code
+    between the two stamps (the empty interval, 4 ns) still leaves the interval: moved
+    around it, the run's total unchanged."""
     mb = _mb()
     mb["annotation"] = {"per_event_ns": -2.1, "error_ns": 1.5, "inside_ns": 4.0}
     costs = model_costs(mb, math.nan, math.nan, {"annotation": 3, "backend_call": 1,
                                                  "cuda_api": 2})
     c = costs["annotation"]
-    assert (c.per_event_ns, c.inside_ns) == (0.0, 0.0) and c.microbenchmark_ns == -2.1
+    assert (c.per_event_ns, c.inside_ns, c.outside_ns) == (0.0, 4.0, -4.0)
+    assert c.microbenchmark_ns == -2.1
     assert "below what it resolves" in c.note
     assert "cuda_api" not in costs and costs["backend_call"].per_event_ns == 34.0
 

@@ -27,7 +27,10 @@ class KindCost:
 
     ``inside_ns`` of it lands inside the interval the event delimits (the operation or
     the intercepted call it times), the rest outside (in the enclosing scope, or, for
-    the per-process cost, outside the recorded span).
+    the per-process cost, outside the recorded span). ``inside_ns`` may exceed
+    ``per_event_ns`` (calibration.build.inside_part): the hook's code between its stamps
+    is not the interval's, though most of it runs when nothing records too; the outside
+    part is then negative, time moved from the interval to around it.
     """
 
     per_event_ns: float
