@@ -42,11 +42,12 @@ each switch outside the timed operations (the workers switch first, a pool's bot
 once). A recorded block is a new session of each process, whose first events pay for
 setting it up (~50 µs a process here): blocks of ~0.1 s or more keep that below 0.1%.
 The first session (start-up, the workers' spawn) ends before the first block.
-OUT.json then also holds ``"blocks"``: per block whether it recorded and its self-timed
-seconds per operation, and ``"pid"``. A recorded block is the session of each process
-whose metadata says ``selftimed_block``: its neighbour that did not record did the same
-work, in the same processes, moments apart (whole runs of identical processes differ by
-±10% here: scripts/bench/correction_per_op.py --blocks).
+OUT.json then also holds ``"blocks"``: per block whether it recorded, its self-timed
+seconds per operation and their counts (``"n"``), ``"pid"`` and ``"read_ns"``. A
+recorded block is the session of each process whose metadata says
+``selftimed_block``: its neighbour that did not record did the same work, in the same
+processes, moments apart (whole runs of identical processes differ by ±10% here:
+scripts/bench/correction_per_op.py --blocks).
 LOG_DIR (optional): at every progress report, before reporting it, the process appends
 a line to ``LOG_DIR/<pid>.jsonl``: per operation the nanoseconds and count since the
 previous line and the spans longer than 200 µs among them as [start, end]
@@ -122,12 +123,12 @@ class Timer:
 
 
 class _Op:
-    __slots__ = ("long", "n", "name", "scope", "sum_ns", "t0", "total_ns")
+    __slots__ = ("long", "n", "name", "scope", "sum_ns", "t0", "total_n", "total_ns")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.sum_ns, self.n, self.long = 0, 0, []
-        self.total_ns = 0  # the whole run's, for OUT.json
+        self.total_ns = self.total_n = 0  # the whole run's, for OUT.json
 
     def __enter__(self) -> None:
         self.scope = rlscope.operation(self.name)
@@ -141,6 +142,7 @@ class _Op:
         self.sum_ns += dt
         self.total_ns += dt
         self.n += 1
+        self.total_n += 1
         if dt > LONG_NS:
             self.long.append([self.t0, t1])
 
@@ -163,6 +165,7 @@ class Blocks:
         self.k = -1
         self.on = False
         self.mark: dict[str, int] = {}
+        self.mark_n: dict[str, int] = {}
         if self.dir is not None:
             _record_into(None)  # the start-up's session: blocks begin recorded or not
             follow(None)
@@ -177,12 +180,14 @@ class Blocks:
             _record_into(self.dir)
             rlscope.set_metadata(selftimed_block=self.k)
         self.mark = {k: o.total_ns for k, o in self.t.ops.items()}
+        self.mark_n = {k: o.total_n for k, o in self.t.ops.items()}
 
     def close(self) -> None:
         if self.k < 0 or (self.rows and self.rows[-1]["block"] == self.k):
             return
         ops = {k: (o.total_ns - self.mark.get(k, 0)) / 1e9 for k, o in self.t.ops.items()}
-        self.rows.append({"block": self.k, "on": self.on, "ops": ops})
+        n = {k: o.total_n - self.mark_n.get(k, 0) for k, o in self.t.ops.items()}
+        self.rows.append({"block": self.k, "on": self.on, "ops": ops, "n": n})
         if self.on:
             _record_into(None)
 
@@ -262,7 +267,7 @@ def main() -> None:
     t = Timer(sys.argv[4] if len(sys.argv) > 4 else None)
     if kind == "sb3":
         blocks = _sb3(t, steps)
-        _write(out, t.total, blocks)
+        _write(out, t.total, blocks, t.read_ns)
         return
     if kind in ("pool", "pool_short", "pool_torch"):
         task = {"pool": _sim_task, "pool_short": _short_task, "pool_torch": _model_task}[kind]
@@ -287,7 +292,7 @@ def main() -> None:
                         policy(torch.tensor([results[:2] + results[:2]], dtype=torch.float32))
                 t.progress(i + 1, steps)
             blocks.close()
-        _write(out, t.total, blocks)
+        _write(out, t.total, blocks, t.read_ns)
         return
     env = gym.make("HalfCheetah-v5" if kind == "mujoco" else "CartPole-v1")
     n_obs = env.observation_space.shape[0]
@@ -325,7 +330,7 @@ def main() -> None:
         if (i + 1) % PROGRESS_EVERY == 0:
             t.progress(i + 1, steps)
     blocks.close()
-    _write(out, t.total, blocks)
+    _write(out, t.total, blocks, t.read_ns)
 
 
 def _timed(t: Timer, owner: type, attr: str, op: str) -> None:
@@ -382,10 +387,11 @@ def _sb3(t: Timer, steps: int) -> Blocks:
     return blocks
 
 
-def _write(path: str, totals: dict[str, float], blocks: Blocks | None = None) -> None:
+def _write(path: str, totals: dict[str, float], blocks: Blocks | None = None,
+           read_ns: float = 0.0) -> None:
     out: dict[str, Any] = dict(totals)
     if blocks is not None and blocks.rows:
-        out.update(blocks=blocks.rows, pid=os.getpid())
+        out.update(blocks=blocks.rows, pid=os.getpid(), read_ns=read_ns)
     with open(path, "w") as f:
         json.dump(out, f)
 
