@@ -26,13 +26,16 @@ operation's true time. Two ways to get it beside a profiled one:
   runs (it samples through every block). Errors of the pairs summed; spread: quartiles
   of the pairs' errors.
 
-Per operation of the main process: raw error (the profiled operation time, uncorrected,
-over the truth) and corrected error (the calibration's costs removed, whether or not the
-report would withhold them). "total" is the sum of the operations. For chunks the error
-is of the held-out chunks summed; the spread is the per-chunk errors' quartiles.
+The truth of an operation is its self-timed spans plus, per span, one clock read and
+the harness's own code between rlscope's stamps and its reads (``harness_glue_ns``,
+measured once at start; ``--no-glue`` leaves it out). Per operation of the main process:
+raw error (the profiled operation time, uncorrected, over the truth) and corrected
+error (the calibration's costs removed, whether or not the report would withhold them).
+"total" is the sum of the operations. For chunks the error is of the held-out chunks
+summed; the spread is the per-chunk errors' quartiles.
 
     .venv/bin/python scripts/bench/correction_per_op.py [--chunks 24] [--rounds 3]
-        [--blocks N] [--sampler HZ] [--only cartpole]
+        [--blocks N] [--sampler HZ] [--only cartpole] [--no-glue]
 
 ``--sampler HZ``: every workload by blocks, the Python stack sampler on in the recorded
 blocks (as rls-prof runs by default at 50 Hz; kinds.PY_SAMPLE corrects its stalls).
