@@ -21,10 +21,15 @@ def test_cost_model_is_measured_and_found(tmp_path: Path):
     found = find_calibration(out)
     assert found is not None and found.mode == "model"
     # Every kind is priced, an annotation at nothing where it costs less than the
-    # benchmark resolves (-2..+2 ns measured on a quiet day).
+    # benchmark resolves (-2..+2 ns measured on a quiet day). The inside part is the
+    # hook's code between its stamps, the benchmark's empty interval, even where that is
+    # more than the hook adds (an annotation: ~1 ns added, ~20 ns between its stamps).
+    mb = found.microbenchmark
     for kind in ("annotation", "backend_call", "env_call", "process"):
         c = found.costs[kind]
-        assert c.per_event_ns >= 0 and 0 <= c.inside_ns <= c.per_event_ns, (kind, c)
+        assert c.per_event_ns >= 0 and c.inside_ns >= 0, (kind, c)
+        if kind != "process":
+            assert c.inside_ns == max(mb[kind]["inside_ns"], 0.0), (kind, c)
     for kind in ("backend_call", "env_call", "process"):
         assert found.costs[kind].per_event_ns > 0, kind
     assert "not been checked" in withheld_reason(found)  # raw numbers until --calibrate
