@@ -91,7 +91,7 @@ def harness_glue_ns(n: int = 5000) -> float:
     the median of (interval - span - one read) per operation, less what rlscope's own
     annotation puts between its stamps (an empty ``rlscope.operation`` interval, which
     the correction removes as the annotation's inside part). A lower bound of the glue
-    inside a workload (colder there); ~90 ns here."""
+    inside a workload (colder there); 30-90 ns here."""
     import os
 
     sys.path.insert(0, str(HERE / "workloads"))
