@@ -22,11 +22,8 @@ family and by its gym, gymnasium and dm_env APIs: ``step`` is ``send`` then ``re
   happens while the envs of the other batch step.
 - Each pool is announced once as a vector env (format.META_VECENVS: class, num_envs,
   batch size) with no worker processes.
-- In async mode, which envs each batch held (its ``info:env_id``), tallied on the first
-  ``_Tally.FIRST`` batches and then on about one in ``_Tally.EVERY`` (a random stride, so
-  batches that alternate between groups of envs are all seen), written as metadata
-  (format.META_ENVPOOL_BATCHES_PREFIX) every ``_Tally.PUBLISH`` tallies and when
-  recording stops: which envs lag.
+- In async mode, which envs each batch held (its ``info:env_id``), tallied on sampled
+  batches (rlscope.integrations.batches): which envs lag.
 
 Recording costs a fixed amount per vector step whatever the number of envs: nothing is
 recorded per env (async mode: a Python call per batch, and a tally on sampled ones).
@@ -36,19 +33,14 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
-import os
-import random
 import sys
-import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from rlscope import annotate
-from rlscope.integrations import marked, wrap_method
+from rlscope.integrations import batches, marked, wrap_method
 from rlscope.intercept.patch import SIMULATOR, WAIT, Patcher, native_method, recorder_wrap
-from rlscope.trace import format as fmt
 
 OP = "simulation"
 _METHODS = ("step", "reset")
@@ -120,8 +112,9 @@ class _Pools:
             recv = wait.__get__(env, cls)
             keys = getattr(env, "_state_keys", None)
             if isinstance(keys, list) and "info:env_id" in keys and config.get("num_envs"):
-                recv = _Tally(name, int(config["num_envs"]), int(config["batch_size"]),
-                              keys.index("info:env_id")).tap(recv)
+                at = keys.index("info:env_id")
+                recv = batches.Tally(name, "EnvPool", int(config["num_envs"]),
+                                     int(config["batch_size"]), lambda out: out[at]).tap(recv)
             env.__dict__["_recv"] = recv
         from rlscope.integrations import vecenv
 
@@ -129,84 +122,6 @@ class _Pools:
                               "num_envs": config.get("num_envs"),
                               "batch_size": config.get("batch_size") or
                               config.get("num_envs"), "workers": False})
-
-
-class _Tally:
-    """Which envs the batches of one async pool held, on sampled batches."""
-
-    FIRST = 64  # the first batches are all tallied (short runs: counts that tell)
-    EVERY = 16  # then a batch in about this many
-    PUBLISH = 64  # tallies between two writes of the counts
-
-    def __init__(self, name: str, num_envs: int, batch_size: int, id_index: int) -> None:
-        import numpy as np
-
-        self.name, self.batch_size, self.id_index = name, batch_size, id_index
-        self.counts = np.zeros(num_envs, dtype=np.int64)
-        self.batches = 0
-        self.tallied = 0
-        self.next = 1  # the batch number tallied next
-        self.rng = random.Random(0)
-        _tallies.add(self)
-
-    def restart(self) -> None:
-        self.counts[:] = 0
-        self.batches = self.tallied = 0
-        self.next = 1
-
-    def tap(self, recv: Callable[[], Any]) -> Callable[..., Any]:
-        def tapped(*args: Any, **kwargs: Any) -> Any:
-            out = recv(*args, **kwargs)
-            self.batches += 1
-            if self.batches >= self.next:
-                self.add(out)
-            return out
-        return tapped
-
-    def add(self, out: Any) -> None:
-        # Then strides of 8..24 batches: odd and even ones, so no period of the batches'
-        # order (two groups of envs in turns, ...) hides a group.
-        self.next = self.batches + (1 if self.tallied < self.FIRST else
-                                    self.rng.randint(self.EVERY // 2, self.EVERY * 3 // 2))
-        try:
-            ids = out[self.id_index]
-            self.counts[ids] += 1  # the ids of one batch are distinct
-        except (IndexError, TypeError, ValueError):
-            return
-        self.tallied += 1
-        if self.tallied % self.PUBLISH == 0:
-            rec = annotate.active_recorder()
-            if rec is not None:
-                self.publish(rec)
-
-    def publish(self, rec: Any) -> None:
-        if not self.tallied:
-            return
-        rec.metadata(fmt.META_ENVPOOL_BATCHES_PREFIX + self.name, json.dumps({
-            "num_envs": len(self.counts), "batch_size": self.batch_size,
-            "batches": self.batches, "tallied": self.tallied,
-            "counts": self.counts.tolist()}))
-
-
-# The live pools' tallies (a pool that is gone publishes nothing): written when a
-# recording stops, then counted afresh for the next one; a forked child counts its own
-# batches, not its parent's (its trace is its own).
-_tallies: weakref.WeakSet[_Tally] = weakref.WeakSet()
-
-
-def _publish_at_stop(rec: Any) -> None:
-    for t in list(_tallies):
-        t.publish(rec)
-        t.restart()
-
-
-def _restart_in_child() -> None:
-    for t in list(_tallies):
-        t.restart()
-
-
-annotate.before_stop(_publish_at_stop)
-os.register_at_fork(after_in_child=_restart_in_child)
 
 
 def _config(env: Any) -> dict[str, Any]:

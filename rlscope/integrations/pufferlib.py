@@ -17,8 +17,12 @@ inside its C envs as Simulator, with no code change (docs/attribution.md#native-
   steps are inside the vector step, and a marked class would cost each env step).
 - Each vector env and each native env is announced once (format.META_VECENVS: class,
   number of envs, batch size), nothing per env.
+- A worker backend in async mode (fewer workers per batch than workers) gets a ``recv``
+  of its own that tallies which envs sampled batches held (rlscope.integrations.batches):
+  which envs lag.
 
-The cost is fixed per vector step whatever the number of envs.
+The cost is fixed per vector step whatever the number of envs (async mode: a Python call
+per batch, and a tally on sampled ones).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from types import ModuleType
 from typing import Any
 
 from rlscope import annotate
-from rlscope.integrations import marked, vecenv, wrap_method
+from rlscope.integrations import batches, marked, vecenv, wrap_method
 from rlscope.intercept.patch import SIMULATOR, WAIT, Patcher
 
 OP = "simulation"
@@ -126,6 +130,22 @@ def _first_vector(vec: Any, workers: bool) -> None:
     batch = per_batch * per_worker if isinstance(per_batch, int) and \
         isinstance(per_worker, int) else n
     _announce(vec, cls, n, batch, workers)
+    num_workers = getattr(vec, "num_workers", None)
+    if workers and isinstance(per_batch, int) and isinstance(num_workers, int) \
+            and per_batch < num_workers:
+        _tally_batches(vec)
+
+
+def _tally_batches(vec: Any) -> None:
+    """An async worker backend's ``recv`` on this instance, its batches' env ids (the
+    agent ids it returns, ``recv()[5]``) tallied: which envs lag."""
+    agents, per_batch = (getattr(vec, a, None) for a in ("num_agents", "agents_per_batch"))
+    if not (isinstance(agents, int) and isinstance(per_batch, int) and agents > 0):
+        return
+    recv = vec.recv  # the class's (wrapped) method, bound
+    tally = batches.Tally(vec.__dict__[_KEY], "PufferLib", agents, per_batch,
+                          lambda out: out[5])
+    vec.__dict__["recv"] = tally.tap(recv)
 
 
 def _making_envs(orig: Callable[..., Any]) -> Callable[..., Any]:

@@ -139,10 +139,10 @@ def vector_env_lines(v: VectorEnv) -> list[str]:
 
 
 def batch_lines(b: AsyncBatches) -> list[str]:
-    """An EnvPool pool in async mode: how evenly its envs were in the batches."""
+    """An async vector env: how evenly its envs were in the batches."""
     rel = b.relative()
     lo, hi = int(np.argmin(rel)), int(np.argmax(rel))
-    lines = [f"{b.name} (EnvPool, async: {b.num_envs} envs, batches of {b.batch_size}) in "
+    lines = [f"{b.name} ({b.library}, async: {b.num_envs} envs, batches of {b.batch_size}) in "
              f"pid {b.pid}: {b.batches:,} batches received, the envs of {b.tallied:,} "
              "sampled ones counted",
              f"  per env, batches it was in against an even share: lowest "
@@ -155,8 +155,13 @@ def batch_lines(b: AsyncBatches) -> list[str]:
     else:
         lines.append(f"  no env lags by more than these counts resolve "
                      f"({b.resolution():.0%} below an even share)")
-    lines.append("  (batches are always full: recv returns the first envs done; its wait is "
-                 "Waiting time of the pool's _recv)")
+    if b.library == "PufferLib":
+        lines.append("  (batches are always full: recv returns the first workers done, and a "
+                     "worker's envs step together, so an env lags with its worker; recv's wait "
+                     "is Waiting time)")
+    else:
+        lines.append("  (batches are always full: recv returns the first envs done; its wait "
+                     "is Waiting time of the pool's _recv)")
     return lines
 
 
@@ -204,7 +209,8 @@ def to_dict(result: Lockstep) -> dict[str, Any]:
         return d
 
     tables = [{**t.__dict__, "total_s": t.total_s} for t in result.tables]
-    pools = [{"pid": b.pid, "process": b.process, "name": b.name, "num_envs": b.num_envs,
+    pools = [{"pid": b.pid, "process": b.process, "name": b.name, "library": b.library,
+              "num_envs": b.num_envs,
               "batch_size": b.batch_size, "batches": b.batches, "tallied": b.tallied,
               "counts": b.counts.tolist(), "relative": b.relative().tolist(),
               "lagging": b.lagging(), "resolution": b.resolution()}

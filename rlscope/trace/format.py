@@ -106,11 +106,12 @@ META_THREAD_CPU_PREFIX = "rlscope.cpu:"
 # "1" in the trace of a process forked from a recording one (no exec): it paid no
 # interpreter or rlscope start-up of its own (overhead correction charges it none).
 META_FORKED = "rlscope.forked"
-# Which envs the batches of an EnvPool pool in async mode held (rlscope.integrations
-# .envpool, sampled batches): the key is this prefix and the pool's name, the value
-# {"num_envs", "batch_size", "batches" (recv calls), "tallied" (batches counted),
-# "counts" (per env: how many counted batches held it)}.
-META_ENVPOOL_BATCHES_PREFIX = "rlscope.envpool_batches:"
+# Which envs the batches of an async vector env held (rlscope.integrations.batches,
+# sampled batches: EnvPool, PufferLib's worker backends): the key is this prefix and the
+# vector env's name, the value {"library" (absent: EnvPool, in older traces), "num_envs",
+# "batch_size", "batches" (recv calls), "tallied" (batches counted), "counts" (per env:
+# how many counted batches held it)}. The prefix keeps its first name.
+META_ASYNC_BATCHES_PREFIX = "rlscope.envpool_batches:"
 # One pool or executor task run in this process (rlscope.integrations.pooltasks): the key
 # is this prefix and the task's number in the process, the value [function's qualname,
 # call, item index, begin_ns, end_ns, tid, by, submitted_ns] (CLOCK_MONOTONIC; tid: the

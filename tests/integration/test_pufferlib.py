@@ -13,10 +13,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import rlscope.analysis
 from rlscope.analysis.calls import named_calls
 from rlscope.trace import format as fmt
+from tests.conftest import run_tool
 from tests.integration.vec_loops import check_operations, run
 
 pytest.importorskip("torch")
@@ -101,3 +104,27 @@ def test_multiprocessing_async(tmp_path: Path):
     # may be cut short by close(), which terminates the workers.
     steps = int(workers.calls.sum()) - 2
     assert measured["vector_steps"] - 1 <= steps <= measured["vector_steps"], workers
+
+
+def test_a_slow_env_lags(tmp_path: Path):
+    """Async ``Multiprocessing`` (4 envs on 2 workers, batches of the first worker done,
+    ``sync_traj=False``) where env 3 sleeps 10 ms in each step: its worker's batches come
+    back less often. The tally of sampled batches gives each env's share as the loop
+    counted it on every batch, and the report names the slow worker's envs lagging."""
+    measured, _ = run(tmp_path, "--lib", "pufferlib", "--backend", "multiprocessing",
+                      "--mode", "async", "--envs", "4", "--slow-env", "3", "--slow-ms", "10",
+                      "--first-done")
+    ls = rlscope.analysis.load_lockstep(tmp_path / "run")
+    [b] = ls.batches
+    assert (b.library, b.num_envs, b.batch_size) == ("PufferLib", 4, 2)
+    assert b.batches == measured["vector_steps"]  # one recv each
+    assert b.counts.sum() == b.tallied * b.batch_size
+    own = np.asarray(measured["batch_envs"], dtype=float)
+    own_share = own / (own.sum() / len(own))  # each env's count over an even share
+    assert own_share[3] < 0.5, own_share  # the slow worker: clearly fewer batches
+    assert np.abs(b.relative() - own_share).max() < 0.2, (b.relative(), own_share)
+    assert b.lagging() == [2, 3]  # the slow env and its worker-mate
+    report = run_tool("rls-analyze", "lockstep", str(tmp_path / "run"), timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "(PufferLib, async: 4 envs, batches of 2)" in report.stdout
+    assert "lagging (in clearly fewer batches: slower steps): env 2 (" in report.stdout

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 import rlscope
 from rlscope.analysis import analyze
+from rlscope.analysis.lockstep.batches import from_metadata
 from rlscope.integrations import pufferlib as integration
 from rlscope.intercept.patch import Patcher
 from rlscope.trace.reader import read_trace
@@ -69,15 +71,26 @@ def _vector_module() -> ModuleType:
         return vecenv.recv()
 
     class Multiprocessing:
-        def __init__(self, num_envs: int) -> None:
-            self.num_environments = num_envs
-            self.envs_per_worker, self.workers_per_batch = 2, 1
+        """Two envs a worker; batches of ``workers_per_batch`` workers. ``recv`` returns
+        worker 1's envs (2, 3) in one batch of four when async, else every env."""
+
+        def __init__(self, num_envs: int, workers_per_batch: int = 1) -> None:
+            self.num_environments = self.num_agents = num_envs
+            self.envs_per_worker, self.workers_per_batch = 2, workers_per_batch
+            self.num_workers = num_envs // 2
+            self.agents_per_batch = 2 * workers_per_batch
+            self.received = 0
 
         def send(self, actions):  # type: ignore[no-untyped-def]
             self.actions = actions
 
         def recv(self):  # type: ignore[no-untyped-def]
-            return [0.0], [0.0], [False], [False], [], [0], [True]
+            self.received += 1
+            if self.workers_per_batch == self.num_workers:
+                ids = np.arange(self.num_agents)
+            else:
+                ids = np.array([2, 3] if self.received % 4 == 0 else [0, 1])
+            return [0.0], [0.0], [False], [False], [], ids, [True]
 
         def async_reset(self, seed=0):  # type: ignore[no-untyped-def]
             self.seed = seed
@@ -128,3 +141,26 @@ def test_worker_vector_env_recv_is_a_wait(recording: Path, patcher):
     sim = _operations(recording).loc["simulation"]
     assert sim["calls"] == 1 + 2 * 3
     assert sim["wait_calls"] == 4  # every recv waits for the workers' batch
+
+
+def test_an_async_worker_backend_tallies_which_envs_its_batches_held(recording: Path,
+                                                                      patcher):
+    vector = _vector_module()
+    integration.install_vector(vector, patcher)
+    vec = vector.Multiprocessing(4)  # async: batches of one worker of two
+    sync = vector.Multiprocessing(4, workers_per_batch=2)  # every worker in each batch
+    vec.reset(0)
+    sync.reset(0)
+    for _ in range(39):
+        vec.send([0, 1])
+        vec.recv()
+        sync.step([0, 1, 0, 1])
+    assert "recv" in vars(vec) and "recv" not in vars(sync)  # only the async one tapped
+    rlscope.stop()
+    [p] = read_trace(recording).processes
+    [b] = from_metadata(p.pid, "p", p.metadata)
+    assert (b.library, b.num_envs, b.batch_size) == ("PufferLib", 4, 2)
+    assert b.name.startswith("Multiprocessing#")
+    assert b.batches == b.tallied == 40  # the first 64 batches are all counted
+    assert b.counts.tolist() == [30, 30, 10, 10]
+    assert b.lagging() == [2, 3]

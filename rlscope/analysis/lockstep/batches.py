@@ -1,8 +1,9 @@
-"""Which envs lag in an EnvPool pool in async mode: how often each env was in the batches
-``recv`` returned, from the counts the EnvPool integration tallies on sampled batches
-(format.META_ENVPOOL_BATCHES_PREFIX). In async mode ``recv`` returns the first
-``batch_size`` envs done, so the batches are always full; an env that steps slower than
-the others is in fewer of them."""
+"""Which envs lag in an async vector env (EnvPool, PufferLib's worker backends): how often
+each env was in the batches ``recv`` returned, from the counts the integrations tally on
+sampled batches (format.META_ASYNC_BATCHES_PREFIX, rlscope.integrations.batches). In
+async mode ``recv`` returns the first ``batch_size`` envs done, so the batches are always
+full; an env that steps slower than the others is in fewer of them (with PufferLib, the
+envs of its worker with it)."""
 
 from __future__ import annotations
 
@@ -22,16 +23,17 @@ LAG_SIGMAS = 3.0
 
 @dataclass
 class AsyncBatches:
-    """One async pool's batches: per env, how many of the tallied batches held it."""
+    """One async vector env's batches: per env, how many of the tallied batches held it."""
 
     pid: int
     process: str
-    name: str  # the pool, e.g. CartPoleGymnasiumEnvPool#1
+    name: str  # the vector env, e.g. CartPoleGymnasiumEnvPool#1
     num_envs: int
     batch_size: int
     batches: int  # recv calls
     tallied: int  # batches whose envs were counted
     counts: np.ndarray  # per env
+    library: str = "EnvPool"
 
     @property
     def even(self) -> float:
@@ -61,16 +63,19 @@ class AsyncBatches:
 
 
 def from_metadata(pid: int, process: str, metadata: dict[str, Any]) -> list[AsyncBatches]:
-    """The async pools one process's metadata describes (malformed entries skipped)."""
+    """The async vector envs one process's metadata describes (malformed entries
+    skipped)."""
     out = []
     for key, v in metadata.items():
-        if not key.startswith(fmt.META_ENVPOOL_BATCHES_PREFIX) or not isinstance(v, dict):
+        if not key.startswith(fmt.META_ASYNC_BATCHES_PREFIX) or not isinstance(v, dict):
             continue
         try:
             counts = np.asarray(v["counts"], dtype=np.int64)
-            b = AsyncBatches(pid, process, key[len(fmt.META_ENVPOOL_BATCHES_PREFIX):],
+            library = v.get("library", "EnvPool")
+            b = AsyncBatches(pid, process, key[len(fmt.META_ASYNC_BATCHES_PREFIX):],
                              int(v["num_envs"]), int(v["batch_size"]), int(v["batches"]),
-                             int(v["tallied"]), counts)
+                             int(v["tallied"]), counts,
+                             library if isinstance(library, str) else "EnvPool")
         except (KeyError, TypeError, ValueError):
             continue
         if len(counts) == b.num_envs and b.num_envs > 0 and b.batch_size > 0:

@@ -5,6 +5,7 @@ itself with time.perf_counter around the real calls and writes what it measured 
 Usage: handwritten_vec.py OUT.json [--lib envpool|pufferlib] [--mode sync|async]
        [--backend native|serial|multiprocessing] [--updates N] [--steps N] [--envs N]
        [--api gymnasium|gym] [--full-batch] [--no-env] [--c-env cartpole|squared|pong]
+       [--workers N] [--slow-env K --slow-ms X] [--first-done]
 
 - sync: ``env.step(actions)`` per vector step (every env);
 - async: ``batch_size = envs // 2``; ``recv()`` a batch, act on it, ``send`` its actions;
@@ -14,13 +15,17 @@ Usage: handwritten_vec.py OUT.json [--lib envpool|pufferlib] [--mode sync|async]
 - --lib pufferlib: --backend native (default) is PufferLib's C CartPole, one object
   stepping every env (--c-env: another of its C envs; the policy takes its observation
   and action sizes); serial and multiprocessing are ``pufferlib.vector`` over gymnasium's
-  CartPole (multiprocessing: 2 workers; async needs it);
+  CartPole (multiprocessing: --workers, 2 by default; async needs it); --slow-env K:
+  env K sleeps --slow-ms (default 2) in each step (its worker lags); --first-done: batches
+  of the workers done first (``sync_traj=False``; PufferLib 3 takes them in turn by
+  default, so a slow worker delays every other batch instead);
 - --no-env: the same loop with the env's calls hidden from rlscope (a plain closure
   around a numpy "env" that rlscope does not know), for the no-env fallback.
 
 Measured (seconds, counts): ``env_s`` (step / recv+send), ``forwards`` (action selections:
 one policy forward each), ``backprop_s`` (from the update's bootstrap value to the end of
-its last optimizer step), ``vector_steps``.
+its last optimizer step), ``vector_steps``; async mode: ``batch_envs``, per env, how many
+of the batches ``recv`` returned held it.
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ ap.add_argument("--api", default="gymnasium", choices=("gymnasium", "gym"))
 ap.add_argument("--full-batch", action="store_true")
 ap.add_argument("--no-env", action="store_true")
 ap.add_argument("--c-env", default="cartpole", choices=("cartpole", "squared", "pong"))
+ap.add_argument("--workers", type=int, default=2)
+ap.add_argument("--slow-env", type=int, default=-1)
+ap.add_argument("--slow-ms", type=float, default=2.0)
+ap.add_argument("--first-done", action="store_true")
 args = ap.parse_args()
 
 torch.set_num_threads(1)
@@ -72,6 +81,22 @@ class Hidden:
         return self.rng.standard_normal((self.n, 4)).astype(np.float32), np.ones(self.n)
 
 
+def make_cartpole(index: int):  # type: ignore[no-untyped-def]
+    """gymnasium's CartPole; env ``--slow-env`` sleeps ``--slow-ms`` in each step."""
+    import gymnasium
+
+    env = gymnasium.make("CartPole-v1")
+    if index != args.slow_env:
+        return env
+
+    class Slow(gymnasium.Wrapper):  # type: ignore[type-arg]
+        def step(self, action):  # type: ignore[no-untyped-def]
+            time.sleep(args.slow_ms / 1000)
+            return self.env.step(action)
+
+    return Slow(env)
+
+
 def make_pufferlib():  # type: ignore[no-untyped-def]
     if args.backend == "native" and args.c_env == "squared":
         from pufferlib.ocean.squared.squared import Squared
@@ -95,9 +120,17 @@ def make_pufferlib():  # type: ignore[no-untyped-def]
                                 env_creator=gymnasium.make, env_args=["CartPole-v1"])
     if args.backend == "serial":
         return pufferlib.vector.make(creator, num_envs=n_envs, backend=pufferlib.vector.Serial)
-    return pufferlib.vector.make(creator, num_envs=n_envs, num_workers=2,
-                                 batch_size=batch_size, overwork=True,
-                                 backend=pufferlib.vector.Multiprocessing)
+    creators = [functools.partial(pufferlib.emulation.GymnasiumPufferEnv,
+                                  env_creator=make_cartpole, env_args=[i])
+                for i in range(n_envs)]
+    if args.first_done:  # not through make(), which refuses sync_traj
+        return pufferlib.vector.Multiprocessing(
+            creators, [[]] * n_envs, [{}] * n_envs, n_envs, num_workers=args.workers,
+            batch_size=batch_size, overwork=True, sync_traj=False)
+    return pufferlib.vector.make(creators, env_args=[[]] * n_envs,
+                                 env_kwargs=[{}] * n_envs, num_envs=n_envs,
+                                 num_workers=args.workers, batch_size=batch_size,
+                                 overwork=True, backend=pufferlib.vector.Multiprocessing)
 
 
 if args.no_env:
@@ -136,7 +169,7 @@ class Agent(nn.Module):
 agent = Agent()
 optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
 measured = {"env_s": 0.0, "forwards": 0, "backprop_s": 0.0, "vector_steps": 0,
-            "env_calls": 0}
+            "env_calls": 0, "batch_envs": [0] * n_envs}
 
 
 def env_call(fn, *a):  # type: ignore[no-untyped-def]
@@ -158,8 +191,10 @@ for _update in range(args.updates):
     obs_l, act_l, logp_l, rew_l, val_l = [], [], [], [], []
     for _step in range(args.steps):
         if args.mode == "async" and not args.no_env:
-            obs, rew, term, trunc, info, *_ = env_call(env.recv)
+            obs, rew, term, trunc, info, *rest = env_call(env.recv)
             env_id = None if args.lib == "pufferlib" else info["env_id"]
+            for i in (rest[0] if args.lib == "pufferlib" else env_id):
+                measured["batch_envs"][int(i)] += 1
         # A copy (PufferLib reuses its buffers), one row per env.
         x = torch.tensor(np.asarray(obs, np.float32)).reshape(len(obs), -1)
         with torch.no_grad():

@@ -1,6 +1,6 @@
-"""Which envs lag in an EnvPool pool in async mode: the integration's tally of sampled
-batches (on a stand-in recv), written as metadata at stop and read back by the lock-step
-analysis, and the lag rule on known counts."""
+"""Which envs lag in an async vector env (EnvPool, PufferLib): the integrations' tally of
+sampled batches (on a stand-in recv), written as metadata at stop and read back by the
+lock-step analysis, and the lag rule on known counts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 import rlscope
 from rlscope.analysis.lockstep.batches import AsyncBatches, from_metadata
-from rlscope.integrations.envpool import _Tally
+from rlscope.integrations.batches import Tally
 from rlscope.reporters.lockstep import batch_lines
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_trace
@@ -42,20 +42,26 @@ def test_few_counts_tell_nothing():
 
 
 def test_malformed_metadata_is_skipped():
-    key = fmt.META_ENVPOOL_BATCHES_PREFIX
+    key = fmt.META_ASYNC_BATCHES_PREFIX
     good = {"num_envs": 2, "batch_size": 1, "batches": 9, "tallied": 3, "counts": [2, 1]}
     md = {key + "A#1": good, key + "B#2": {"num_envs": 3, "counts": [1]},
           key + "C#3": dict(good, counts=[1, 2, 3]), key + "D#4": "not a dict",
           "other": good}
     [b] = from_metadata(7, "proc", md)
     assert (b.pid, b.name, b.tallied, b.counts.tolist()) == (7, "A#1", 3, [2, 1])
+    assert b.library == "EnvPool"  # older traces name no library: EnvPool's
+    [b] = from_metadata(7, "proc", {key + "A#1": dict(good, library="PufferLib")})
+    assert b.library == "PufferLib"
+    text = "\n".join(batch_lines(b))
+    assert text.startswith("A#1 (PufferLib, async: 2 envs, batches of 1)")
+    assert "an env lags with its worker" in text
 
 
 def test_tally_counts_sampled_batches_and_is_written_at_stop(tmp_path: Path):
     n, size = 8, 4
     rlscope.start(tmp_path / "t")
     try:
-        tally = _Tally("Pool#1", n, size, id_index=1)
+        tally = Tally("Pool#1", "EnvPool", n, size, lambda out: out[1])
         groups = [np.arange(0, 4, dtype=np.int32), np.arange(4, 8, dtype=np.int32)]
         step = [0]
 
@@ -72,7 +78,7 @@ def test_tally_counts_sampled_batches_and_is_written_at_stop(tmp_path: Path):
         rlscope.stop()
     [p] = read_trace(tmp_path / "t").processes
     [b] = from_metadata(p.pid, "p", p.metadata)
-    assert (b.num_envs, b.batch_size, b.batches) == (n, size, 1664)
+    assert (b.num_envs, b.batch_size, b.batches, b.library) == (n, size, 1664, "EnvPool")
     # The first 64 batches all, then one in 8-24 (~100 of 1600).
     assert 64 + 1600 // 24 <= b.tallied <= 64 + 1600 // 8 + 1
     assert b.counts.sum() == b.tallied * size
@@ -90,7 +96,7 @@ def test_tally_counts_sampled_batches_and_is_written_at_stop(tmp_path: Path):
 def test_a_forked_child_counts_its_own_batches():
     import os
 
-    tally = _Tally("Pool#1", 4, 2, id_index=0)
+    tally = Tally("Pool#1", "EnvPool", 4, 2, lambda out: out[0])
     tally.tap(lambda: [np.array([0, 1])])()
     assert tally.tallied == 1
     r, w = os.pipe()
