@@ -239,7 +239,9 @@ def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:
     around real work: microbench.in_situ_call, in_situ_env_step), else the tight loop's."""
     tight = float(m.get("per_event_ns", math.nan))
     if kind in (PY_SAMPLE, PHASE_MARKER):  # timed in situ only
-        return tight, float(m.get("error_ns", math.nan)), in_situ_what(kind)
+        loaded = "; other load delayed every try: the lower quartile of the stalls" \
+            if m.get("loaded") else ""
+        return tight, float(m.get("error_ns", math.nan)), in_situ_what(kind) + loaded
     situ = float(m.get("in_situ_ns", math.nan))
     if situ > tight:
         return (situ, float(m.get("in_situ_error_ns", math.nan)),
