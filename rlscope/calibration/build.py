@@ -58,7 +58,9 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
     Rules, each said in the cost's note (reporters.calibration explains them): the
     tight-loop microbenchmark is a lower bound; an estimate whose error bar is wider than
     itself, or that has none (one calibrating round), is not resolved, and the
-    microbenchmark is used, as it is for an estimate that failed the held-out check;
+    microbenchmark is used, as it is for an estimate that failed the held-out check and
+    for one not separable from another kind's (their counts moved together: any split
+    of their sum fits);
     what is above twice the
     microbenchmark is paid not at the events but spread over time (diffuse)."""
     notes = []
@@ -72,13 +74,16 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
     # One calibrating round has no error bar: nothing says the estimate is not noise.
     bar = f"± {error:.0f} ns" if math.isfinite(error) else "no error bar from one round"
     unresolved = not math.isfinite(error) or error >= abs(per_event)
-    if mb_cost > 0 and (failed_check or unresolved or not per_event >= mb_cost):
-        why = ("below the microbenchmark" if per_event < mb_cost else
+    if mb_cost > 0 and (failed_check or unresolved or confounded or
+                        not per_event >= mb_cost):
+        why = ("not separable from " + ", ".join(confounded) if confounded else
+               "below the microbenchmark" if per_event < mb_cost else
                "not resolved" if unresolved else "failed the held-out check")
         notes.append(f"{measured} gave {per_event:.0f} ns, {bar} ({why}): "
                      "microbenchmark used")
         per_event, source = model_cost, "microbenchmark"
-        fallback = "held-out" if why.startswith("failed") else ""
+        fallback = "held-out" if why.startswith("failed") else \
+            "confounded" if why.startswith("not separable") else ""
     elif unresolved:
         notes.append(f"not resolved by the {measured} ({bar}) and no "
                      "microbenchmark to fall back on")
@@ -102,7 +107,7 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
             source = f"{measured} (inside part: microbenchmark)"
     else:
         inside = local * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
-    if confounded:
+    if confounded and source == measured:
         notes.append("not separable from " + ", ".join(confounded) + " by these runs")
     return KindCost(per_event, inside, error, source, events, "; ".join(notes), diffuse,
                     estimate_ns=estimate, microbenchmark_ns=mb_cost, fallback=fallback)

@@ -51,6 +51,10 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
             return (head + f": the {measured} gave {_estimate(c)}, but correcting with "
                     "that made the held-out rounds worse than not correcting (see the "
                     f"check below): {used}")
+        if c.fallback == "confounded":
+            return (head + f": the {measured} gave {_estimate(c)}, but its events came "
+                    "with another kind's in every configuration, so any split of their "
+                    f"cost fits: {used}")
         if c.estimate_ns < mb:
             return (head + f": the {measured} gave {_estimate(c)}, below the tight-loop "
                     f"microbenchmark, which is a lower bound: {used}")

@@ -251,3 +251,34 @@ def test_env_steps_at_a_known_cost_leave_the_other_kinds_unbiased():
     absorbed = estimate_costs(samples)
     assert absorbed["annotation"].per_event_ns == pytest.approx(
         TRUE["annotation"] + env_cost * steps / 40_000, rel=1e-6)
+
+
+def test_kinds_whose_counts_move_together_fall_back_to_the_microbenchmark():
+    """Chunks where every recording copy had 65 annotations and 64 simulator calls (the
+    annotations copy recorded the simulator's calls too): any split of their summed cost
+    fits. They are flagged, and the calibration takes the microbenchmarks, not the
+    +25 ms / -25 ms such a fit once gave."""
+    from rlscope.calibration.build import build_calibration
+    from rlscope.calibration.configs import configurations
+    from rlscope.reporters.calibration import cost_line
+
+    rng = random.Random(0)
+    samples = []
+    for c in range(12):
+        work = rng.uniform(0.01, 0.05)
+        n = int(6500 * work)
+        samples.append(RunSample(UNINSTRUMENTED, c, work))
+        for cfg in ("annotations", "full"):
+            samples.append(RunSample(cfg, c, work + n * 60e-9 + rng.gauss(0, 2e-5),
+                                     {"annotation": n + 1, "simulator_call": n}))
+    est = estimate_costs(samples, paired=True)
+    assert est["annotation"].confounded_with == ["simulator_call"]
+    assert est["simulator_call"].confounded_with == ["annotation"]
+    mb = {"annotation": {"per_event_ns": 4.0, "inside_ns": 30.0},
+          "simulator_call": {"per_event_ns": 30.0, "in_situ_ns": 45.0, "inside_ns": 20.0}}
+    cal = build_calibration(["x"], samples, configurations(["mujoco"], False), 12, mb,
+                            metric="thread-cpu", mode="chunks")
+    for kind, ns in (("annotation", 4.0), ("simulator_call", 45.0)):
+        c = cal.costs[kind]
+        assert (c.source, c.per_event_ns, c.fallback) == ("microbenchmark", ns, "confounded")
+        assert "any split of their cost fits" in cost_line(kind, c, "chunks")

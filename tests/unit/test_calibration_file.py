@@ -105,6 +105,15 @@ def test_chunk_configurations_switch_call_categories_by_mask():
     # the backend's wrappers as in a profiled run (native/common/calls.h)
     assert masks == {"uninstrumented": 0, "annotations": 0, "annotations+backend": 9,
                      "annotations+simulator": 2, "annotations+wait": 4, "full": 15}
+    # Every library (rls-prof's default): the annotating integrations include EnvPool's
+    # and PufferLib's, which make Simulator calls; the annotations copy still records
+    # no simulator's calls (the bit would switch MuJoCo's on too).
+    from rlscope.intercept import parse
+
+    masks = {c.name: c.mask for c in chunk_configs(configurations(parse("auto"),
+                                                                  cuda=False))}
+    assert masks == {"uninstrumented": 0, "annotations": 0, "annotations+backend": 9,
+                     "annotations+simulator": 2, "annotations+wait": 4, "full": 15}
 
 
 def _disturbed_calibrating_rounds(held_out_full_s: float) -> list[RunSample]:

@@ -50,7 +50,8 @@ class KindCost:
     microbenchmark_ns: float = math.nan
     # Why the microbenchmark replaced the estimate, when it did and the reason is not
     # read off the numbers: "held-out" (correcting with the estimate made the held-out
-    # rounds worse than not correcting). "" otherwise.
+    # rounds worse than not correcting), "confounded" (its events came with another
+    # kind's in every configuration). "" otherwise.
     fallback: str = ""
 
     @property
