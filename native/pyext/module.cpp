@@ -604,10 +604,14 @@ int forward_setattr(PyObject* self, PyObject* own, PyObject** dict, PyObject* na
 }
 
 // Opens operation `op` on `t` unless one of that name is open there; whether it did.
-bool push_unless_open(ThreadState* t, uint32_t op) {
+// `open`, if given, is set when one was open (the call is passed on inside it).
+bool push_unless_open(ThreadState* t, uint32_t op, bool* open = nullptr) {
   if (!rlscope::begin_event(t)) return false;
   for (uint32_t i = 0; i < t->depth; ++i) {
-    if (t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == op) return false;
+    if (t->stack[i].kind == rlscope::OPERATION_BEGIN && t->stack[i].name == op) {
+      if (open) *open = true;
+      return false;
+    }
   }
   return rlscope::push(t, rlscope::OPERATION_BEGIN, op) == rlscope::OK;
 }
@@ -639,6 +643,11 @@ struct OpWrapperObject {
   PyObject* dict;       // attributes set on the wrapper (never on the wrapped function)
   PyObject* weakrefs;
   uint32_t name_id;
+  // Calls passed on while recording because the operation was open on the thread (a
+  // marked env's step inside the user's own `simulation`): each costs this wrapper's
+  // call and nothing is recorded, so the correction prices them from this count
+  // (rlscope.intercept.passed_calls reads and clears it; incremented under the GIL).
+  unsigned long long passed;
 };
 
 // Whether `self` needs its first-use callback (not seen yet); -1 on error.
@@ -667,7 +676,9 @@ PyObject* opwrapper_vectorcall(PyObject* self, PyObject* const* args, size_t nar
     }
   }
   ThreadState* t = thread_state();
-  bool pushed = push_unless_open(t, w->name_id);
+  bool open = false;
+  bool pushed = push_unless_open(t, w->name_id, &open);
+  if (open) ++w->passed;
   PyObject* r = PyObject_Vectorcall(w->wrapped, args, nargsf, kwnames);
   if (pushed) pop_pushed(t, w->name_id);
   return r;
@@ -733,6 +744,8 @@ PyMemberDef opwrapper_members[] = {
      "the wrapped callable"},
     {"_rlscope_op", T_OBJECT_EX, offsetof(OpWrapperObject, name), READONLY,
      "the operation its calls run in"},
+    {"_rlscope_passed", T_ULONGLONG, offsetof(OpWrapperObject, passed), 0,
+     "calls passed on while recording, the operation open (settable: cleared)"},
     {nullptr, 0, 0, 0, nullptr},
 };
 
@@ -789,6 +802,7 @@ PyObject* py_wrap_operation(PyObject*, PyObject* args, PyObject* kwargs) {
   w->dict = nullptr;
   w->weakrefs = nullptr;
   w->name_id = id;
+  w->passed = 0;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
   return reinterpret_cast<PyObject*>(w);
 }
@@ -1769,8 +1783,8 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyType_Ready(&OpWrapperType) < 0 || PyType_Ready(&MethodOpWrapperType) < 0) {
     return nullptr;
   }
-  g_opwrapper_own = Py_BuildValue("[sssss]", "__wrapped__", "_rlscope_op", "__reduce_ex__",
-                                  "__get__", "__call__");
+  g_opwrapper_own = Py_BuildValue("[ssssss]", "__wrapped__", "_rlscope_op",
+                                  "_rlscope_passed", "__reduce_ex__", "__get__", "__call__");
   if (g_opwrapper_own) Py_SETREF(g_opwrapper_own, PyFrozenSet_New(g_opwrapper_own));
   if (!g_opwrapper_own) return nullptr;
   init_vecstep_type();

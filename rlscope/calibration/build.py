@@ -13,6 +13,7 @@ from rlscope.analysis.overhead.kinds import (
     GPU_ACTIVITY,
     MICROBENCHMARK_ONLY,
     PAIR_KINDS,
+    PASSED_CALL,
     PHASE_MARKER,
     PROCESS,
     PY_SAMPLE,
@@ -243,7 +244,7 @@ def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:
     figure where that was measured and is above the tight loop's lower bound (timed
     around real work: microbench.in_situ_call, in_situ_env_step), else the tight loop's."""
     tight = float(m.get("per_event_ns", math.nan))
-    if kind in (PY_SAMPLE, PHASE_MARKER):  # timed in situ only
+    if kind in (PY_SAMPLE, PHASE_MARKER, PASSED_CALL):  # timed in situ only
         loaded = "; other load delayed every try: the lower quartile of the stalls" \
             if m.get("loaded") else ""
         return tight, float(m.get("error_ns", math.nan)), in_situ_what(kind) + loaded

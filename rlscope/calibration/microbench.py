@@ -336,6 +336,67 @@ def in_situ_marker(tmp: Path, recorder: str, call_ns: float
                              "markers": r["in_situ_calls"]}}
 
 
+def _marked_step_loops() -> tuple[Callable[[int], None], Callable[[int], None]] | None:
+    """Gymnasium CartPole stepped (actions alternating) with its class's ``step`` plain,
+    and marked as the ``simulation`` operation (as the gymnasium integration marks it)
+    while that operation is open (``_alternated(..., simulation=True)``): every call
+    passed on. The class's attribute is switched at the start of each block (both loops
+    pay the switch). None without gymnasium."""
+    try:
+        import gymnasium as gym
+
+        from rlscope.intercept.patch import recorder_op_wrap
+        env = gym.make("CartPole-v1")
+        env.reset(seed=0)
+    except Exception:  # not installed, or broken: no in-situ figure
+        return None
+    cls = type(env)
+    own = "step" in vars(cls)
+    raw = cls.step
+    marked = recorder_op_wrap()(raw, "simulation")
+
+    def loop(step: Callable[..., Any]) -> Callable[[int], None]:
+        def body(n: int) -> None:
+            cls.step = step  # type: ignore[method-assign]
+            try:
+                a = 0
+                for _ in range(n):
+                    _obs, _r, term, trunc, _info = env.step(a)
+                    a = 1 - a
+                    if term or trunc:
+                        env.reset()
+            finally:
+                if own:
+                    cls.step = raw  # type: ignore[method-assign]
+                else:
+                    del cls.step
+        return body
+    return loop(raw), loop(marked)
+
+
+def in_situ_passed_call(tmp: Path, recorder: str = "native"
+                        ) -> dict[str, dict[str, float]] | None:
+    """``passed_call``: what an operation wrapper costs when it passes its call on (the
+    operation open already: nothing recorded), around a real env step (gymnasium's
+    CartPole, ~5 µs: ``_marked_step_loops``); per call, all of it inside the open
+    operation. None without gymnasium."""
+    from rlscope.trace import format as fmt
+
+    loops = _marked_step_loops()
+    if loops is None:
+        return None
+    # The one operation pair recorded is the open `simulation` around the loops: the
+    # figure per iteration is the one per passed call.
+    r = _alternated(loops, tmp / "in-situ-passed", recorder, fmt.OPERATION_BEGIN,
+                    fmt.OPERATION_END, simulation=True)
+    if r is None:
+        return None
+    per = r["in_situ_iteration_ns"]
+    return {"passed_call": {"per_event_ns": per,
+                            "error_ns": r["in_situ_iteration_error_ns"],
+                            "inside_ns": max(per, 0.0)}}
+
+
 POOL_PAIRS = 24  # pairs of blocks of the pool loop (map calls of two items, ~0.3 ms
 POOL_BLOCK = 50  # each here): ~0.7 s in all
 
@@ -583,6 +644,7 @@ def run(tmp: Path, recorder: str = "native", pools: bool = True, samples: bool =
     out["env_call"] = {"per_event_ns": per, "error_ns": err,
                        "inside_ns": float(np.median(d)) if len(d) else math.nan}
     out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
+    out.update(in_situ_passed_call(tmp, recorder) or {})
     if samples:
         out.update(in_situ_pysample(tmp) or {})
     if pools:  # last: it enables the pool integration in this process

@@ -82,8 +82,19 @@ def recorder_wrap() -> Callable[..., Any]:
 
 
 def recorder_op_wrap() -> Callable[..., Any]:
-    """``wrap_operation(func, name, first_use=None, key=None)`` of the recorder in use."""
-    return _recorder_in_use().wrap_operation
+    """``wrap_operation(func, name, first_use=None, key=None)`` of the recorder in use;
+    the calls each wrapper passes on (the operation open already) are counted
+    (rlscope.intercept.passed_calls)."""
+    from rlscope.intercept import passed_calls
+
+    wrap = _recorder_in_use().wrap_operation
+
+    def wrap_operation(func: Callable[..., Any], name: str,
+                       first_use: Callable[[Any], Any] | None = None,
+                       key: str | None = None) -> Any:
+        return passed_calls.register(wrap(func, name, first_use=first_use, key=key))
+
+    return wrap_operation
 
 
 def recorder_env_call() -> Callable[..., Any]:

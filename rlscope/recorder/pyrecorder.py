@@ -666,12 +666,14 @@ def wrap_operation(func: Callable[..., Any], name: str,
             return func(*args, **kwargs)
         if first_use is not None and args and key not in getattr(args[0], "__dict__", (key,)):
             first_use(args[0])
-        if in_operation(name):
+        if in_operation(name):  # passed on: counted (the native OpWrapper's `passed`)
+            wrapper._rlscope_passed += 1  # type: ignore[attr-defined]
             return func(*args, **kwargs)
         with scope:
             return func(*args, **kwargs)
 
     wrapper._rlscope_op = name  # type: ignore[attr-defined]
+    wrapper._rlscope_passed = 0  # type: ignore[attr-defined]
     return wrapper
 
 

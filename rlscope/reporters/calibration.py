@@ -15,7 +15,8 @@ _UNIT = {"annotation": "event", "backend_call": "call", "simulator_call": "call"
          "wait_call": "call", "env_call": "env step or reset", "cuda_api": "call",
          "gpu_activity": "record", "pool_task": "pool task", "pool_call": "submission",
          "py_sample": "Python stack sample",
-         "phase_marker": "module forward or optimizer step"}
+         "phase_marker": "module forward or optimizer step",
+         "passed_call": "call passed on"}
 
 
 def _ns(v: float) -> str:
@@ -104,6 +105,8 @@ _WHAT = {"annotation": "an operation or phase beginning or ending",
          "py_sample": "a Python stack sample (the thread running Python pauses for it)",
          "phase_marker": "a module forward or optimizer step (the wrappers of its module "
                          "calls)",
+         "passed_call": "a marked call inside its own open operation (a marked env's "
+                        "step inside your `simulation`: its wrapper, nothing recorded)",
          "cuda_api": "a CUDA API call",
          "gpu_activity": "a GPU kernel, copy or memset recorded"}
 _BENCHMARK = "from a benchmark of rlscope's hooks"
@@ -142,6 +145,7 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
                    if kind == "env_call" else
                    "timed on a Python loop under the sampler" if kind == "py_sample" else
                    "timed on a small policy's forward" if kind == "phase_marker" else
+                   "timed around CartPole's step" if kind == "passed_call" else
                    "timed on a small pool of this machine")
         elif not math.isfinite(c.estimate_ns):
             why = "not measured on this workload"

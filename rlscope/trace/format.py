@@ -106,6 +106,10 @@ META_THREAD_CPU_PREFIX = "rlscope.cpu:"
 # "1" in the trace of a process forked from a recording one (no exec): it paid no
 # interpreter or rlscope start-up of its own (overhead correction charges it none).
 META_FORKED = "rlscope.forked"
+# Calls the operation wrappers passed on while recording because the operation of their
+# name was open on the thread (rlscope.intercept.passed_calls): {operation: calls}.
+# Nothing is recorded for them; overhead correction prices them (kinds.PASSED_CALL).
+META_PASSED_CALLS = "rlscope.passed_calls"
 # Which envs the batches of an async vector env held (rlscope.integrations.batches,
 # sampled batches: EnvPool, PufferLib's worker backends): the key is this prefix and the
 # vector env's name, the value {"library" (absent: EnvPool, in older traces), "num_envs",

@@ -149,12 +149,25 @@ def _ops(directory: Path, costs: dict | None) -> dict[str, float]:
     return out
 
 
+def _say_costs(name: str, cal: Any) -> None:
+    """The calibration's costs on one line of the log (where a figure far off would
+    show: ns per event, where it came from, the part spread over time)."""
+    parts = [f"{k} {c.per_event_ns:.0f}" + (f" (+{c.diffuse_ns:.0f} diffuse)"
+                                             if c.diffuse_ns else "") +
+             f" [{c.source.split(' ')[0]}]" for k, c in sorted(cal.costs.items())]
+    v = cal.validation
+    print(f"# {name} costs (ns): {', '.join(parts)}; held-out "
+          f"{v.get('total_error_pct', float('nan')):+.2f}% corrected, "
+          f"{v.get('raw_total_error_pct', float('nan')):+.2f}% raw", flush=True)
+
+
 def bench(name: str, args: list[str], rounds: int, tmp: Path) -> list[dict]:
     py = sys.executable
     cal_dir = tmp / f"{name}-cal"
     _run([py, "-m", "rlscope.cli.prof", "-q", "--force", "-o", str(cal_dir), "--calibrate",
           "--", py, WORKLOAD, *args, str(tmp / "cal.json")])
     cal = read_calibration(cal_dir / "calibration.json")
+    _say_costs(name, cal)
     rows: dict[str, list[tuple[float, float]]] = {}
     share: dict[str, list[float]] = {}
     for r in range(rounds):
@@ -215,6 +228,7 @@ def bench_blocks(name: str, args: list[str], runs: int, tmp: Path, sample_hz: fl
     _run([py, "-m", "rlscope.cli.prof", "-q", "--force", *flags, "-o", str(cal_dir),
           "--calibrate", "--", py, WORKLOAD, *args, str(tmp / "cal.json")])
     cal = read_calibration(cal_dir / "calibration.json")
+    _say_costs(name, cal)
     costs, _scale = scaled_costs(cal, None)
     per: dict[str, list[tuple[float, float, float]]] = {}  # op -> (truth, raw, corrected)
     for r in range(runs):
@@ -308,6 +322,7 @@ def bench_chunks(name: str, args: list[str], chunks: int, tmp: Path) -> list[dic
           "--chunks", str(chunks), "--", py, WORKLOAD, *args, str(tmp / "prof.json"),
           str(log)])
     cal = read_calibration(out / "calibration.json")
+    _say_costs(name, cal)
     if cal.mode != "chunks":
         raise SystemExit(f"{name}: calibrated by {cal.mode}, not by chunks")
     root = out / "calibration" / "chunks"

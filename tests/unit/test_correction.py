@@ -432,3 +432,29 @@ def test_pool_tasks_are_said_to_keep_their_own_costs():
     assert not any("pool tasks" in line for line in correction_lines(out.run))
     plain = apply_correction(Trace(None, {}, [process_trace(ev)]), cal)  # type: ignore
     assert not any("pool tasks" in line for line in correction_lines(plain.run))
+
+
+def test_calls_passed_on_inside_an_operation_leave_its_intervals():
+    """A marked env's step called inside the user's own ``simulation``: its wrapper passes
+    the call on (nothing recorded) and the process counts 4 such calls of ``simulation``
+    (format.META_PASSED_CALLS). At 100 ns each they are taken out of the two simulation
+    intervals, 200 ns each, and nothing else moves but the time after them."""
+    costs = {"passed_call": KindCost(100, 100, 0, "test")}
+    true = [(0, 0, START, ""), (1000, 0, OB, "simulation"), (3000, 0, OE, "simulation"),
+            (4000, 0, OB, "inference"), (5000, 0, OE, "inference"),
+            (6000, 0, OB, "simulation"), (8000, 0, OE, "simulation"), (9000, 0, END, "")]
+    delay, measured = 0, []
+    for t, th, k, n in true:
+        if k == OE and n == "simulation":
+            delay += 200  # two passed calls inside each
+        measured.append((t + delay, th, k, n))
+    md = {fmt.META_PASSED_CALLS: {"simulation": 4}}
+    m = process_trace(measured, metadata=md)
+    assert breakdown(m) != breakdown(process_trace(true))
+    corrected, summary = correct_trace(Trace(None, {}, [m]), costs)  # type: ignore
+    assert breakdown(*corrected.processes) == breakdown(process_trace(true, metadata=md))
+    r = summary.root()
+    assert r is not None and r.main_removed_ns == 400
+    from rlscope.analysis.overhead.kinds import count_process
+
+    assert count_process(m)["passed_call"] == 4

@@ -201,6 +201,12 @@ def test_operation_wrapper_records_unless_open(recorder: str, recording: Path):
     rlscope.stop()
     a.step(3)  # not recording: forwarded, nothing recorded, no first use
     assert seen == [a, b]
+    # The one call passed on inside its open operation is counted (the correction
+    # prices it: kinds.PASSED_CALL); the count can be cleared.
+    w = E.__dict__["step"]
+    assert w._rlscope_passed == 1
+    w._rlscope_passed = 0
+    assert w._rlscope_passed == 0
     assert ops(recording) == [
         ("OPERATION_BEGIN", "simulation"), ("OPERATION_END", "simulation"),
         ("OPERATION_BEGIN", "simulation"), ("OPERATION_END", "simulation"),
@@ -441,3 +447,29 @@ def test_native_vector_step_closes_the_pair_when_sampling_fails(recording: Path,
         v.wait()
     rlscope.stop()
     assert env_events(recording) == [("ENV_STEP_BEGIN", "Dummy#3"), ("ENV_STEP_END", "Dummy#3")]
+
+
+def test_passed_calls_are_written_per_operation_at_stop(recorder: str, tmp_path: Path):
+    """The wrappers rlscope makes count the calls they pass on while their operation is
+    open (nothing is recorded for them), and the counts per operation are written when
+    the recording stops (format.META_PASSED_CALLS), then start again from zero."""
+    from rlscope.intercept.patch import recorder_op_wrap
+
+    rlscope.start(tmp_path / "a", recorder=recorder)
+    step = recorder_op_wrap()(lambda x: x, "simulation")
+    fwd = recorder_op_wrap()(lambda x: x, "inference")
+    for i in range(5):
+        with rlscope.operation("simulation"):
+            step(i)  # passed on
+        step(i)  # opens its own
+    with rlscope.operation("inference"):
+        fwd(0)
+        fwd(1)
+    rlscope.stop()
+    rlscope.start(tmp_path / "b", recorder=recorder)
+    step(0)  # nothing passed on in this recording
+    rlscope.stop()
+    (a,) = read_trace(tmp_path / "a").processes
+    (b,) = read_trace(tmp_path / "b").processes
+    assert a.metadata[fmt.META_PASSED_CALLS] == {"simulation": 5, "inference": 2}
+    assert fmt.META_PASSED_CALLS not in b.metadata

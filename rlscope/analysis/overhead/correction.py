@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlscope.analysis.engine.summary import process_span
-from rlscope.analysis.overhead import gil_stalls, task_waits, worker_waits
+from rlscope.analysis.overhead import gil_stalls, passed_calls, task_waits, worker_waits
 from rlscope.analysis.overhead.kinds import (
     CUDA_API,
     GPU_ACTIVITY,
     PAIR_KINDS,
+    PASSED_CALL,
     POOL_CALL,
     POOL_TASK,
     PROCESS,
@@ -265,8 +266,13 @@ def _inside_ns(costs: dict[str, KindCost], kind: str) -> float:
 
 def own_extra(p: ProcessTrace, costs: dict[str, KindCost]) -> np.ndarray | None:
     """Extra pre-stamp cost (ns) per event of ``p`` that its own trace locates: the pool
-    tasks it ran for other processes (task_waits.task_costs)."""
-    return task_waits.task_costs(p, _kind_ns(costs, POOL_TASK))
+    tasks it ran for other processes (task_waits.task_costs) and the calls its operation
+    wrappers passed on (passed_calls.costs)."""
+    tasks = task_waits.task_costs(p, _kind_ns(costs, POOL_TASK))
+    passed = passed_calls.costs(p, _kind_ns(costs, PASSED_CALL))
+    if tasks is None or passed is None:
+        return tasks if passed is None else passed
+    return tasks + passed
 
 
 def correct_process(p: ProcessTrace, costs: dict[str, KindCost],

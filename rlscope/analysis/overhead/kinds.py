@@ -9,8 +9,10 @@ activity record, the fixed per-process cost of recording at all (a process start
 by exec; a forked child inherits its parent's set-up), a pool's tasks: per task run
 in a worker process (receiving its Task and recording it, beyond its operation's
 annotation) and per submission (making and pickling the Task in the submitting process),
-a Python stack sample (the pause of the thread it samples), and a phase marker (a module
-forward or optimizer step marked: its wrappers, nested module calls included).
+a Python stack sample (the pause of the thread it samples), a phase marker (a module
+forward or optimizer step marked: its wrappers, nested module calls included), and a call
+an operation wrapper passed on because its operation was open already (recorded as a
+count per operation, format.META_PASSED_CALLS).
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ PY_SAMPLE = "py_sample"
 # module calls nested in it (each through a wrapper that passes it on), and what the
 # backend calls inside a module cost beyond a backend call's price (colder there).
 PHASE_MARKER = "phase_marker"
+# A call an operation wrapper passed on, its operation open (a marked env's step inside
+# the user's ``simulation``): the wrapper's call, nothing recorded; paid inside an
+# operation of that name (rlscope.analysis.overhead.passed_calls).
+PASSED_CALL = "passed_call"
 KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, ENV_CALL, CUDA_API,
-         GPU_ACTIVITY, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER)
+         GPU_ACTIVITY, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER, PASSED_CALL)
 # Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
 # per-process cost is paid before recording starts and after it stops.
 PAIR_KINDS = {
@@ -53,8 +59,8 @@ PAIR_KINDS = {
 # as the simulation operation (every configuration that has one has the other, in a
 # fixed ratio), a pool's tasks and submissions with their tasks' operations, so their
 # cost is the microbenchmark's, taken as known by the estimate; phase markers are
-# installed with the backend's wrappers.
-MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER)
+# installed with the backend's wrappers, and passed calls with the integrations' others.
+MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER, PASSED_CALL)
 
 
 def in_situ_what(kind: str) -> str:
@@ -68,6 +74,9 @@ def in_situ_what(kind: str) -> str:
         return "a Python loop's pause around each stack sample"
     if kind == PHASE_MARKER:
         return "a small policy's forward through rlscope's wrappers, beyond its backend calls"
+    if kind == PASSED_CALL:
+        return ("gymnasium's CartPole stepped through a marked step inside its open "
+                "operation, against stepped plainly")
     if kind == POOL_CALL:
         return ("a one-worker pool's map calls, the CPU of the caller and of the pool's task "
                 "thread with and without recording")
@@ -88,7 +97,17 @@ def count_process(p: ProcessTrace) -> dict[str, int]:
     calls = p.metadata.get(fmt.META_POOL_CALLS)
     out[POOL_CALL] = calls if isinstance(calls, int) and calls > 0 else 0
     out[PY_SAMPLE] = 0 if p.py_samples is None else len(p.py_samples)
+    out[PASSED_CALL] = sum(passed_calls(p).values())
     return out
+
+
+def passed_calls(p: ProcessTrace) -> dict[str, int]:
+    """Calls ``p``'s operation wrappers passed on, per operation name
+    (format.META_PASSED_CALLS; malformed entries left out)."""
+    v = p.metadata.get(fmt.META_PASSED_CALLS)
+    if not isinstance(v, dict):
+        return {}
+    return {str(k): n for k, n in v.items() if isinstance(n, int) and n > 0}
 
 
 def tasks_for_others(p: ProcessTrace) -> list[tuple[int, int, int, int, int]]:
