@@ -71,12 +71,14 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
     # The tight loop's figure is a lower bound; the cost model's (the in-situ figure where
     # that is higher: a wrapped call between real ops) is what a fallback uses.
     mb_cost = float(mb.get("per_event_ns", math.nan)) if mb is not None else math.nan
-    model_cost = priced(kind, mb)[0] if mb is not None and mb_cost > 0 else mb_cost
+    # A hook cheaper than its benchmark resolves reads 0 or a little below (an annotation:
+    # -2..+2 ns): still a figure to fall back on, priced at nothing then.
+    has_mb = mb is not None and math.isfinite(mb_cost)
+    model_cost = max(priced(kind, mb)[0], 0.0) if mb is not None and has_mb else mb_cost
     # One calibrating round has no error bar: nothing says the estimate is not noise.
     bar = f"± {error:.0f} ns" if math.isfinite(error) else "no error bar from one round"
     unresolved = not math.isfinite(error) or error >= abs(per_event)
-    if mb_cost > 0 and (failed_check or unresolved or confounded or
-                        not per_event >= mb_cost):
+    if has_mb and (failed_check or unresolved or confounded or not per_event >= mb_cost):
         why = ("not separable from " + ", ".join(confounded) if confounded else
                "below the microbenchmark" if per_event < mb_cost else
                "not resolved" if unresolved else "failed the held-out check")
@@ -94,7 +96,7 @@ def _kind_cost(kind: str, per_event: float, error: float, confounded: list[str],
         notes.append(f"{measured} gave {per_event:.0f} ns (noise); set to 0")
         per_event = 0.0
     diffuse = 0.0
-    if source == measured and kind in PAIR_KINDS and mb_cost > 0:
+    if source == measured and kind in PAIR_KINDS and has_mb:
         # Far more than the hook itself costs (microbenchmark): the rest is what recording
         # at all costs, scaling with these events but not paid at them.
         diffuse = max(per_event - LOCAL_FACTOR * model_cost, 0.0)
