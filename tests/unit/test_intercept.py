@@ -179,24 +179,41 @@ def test_import_hook_on_a_built_in_module():
 
 
 def test_envs_made_by_a_vector_env_leave_their_class_unmarked(tmp_path: Path):
-    """Their steps run inside the vector step: a marked class would cost each env step a
-    native check. A later stand-alone ``gymnasium.make`` marks the class as before."""
+    """Their steps run inside the vector step: a marked ``step`` would cost each env
+    step a call passed on. A stand-alone ``gymnasium.make`` (before or after) marks its
+    own env, through a subclass of the same name swapped in as its class, and leaves
+    the class, and so the vector env's envs, unmarked; a copy or a pickle of it is an
+    env of its own class."""
     pytest.importorskip("gymnasium")
     code = textwrap.dedent(f"""
+        import copy, pickle
         import rlscope
         from rlscope import intercept
+        from rlscope.trace.reader import read_trace
         rlscope.start({str(tmp_path / "t")!r})
         intercept.enable("gym")
         import gymnasium as gym
         from gymnasium.wrappers import TimeLimit
+        before = gym.make("CartPole-v1")
         vec = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
         assert type(vec.envs[0]) is TimeLimit
         assert not hasattr(TimeLimit.__dict__["step"], "_rlscope_op")
         vec.reset(seed=0)
-        vec.step(vec.action_space.sample())
+        for _ in range(5):
+            vec.step(vec.action_space.sample())
         env = gym.make("CartPole-v1")
-        assert TimeLimit.__dict__["step"]._rlscope_op == "simulation"
+        assert not hasattr(TimeLimit.__dict__["step"], "_rlscope_op")
+        for e in (before, env):
+            assert isinstance(e, TimeLimit) and type(e).__name__ == "TimeLimit"
+            assert type(e).__dict__["step"]._rlscope_op == "simulation"
+        assert type(before) is type(env)  # one subclass per class
+        env.reset(seed=0)
+        env.step(0)  # its own simulation operation
+        for twin in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+            assert type(twin) is TimeLimit
         rlscope.stop()
+        md = read_trace({str(tmp_path / "t")!r}).processes[0].metadata
+        assert "rlscope.passed_calls" not in md, md  # the vector env's steps pass none
         print("ok")
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
