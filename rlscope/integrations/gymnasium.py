@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from rlscope.integrations import mark_method
-from rlscope.integrations.vecenv import making_vector_env
+from rlscope.integrations.vecenv import MARKED_OF, making_vector_env
 from rlscope.intercept.patch import Patcher
 
 OP = "simulation"
@@ -36,7 +36,7 @@ def mark_env_class(p: Patcher, cls: type) -> int:
     return int(mark_method(p, cls, "step", OP)) + int(mark_method(p, cls, "reset", OP))
 
 
-_BASE = "_rlscope_marked_of"  # on a marked subclass: the class it marks
+_BASE = MARKED_OF  # on a marked subclass: the class it marks
 
 
 def _reduce_as_base(self: Any, protocol: int) -> Any:

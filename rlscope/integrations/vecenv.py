@@ -72,6 +72,24 @@ def recorded_method(method: Callable[..., Any], reset: bool, index: int,
     return recorder_env_call()(method, reset, index, name, SIMULATION)
 
 
+# On a subclass that marks one env made outside a vector env (the gymnasium integration's
+# marked_subclass): the class that env was made as.
+MARKED_OF = "_rlscope_marked_of"
+
+
+def unmark(env: Any) -> None:
+    """An env marked on its own (a stand-alone ``gymnasium.make``) put back to its own
+    class: handed to a vector env (SB3's ``PPO("MlpPolicy", env)`` wraps it in a
+    ``DummyVecEnv``), its steps run inside the vector step, where a marked ``step``
+    would pass a call on at each."""
+    base = vars(type(env)).get(MARKED_OF)
+    if isinstance(base, type):
+        try:
+            env.__class__ = base
+        except TypeError:
+            pass
+
+
 def _env_name(env: Any) -> str:
     try:
         sid = getattr(getattr(env, "spec", None), "id", None)
@@ -295,6 +313,9 @@ def _init(orig: Callable[..., Any], in_process: bool) -> Callable[..., Any]:
         result = orig(self, *args, **kwargs)
         entry = {"name": name, "class": cls, "num_envs": len(fns), "workers": not in_process}
         envs = getattr(self, "envs", None)
+        if in_process and isinstance(envs, list):
+            for env in envs:
+                unmark(env)
         v.sampled = _Sampled.of(envs) if in_process else None
         if v.sampled is not None:
             entry["sampled"] = True

@@ -183,7 +183,7 @@ def test_envs_made_by_a_vector_env_leave_their_class_unmarked(tmp_path: Path):
     step a call passed on. A stand-alone ``gymnasium.make`` (before or after) marks its
     own env, through a subclass of the same name swapped in as its class, and leaves
     the class, and so the vector env's envs, unmarked; a copy or a pickle of it is an
-    env of its own class."""
+    env of its own class, and so is the env once a vector env is made of it."""
     pytest.importorskip("gymnasium")
     code = textwrap.dedent(f"""
         import copy, pickle
@@ -211,6 +211,12 @@ def test_envs_made_by_a_vector_env_leave_their_class_unmarked(tmp_path: Path):
         env.step(0)  # its own simulation operation
         for twin in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
             assert type(twin) is TimeLimit
+        # Handed to a vector env (SB3's PPO("MlpPolicy", env) wraps it so), it is put
+        # back to its class: its steps run inside the vector step.
+        single = gym.vector.SyncVectorEnv([lambda: env])
+        assert type(env) is TimeLimit
+        single.reset(seed=0)
+        single.step(single.action_space.sample())
         rlscope.stop()
         md = read_trace({str(tmp_path / "t")!r}).processes[0].metadata
         assert "rlscope.passed_calls" not in md, md  # the vector env's steps pass none
