@@ -36,9 +36,6 @@ def mark_env_class(p: Patcher, cls: type) -> int:
     return int(mark_method(p, cls, "step", OP)) + int(mark_method(p, cls, "reset", OP))
 
 
-_BASE = MARKED_OF  # on a marked subclass: the class it marks
-
-
 def _reduce_as_base(self: Any, protocol: int) -> Any:
     """A marked env pickles (and copies) as an env of the class it was made as: the
     class's own reduction, made with the env switched back to it for the moment. Where
@@ -46,7 +43,7 @@ def _reduce_as_base(self: Any, protocol: int) -> Any:
     class, the marked one while it is pickled), the same call as ``cls.__new__(cls,
     ...)``."""
     sub = type(self)
-    base = getattr(sub, _BASE)
+    base = getattr(sub, MARKED_OF)
     self.__class__ = base
     try:
         r = self.__reduce_ex__(protocol)
@@ -65,7 +62,7 @@ def marked_subclass(p: Patcher, cls: type) -> type:
     def body(ns: dict[str, Any]) -> None:
         ns.update({"__slots__": (), "__module__": cls.__module__,
                    "__qualname__": cls.__qualname__, "__reduce_ex__": _reduce_as_base,
-                   _BASE: cls})
+                   MARKED_OF: cls})
 
     sub = types.new_class(cls.__name__, (cls,), exec_body=body)
     mark_env_class(p, sub)
@@ -79,7 +76,7 @@ def marking_make(make: Callable[..., Any], p: Patcher) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         env = make(*args, **kwargs)
         cls = type(env)
-        if making_vector_env() or _BASE in vars(cls):
+        if making_vector_env() or MARKED_OF in vars(cls):
             return env
         if cls not in subclasses:
             try:
