@@ -520,8 +520,8 @@ def in_situ_pysample(tmp: Path) -> dict[str, dict[str, float]] | None:
     a tenth of the stalls (other load: the scheduler's delay, not the sample's), the
     first clean one kept; ``runqueue_share`` says how delayed it was. Its median and
     standard error; when every try was delayed (``loaded`` 1), the lower quartile of all
-    their stalls (robust to delays in up to three of four). None when no sample fell in a pause (no
-    sampler here)."""
+    their stalls (robust to delays in up to three of four). None when no sample fell in a
+    pause (no sampler here)."""
     best: tuple[float, np.ndarray] | None = None
     every: list[np.ndarray] = []
     for i in range(PYSAMPLE_TRIES):

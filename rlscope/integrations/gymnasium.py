@@ -6,7 +6,7 @@ layer, so gymnasium's own wrappers count as simulation) and the vector envs
 with their env index: rlscope.integrations.vecenv). A step inside an open ``simulation``
 operation (the user's, or an outer marked env) is not marked again. An env made by a
 vector env's factory is left as it is: its steps are taken inside the vector step, and a
-marked ``step`` would cost every env step a call passed on (~0.1 µs: a call from C into
+marked ``step`` would cost every env step a call passed on (14-95 ns: a call from C into
 Python that CPython would otherwise inline). So an env is marked by its class being
 swapped for a subclass with the same name and layout whose ``step``/``reset`` are
 marked, not by marking its class: a stand-alone env of the same id (an evaluation env,
