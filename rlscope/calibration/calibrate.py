@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rlscope import envvars
@@ -51,18 +51,22 @@ def default_budget_s(profiled_s: float) -> float:
 
 
 def microbenchmark(recorder: str, status: Status | None = None, pools: bool = True,
-                   samples: bool = True) -> dict[str, dict[str, float]] | None:
+                   samples: bool = True, counts: Mapping[str, int] | None = None
+                   ) -> dict[str, dict[str, float]] | None:
     """The hook microbenchmarks, in a fresh interpreter (not the launcher's state);
     ``status`` is refreshed while they run; ``pools``: the pool kinds too (~0.7 s: only
     for a run with pool tasks); ``samples``: the Python stack sample's stall too (0.6 s:
-    only for a run that took them)."""
+    only for a run that took them); ``counts``: the run's events by kind, whose kinds
+    with none skip their in-situ measurements (None: every one is made)."""
+    kinds = "all" if counts is None else ",".join(sorted(k for k, n in counts.items() if n))
     text = "calibrating: timing rlscope's hooks in a tight loop"
     with tempfile.TemporaryDirectory(prefix="rlscope-mb-") as tmp:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(envvars.PREFIX)}
         try:
             proc = subprocess.Popen([sys.executable, "-m", "rlscope.calibration.microbench",
                                      tmp, recorder, "pools" if pools else "no-pools",
-                                     "samples" if samples else "no-samples"],
+                                     "samples" if samples else "no-samples",
+                                     kinds or "none"],
                                     stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True, env=clean)
         except OSError:
@@ -150,8 +154,8 @@ def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int |
     except (OSError, ValueError):
         run = {}
     cal = calibrate_by_model(command, out, rec, run,
-                             lambda pools: microbenchmark(rec.recorder, status, pools,
-                                                          took_py_samples(out)),
+                             lambda pools, counts: microbenchmark(
+                                 rec.recorder, status, pools, took_py_samples(out), counts),
                              max_progress, status, detail)
     write_calibration(cal, out / FILE_NAME)
     return cal
@@ -161,7 +165,11 @@ def _finish(command: list[str], out: Path, records: list[RunRecord], configs: li
             rounds: int, recorder: str, mode: str, status: Status | None = None
             ) -> Calibration:
     pools = any(r.sample.counts.get(k) for r in records for k in (POOL_TASK, POOL_CALL))
-    mb = microbenchmark(recorder, status, pools, took_py_samples(out))
+    counts: dict[str, int] = {}
+    for r in records:
+        for k, n in r.sample.counts.items():
+            counts[k] = counts.get(k, 0) + n
+    mb = microbenchmark(recorder, status, pools, took_py_samples(out), counts)
     if status is not None:
         status("calibrating: estimating the costs")
     used = sorted({r.sample.config for r in records})

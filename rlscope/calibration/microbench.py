@@ -577,8 +577,20 @@ def _sampled_pauses(path: Path) -> np.ndarray:
     return (e - b)[k[ok]]
 
 
-def run(tmp: Path, recorder: str = "native", pools: bool = True, samples: bool = True
-        ) -> dict[str, dict[str, float]]:
+# The in-situ measurements, each for the kinds of events it prices (a run with none of
+# them skips it: ~0.4-1.6 s each, torch's import included).
+IN_SITU_FOR = {"call": ("backend_call", "simulator_call", "wait_call", "phase_marker"),
+               "marker": ("phase_marker",), "env": ("env_call",),
+               "passed": ("passed_call",)}
+
+
+def run(tmp: Path, recorder: str = "native", pools: bool = True, samples: bool = True,
+        kinds: frozenset[str] | None = None) -> dict[str, dict[str, float]]:
+    """Every benchmark's figures by cost kind; ``kinds``: the kinds the run had events of
+    (None: all), whose in-situ measurements are made (the tight loops always are)."""
+    def wanted(part: str) -> bool:
+        return kinds is None or any(k in kinds for k in IN_SITU_FOR[part])
+
     import rlscope
     from rlscope import annotate
     from rlscope.integrations.vecenv import SIMULATION, recorded_method
@@ -633,18 +645,22 @@ def run(tmp: Path, recorder: str = "native", pools: bool = True, samples: bool =
         out["backend_call"] = {"per_event_ns": per, "error_ns": err,
                                "inside_ns": float(np.median(d)) if len(d) else math.nan,
                                "idle_ns": _cost(call_idle)[0]}
-        out["backend_call"].update(in_situ_call(tmp, recorder) or {})
+        if wanted("call"):
+            out["backend_call"].update(in_situ_call(tmp, recorder) or {})
         situ = out["backend_call"].get("in_situ_ns", math.nan)
-        out.update(in_situ_marker(tmp, recorder, max(situ, per) if math.isfinite(situ)
-                                  else per) or {})
+        if wanted("marker"):
+            out.update(in_situ_marker(tmp, recorder, max(situ, per) if math.isfinite(situ)
+                                      else per) or {})
         out["simulator_call"] = dict(out["backend_call"])  # the same C wrapper
         out["wait_call"] = dict(out["backend_call"])
     d = _durations(dirs, fmt.ENV_STEP_BEGIN, fmt.ENV_STEP_END)
     per, err = _cost(step)
     out["env_call"] = {"per_event_ns": per, "error_ns": err,
                        "inside_ns": float(np.median(d)) if len(d) else math.nan}
-    out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
-    out.update(in_situ_passed_call(tmp, recorder) or {})
+    if wanted("env"):
+        out["env_call"].update(in_situ_env_step(tmp, recorder) or {})
+    if wanted("passed"):
+        out.update(in_situ_passed_call(tmp, recorder) or {})
     if samples:
         out.update(in_situ_pysample(tmp) or {})
     if pools:  # last: it enables the pool integration in this process
@@ -657,7 +673,9 @@ def main() -> None:
     recorder = sys.argv[2] if len(sys.argv) > 2 else "native"
     pools = (sys.argv[3] if len(sys.argv) > 3 else "pools") != "no-pools"
     samples = (sys.argv[4] if len(sys.argv) > 4 else "samples") != "no-samples"
-    print(json.dumps(run(tmp, recorder, pools, samples)))
+    kinds = sys.argv[5] if len(sys.argv) > 5 else "all"
+    print(json.dumps(run(tmp, recorder, pools, samples,
+                         None if kinds == "all" else frozenset(kinds.split(",")))))
 
 
 if __name__ == "__main__":

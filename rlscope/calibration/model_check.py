@@ -166,16 +166,18 @@ def profiled_counts(out: Path) -> tuple[dict[str, int], float]:
 
 
 def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
-                       microbench: Callable[[bool], dict[str, dict[str, float]] | None],
+                       microbench: Callable[[bool, dict[str, int]],
+                                            dict[str, dict[str, float]] | None],
                        max_progress: int | None, status: Status | None = None,
                        detail: Callable[[str], None] | None = None) -> Calibration:
     """The cost model (microbenchmarks) and its check on whole runs; ``run``: the
-    profiled run's run.json (its ``cpu_s`` and ``duration_s``); ``microbench(pools)``:
-    the hooks' benchmarks, the pool kinds' too if asked."""
+    profiled run's run.json (its ``cpu_s`` and ``duration_s``);
+    ``microbench(pools, counts)``: the hooks' benchmarks, the pool kinds' too if asked,
+    in situ for the kinds with events in ``counts``."""
     if status is not None:
         status("calibrating: counting the profiled run's events")
     counts, installs = profiled_counts(out)
-    mb = microbench(bool(counts.get(POOL_TASK) or counts.get(POOL_CALL)))
+    mb = microbench(bool(counts.get(POOL_TASK) or counts.get(POOL_CALL)), counts)
     startup, startup_err = startup_cost_ns(rec, status)
     records = run_unrecorded(command, out, float(run.get("duration_s") or 0.0),
                              max_progress, status, detail)

@@ -164,3 +164,20 @@ def test_a_stack_samples_stall_is_measured_again_while_other_load_delays_it(
     from rlscope.calibration.build import priced
 
     assert priced(PY_SAMPLE, m)[2].endswith("the lower quartile of the stalls")
+
+
+def test_in_situ_measurements_only_for_the_kinds_a_run_had(tmp_path: Path):
+    """rls-prof passes the profiled run's kinds with events: a run with env steps and no
+    backend calls, markers or passed calls gets the env step's in-situ figure and is
+    spared the others (torch's import with them: ~2.5 s of a ~5 s benchmark)."""
+    import json
+
+    r = subprocess.run([sys.executable, "-m", "rlscope.calibration.microbench",
+                        str(tmp_path), "native", "no-pools", "no-samples", "env_call"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert "in_situ_ns" in out["env_call"]
+    assert "in_situ_ns" not in out["backend_call"]
+    assert out["backend_call"]["per_event_ns"] > 0  # the tight loop, always
+    assert "phase_marker" not in out and "passed_call" not in out
