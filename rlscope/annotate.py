@@ -44,6 +44,7 @@ _pop_warned = False  # a misplaced pop_operation was reported in this process
 # The progress unit the current trace file's metadata says (report_progress's unit=).
 _progress_unit = fmt.PROGRESS_UNIT
 _metric_reports = 0  # reports with metrics in this trace file (their metadata keys)
+_progress_by: str | None = None  # the integration said to report progress in this file
 
 
 class _NoopScope:
@@ -164,6 +165,19 @@ def report_progress(timesteps: int, total_timesteps: int | None = None,
             _record_metrics(rec, int(timesteps), metrics)
 
 
+def integration_progress(by: str, timesteps: int, total_timesteps: int | None = None,
+                         metrics: Mapping[str, float] | None = None) -> None:
+    """:func:`report_progress` made by integration ``by`` (sb3, rllib), not the script:
+    the trace says so (format.META_PROGRESS_BY), as RLSCOPE_MAX_PROGRESS cannot bound
+    work by these reports (they are made only while recording)."""
+    global _progress_by
+    rec = _recorder
+    if rec is not None and _progress_by != by:
+        rec.metadata(fmt.META_PROGRESS_BY, by)
+        _progress_by = by
+    report_progress(timesteps, total_timesteps, metrics=metrics)
+
+
 def _record_metrics(rec: Recorder, timesteps: int, metrics: Mapping[str, float]) -> None:
     """One metadata record per report with metrics (reports are far apart: a rollout)."""
     global _metric_reports
@@ -250,7 +264,7 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
     Each start/stop is a session with its own trace file (docs/rls-analyze.md). A
     directory a running rls-prof holds is refused, unless this process runs under it.
     """
-    global _recorder, _output_dir, _sessions, _progress_unit
+    global _recorder, _output_dir, _sessions, _progress_unit, _progress_by
     with _lock:
         if _recorder is not None:
             raise RLScopeError(f"rlscope is already recording into {_output_dir}; "
@@ -278,6 +292,7 @@ def start(output_dir: str | os.PathLike[str], recorder: str = "native",
                 rec.metadata(key, encoded)
         _sessions += 1
         _progress_unit = fmt.PROGRESS_UNIT  # a new trace file: no unit recorded in it yet
+        _progress_by = None
         _recorder, _output_dir = rec, out
         _use_recorder_factories()
         return path
@@ -496,10 +511,11 @@ def _about_to_exec() -> bool:
 
 
 def _after_fork_child() -> None:
-    global _lock, _sessions, _recorder, _output_dir, _progress_unit, _pid
+    global _lock, _sessions, _recorder, _output_dir, _progress_unit, _pid, _progress_by
     _pid = os.getpid()
     _lock = threading.Lock()  # another thread may have held it at fork
     _progress_unit = fmt.PROGRESS_UNIT  # the child's trace file starts without metadata
+    _progress_by = None
     _standing.clear()  # the parent's role and vector envs are not the child's
     rec = _recorder
     if rec is not None and _about_to_exec():

@@ -294,30 +294,51 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
 def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                       startup_ns: float, startup_err_ns: float, counts: dict[str, int],
                       cpu_s: float, wall_s: float, unrecorded: list[RunSample],
-                      installs_s: float, run_dirs: list[str]) -> Calibration:
+                      installs_s: float, run_dirs: list[str], bounded: int | None = None,
+                      checked: list[tuple[RunSample, float]] | None = None,
+                      checked_dirs: list[str] | None = None) -> Calibration:
     """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
     tree's CPU time, ``wall_s``; ``installs_s``: the CPU its processes recorded setting
     up interception and in rlscope's own threads) against runs without rlscope
-    (``unrecorded``)."""
+    (``unrecorded``). A long run's check (``bounded``: the progress report its runs
+    ended at): ``checked`` runs with rlscope (their samples with their events, and
+    installs) each paired with the ``unrecorded`` one of the same index."""
     costs = model_costs(mb, startup_ns, startup_err_ns, counts)
-    removed = installs_s + sum(c.per_event_ns * counts.get(k, 0)
-                               for k, c in costs.items()) / 1e9
+
+    def removed_s(events: dict[str, int], installs: float) -> float:
+        return installs + sum(c.per_event_ns * events.get(k, 0)
+                              for k, c in costs.items()) / 1e9
+
+    removed = removed_s(counts, installs_s)
     u = np.array([s.seconds for s in unrecorded])
     uw = np.array([s.wall_s for s in unrecorded])
     mean = float(u.mean()) if len(u) else math.nan
-    corrected = cpu_s - removed
-    errs = [100.0 * (corrected / x - 1.0) for x in u if x > 0]
-    raw_errs = [100.0 * (cpu_s / x - 1.0) for x in u if x > 0]
-    unin = {"mean_s": mean, "std_s": float(u.std(ddof=1)) if len(u) > 1 else 0.0,
-            "median_s": float(np.median(u)) if len(u) else math.nan,
-            "min_s": float(u.min()) if len(u) else math.nan,
-            "max_s": float(u.max()) if len(u) else math.nan, "n": len(u),
-            "wall_mean_s": float(uw.mean()) if len(uw) else math.nan}
+    unin: dict[str, Any] = {
+        "mean_s": mean, "std_s": float(u.std(ddof=1)) if len(u) > 1 else 0.0,
+        "median_s": float(np.median(u)) if len(u) else math.nan,
+        "min_s": float(u.min()) if len(u) else math.nan,
+        "max_s": float(u.max()) if len(u) else math.nan, "n": len(u),
+        "wall_mean_s": float(uw.mean()) if len(uw) else math.nan}
+    if bounded is not None and checked:
+        prof = np.array([s.seconds for s, _ in checked])
+        corr = prof - np.array([removed_s(s.counts, i) for s, i in checked])
+        errs = [100.0 * (c / x - 1.0) for c, x in zip(corr, u, strict=True) if x > 0]
+        raw_errs = [100.0 * (c / x - 1.0) for c, x in zip(prof, u, strict=True) if x > 0]
+        unin.update(bounded_progress=bounded, profiled_mean_s=float(prof.mean()),
+                    corrected_mean_s=float(corr.mean()))
+        corrected, raw = float(corr.mean()), float(prof.mean())
+    else:
+        corrected, raw = cpu_s - removed, cpu_s
+        errs = [100.0 * (corrected / x - 1.0) for x in u if x > 0]
+        raw_errs = [100.0 * (cpu_s / x - 1.0) for x in u if x > 0]
     total = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan
-    raw_total = 100.0 * (cpu_s / mean - 1.0) if mean > 0 else math.nan
+    raw_total = 100.0 * (raw / mean - 1.0) if mean > 0 else math.nan
     runs: list[dict[str, Any]] = [{"config": "full", "round": -1, "seconds": cpu_s,
                                    "wall_s": wall_s, "counts": counts,
                                    "directory": "."}]
+    runs += [{"config": s.config, "round": s.round, "seconds": s.seconds,
+              "wall_s": s.wall_s, "counts": s.counts, "directory": d}
+             for (s, _i), d in zip(checked or [], checked_dirs or [], strict=True)]
     runs += [{"config": s.config, "round": s.round, "seconds": s.seconds,
               "wall_s": s.wall_s, "counts": {}, "directory": d}
              for s, d in zip(unrecorded, run_dirs, strict=True)]

@@ -138,7 +138,7 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
             if not told:
                 say(f"not by chunks: {why_not}; instead, rlscope's hooks are timed in a "
                     "tight loop and the command runs again without rlscope to check")
-            return _by_model(command, out, rec, max_progress, status, detail)
+            return _by_model(command, out, rec, max_progress, status, detail, say)
         say(f"calibrating with whole runs: {why_not}")
     records = run_configurations(command, configs, repetitions, out, rec, max_progress,
                                  echo=detail, status=status)
@@ -146,7 +146,8 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
 
 
 def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int | None,
-              status: Status | None, detail: Echo | None) -> Calibration:
+              status: Status | None, detail: Echo | None, echo: Echo | None = None
+              ) -> Calibration:
     import json
 
     try:
@@ -156,7 +157,7 @@ def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int |
     cal = calibrate_by_model(command, out, rec, run,
                              lambda pools, counts: microbenchmark(
                                  rec.recorder, status, pools, took_py_samples(out), counts),
-                             max_progress, status, detail)
+                             max_progress, status, detail, echo)
     write_calibration(cal, out / FILE_NAME)
     return cal
 

@@ -9,6 +9,8 @@ command's orphans in both, see runner.run_once) against the profiled run's (run.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import math
 import statistics
 import subprocess
@@ -16,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlscope.analysis.overhead.correction import install_ns, own_threads_ns
@@ -33,6 +36,11 @@ BUDGET_FACTOR = 1.0  # runs without rlscope: about this many times the profiled 
 # ... but a run of a few seconds is worth a few of them: a short fixed budget, so the
 # calibration of a short run stays a few seconds (≤ 1x the run from this length on)
 MIN_BUDGET_S = 5.0
+# A long run's check takes at most this: pairs of runs with and without rlscope, each
+# ended at the same progress report of the script (RLSCOPE_MAX_PROGRESS), where it
+# reports progress itself; else whole runs, as a shorter run.
+MAX_BUDGET_S = 300.0
+BOUNDED_PAIRS = 2  # the pairs the budget is planned for (the runs' length follows)
 MAX_RUNS = 5
 STARTUP_PAIRS = 3  # interpreter start-ups timed with and without rlscope, in turns
 
@@ -122,6 +130,67 @@ def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
     return records
 
 
+def check_budget_s(profiled_wall_s: float) -> float:
+    """Wall seconds the check may take after a profiled run of ``profiled_wall_s``."""
+    return min(max(BUDGET_FACTOR * profiled_wall_s, MIN_BUDGET_S), MAX_BUDGET_S)
+
+
+@dataclass
+class BoundedPair:
+    """A run with rlscope and one without, both ended at the same progress report."""
+
+    profiled: RunSample  # counts: its events by kind
+    installs_s: float
+    unrecorded: RunSample
+    directories: tuple[str, str]
+
+
+def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
+                      budget_s: float, status: Status | None = None,
+                      detail: Callable[[str], None] | None = None) -> list[BoundedPair]:
+    """Pairs of runs ended at the script's ``bound``-th progress report, with rlscope (as
+    profiled) and without, in turns (which goes first alternates), until ``budget_s`` is
+    spent (at least one pair)."""
+    from rlscope.errors import RLScopeError
+
+    pairs: list[BoundedPair] = []
+    timeout = max(4 * budget_s, 120.0)
+    t0 = time.monotonic()
+    while len(pairs) < MAX_RUNS:
+        spent = time.monotonic() - t0
+        if pairs and spent + spent / len(pairs) > budget_s:
+            break
+        i = len(pairs)
+        d = {True: out / SUBDIR / f"{i}-full", False: out / SUBDIR / f"{i}-{UNINSTRUMENTED}"}
+        got: dict[bool, tuple[float, float]] = {}
+        for recorded in (True, False) if i % 2 == 0 else (False, True):
+            text = (f"calibrating: pair {i + 1} of runs ended at progress report {bound}, "
+                    f"{'with' if recorded else 'without'} rlscope (checks the correction)")
+
+            def tick(text: str = text) -> None:
+                if status is not None:
+                    status(text)
+            tick()
+            env = (child_env.profiled(dataclasses.replace(rec.into(d[True]),
+                                                          max_progress=bound))
+                   if recorded else child_env.uninstrumented(bound))
+            wall, cpu, rc = run_once(command, env, d[recorded], timeout, tick)
+            if rc != 0:
+                raise RLScopeError(f"a check run {'with' if recorded else 'without'} "
+                                   f"rlscope exited with status {rc}; see "
+                                   f"{d[recorded] / 'output.log'}")
+            got[recorded] = (wall, cpu)
+        prof = profiled_run(d[True])
+        pairs.append(BoundedPair(
+            RunSample("full", i, got[True][1], prof.counts, got[True][0]), prof.installs_s,
+            RunSample(UNINSTRUMENTED, i, got[False][1], {}, got[False][0]),
+            (str(d[True]), str(d[False]))))
+        if detail is not None:
+            detail(f"pair {i + 1} ended at progress report {bound}: {got[True][1]:.2f} s "
+                   f"CPU with rlscope, {got[False][1]:.2f} s without (process trees)")
+    return pairs
+
+
 def took_py_samples(out: Path) -> bool:
     """Whether the profiled run in ``out`` sampled Python stacks (its stack files)."""
     from rlscope.trace.pystacks_reader import stack_files
@@ -149,12 +218,25 @@ def ran_pool_tasks(out: Path) -> bool:
     return False
 
 
-def profiled_counts(out: Path) -> tuple[dict[str, int], float]:
-    """The profiled run's events by cost kind (every process), and the CPU seconds its
-    processes recorded for interception set-up and rlscope's own threads."""
+@dataclass
+class Profiled:
+    """What a profiled run's trace tells the check."""
+
+    counts: dict[str, int]  # events by cost kind, every process
+    installs_s: float  # CPU its processes recorded setting up interception, own threads
+    progress_s: list[float]  # the main process's progress reports, s after the launch
+    progress_by: str  # the integration that made them ("": the script itself)
+
+
+def profiled_run(out: Path) -> Profiled:
+    """Read the profiled run in ``out`` for the check (every process once)."""
     counts = dict.fromkeys(KINDS, 0)
     extra = 0.0
-    _d, _run, files = trace_files(out)
+    _d, run, files = trace_files(out)
+    launcher = (run.get("launcher") or {}).get("pid")
+    start = (run.get("start") or {}).get("monotonic_ns")
+    progress: list[float] = []
+    by = ""
     for f in files:
         if f.name.startswith("cuda."):
             continue
@@ -162,27 +244,66 @@ def profiled_counts(out: Path) -> tuple[dict[str, int], float]:
         for k, n in count_process(p).items():
             counts[k] += n
         extra += (install_ns(p) + own_threads_ns(p)) / 1e9
-    return counts, extra
+        if launcher is not None and p.header.ppid == launcher and start is not None:
+            progress = [(int(t) - int(start)) / 1e9 for t in p.progress.time_ns]
+            by = str(p.metadata.get(fmt.META_PROGRESS_BY, ""))
+    return Profiled(counts, extra, progress, by)
+
+
+def progress_bound(prof: Profiled, target_s: float) -> tuple[int | None, str]:
+    """(N, "") where the main process's N-th progress report came ``target_s`` after the
+    launch or later and before its last report (RLSCOPE_MAX_PROGRESS=N ends a run
+    there), else (None, why not, a clause)."""
+    if prof.progress_by:
+        return None, (f"its progress reports are made by rlscope's {prof.progress_by} "
+                      "integration, which a run without rlscope does not make")
+    t = prof.progress_s
+    if len(t) < 2:
+        return None, ("its main process reports no progress of its own "
+                      "(rlscope.report_progress) at which a run could end early")
+    n = bisect.bisect_left(t, target_s) + 1
+    if n >= len(t):
+        return None, "its progress reports come too late in the run to end one early"
+    return n, ""
 
 
 def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                        microbench: Callable[[bool, dict[str, int]],
                                             dict[str, dict[str, float]] | None],
                        max_progress: int | None, status: Status | None = None,
-                       detail: Callable[[str], None] | None = None) -> Calibration:
-    """The cost model (microbenchmarks) and its check on whole runs; ``run``: the
+                       detail: Callable[[str], None] | None = None,
+                       echo: Callable[[str], None] | None = None) -> Calibration:
+    """The cost model (microbenchmarks) and its check on whole runs (a long run: on pairs
+    of runs ended early, :func:`run_bounded_pairs`); ``echo``: said once (why a long
+    run's check is not shorter); ``run``: the
     profiled run's run.json (its ``cpu_s`` and ``duration_s``);
     ``microbench(pools, counts)``: the hooks' benchmarks, the pool kinds' too if asked,
     in situ for the kinds with events in ``counts``."""
     if status is not None:
         status("calibrating: counting the profiled run's events")
-    counts, installs = profiled_counts(out)
+    prof = profiled_run(out)
+    counts = prof.counts
     mb = microbench(bool(counts.get(POOL_TASK) or counts.get(POOL_CALL)), counts)
     startup, startup_err = startup_cost_ns(rec, status)
-    records = run_unrecorded(command, out, float(run.get("duration_s") or 0.0),
-                             max_progress, status, detail)
+    wall = float(run.get("duration_s") or 0.0)
+    budget = check_budget_s(wall)
+    bound, why = (None, "")
+    if wall > budget:  # a long run: checked on its first part, if it can be ended there
+        bound, why = progress_bound(prof, budget / (2 * BOUNDED_PAIRS))
+        if bound is None and echo is not None:
+            echo(f"the check runs the whole command again ({wall:.0f} s), not a "
+                 f"~{budget:.0f} s part of it: {why}")
+    if bound is not None:
+        pairs = run_bounded_pairs(command, out, rec, bound, budget, status, detail)
+        records = [RunRecord(p.unrecorded, p.directories[1], 0) for p in pairs]
+        checked = [(p.profiled, p.installs_s) for p in pairs]
+        dirs = [Path(p.directories[0]) for p in pairs]
+    else:
+        records = run_unrecorded(command, out, wall, max_progress, status, detail)
+        checked, dirs = [], []
     return model_calibration(command, mb or {}, startup, startup_err, counts,
                              float(run.get("cpu_s", math.nan)),
                              float(run.get("duration_s", math.nan)),
-                             [r.sample for r in records], installs,
-                             [str(Path(r.directory).relative_to(out)) for r in records])
+                             [r.sample for r in records], prof.installs_s,
+                             [str(Path(r.directory).relative_to(out)) for r in records],
+                             bound, checked, [str(d.relative_to(out)) for d in dirs])

@@ -237,6 +237,7 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
         default_budget_s,
         install_calibration,
     )
+    from rlscope.calibration.model_check import MAX_BUDGET_S as MAX_CHECK_S
     from rlscope.calibration.runner import SUBDIR
     from rlscope.inprocess.chunk_copies import DEFAULT_MAX_CHUNKS
     from rlscope.reporters.calibration import summary_lines
@@ -269,7 +270,9 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
            f"the command runs {repetitions} times without rlscope and with each kind of "
            "book-keeping" if mode == "runs" or cuda else
            "rlscope's hooks are timed in a tight loop, and the command runs again without "
-           "rlscope (about as long as it ran) to check the correction")
+           "rlscope (about as long as it ran; a run over "
+           f"{MAX_CHECK_S / 60:.0f} min: pairs of runs with and without rlscope ended "
+           "early at a progress report) to check the correction")
     echo("calibrating: measuring what rlscope's own book-keeping costs on this workload, "
          f"to remove it from the report: {how} (docs/overhead-correction.md)")
     if why_not is not None and not cuda:

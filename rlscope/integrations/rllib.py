@@ -244,7 +244,7 @@ def _after_training_step(func: Callable[..., Any]) -> Callable[..., Any]:
         if annotate.progress_wanted():
             steps = _env_steps_sampled(self)
             if steps is not None:
-                annotate.report_progress(steps)
+                annotate.integration_progress("rllib", steps)
         return out
     return wrapper
 

@@ -58,8 +58,8 @@ def _progress(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(self: Any, num_timesteps: int, total_timesteps: int) -> Any:
         if annotate.progress_wanted():
-            annotate.report_progress(num_timesteps, total_timesteps,
-                                     metrics=_episode_metrics(self))
+            annotate.integration_progress("sb3", num_timesteps, total_timesteps,
+                                          metrics=_episode_metrics(self))
         return func(self, num_timesteps, total_timesteps)
     return wrapper
 

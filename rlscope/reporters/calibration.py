@@ -173,6 +173,9 @@ def _share_pct(cal: Calibration) -> float:
     cost_ns = sum(c.per_event_ns * c.events for k, c in cal.costs.items() if k != "process")
     if cal.mode == "model":  # every process's: events, start-ups, set-up, own threads
         cost_ns = 1e9 * float(cal.validation.get("removed_s", math.nan))
+        if u.get("bounded_progress"):  # the runs without rlscope did only part of it
+            base = next((float(r["seconds"]) for r in cal.runs if r.get("round") == -1),
+                        math.nan)
     return 100 * cost_ns / 1e9 / base if base and math.isfinite(base) and base > 0 \
         else math.nan
 
@@ -222,9 +225,14 @@ def _model_check_line(cal: Calibration) -> str:
     spread = 100 * float(u.get("std_s", 0.0)) / float(u["mean_s"]) if n > 1 else math.nan
     noise = f"; those runs spread {spread:.1f}%" if math.isfinite(spread) else \
         "; one run: no measure of the machine's noise"
+    bound = u.get("bounded_progress")
     head = (f"  check: the profiled run's CPU time (all processes), corrected, came out "
             f"{err:+.1f}% off {n} run{'s' if n != 1 else ''} of the command without "
-            f"rlscope (uncorrected {raw:+.1f}%{noise})")
+            f"rlscope (uncorrected {raw:+.1f}%{noise})" if not bound else
+            f"  check: {n} pair{'s' if n != 1 else ''} of runs ended at progress report "
+            f"{bound}, with rlscope and without: the CPU time (all processes) with it, "
+            f"corrected, came out {err:+.1f}% off the time without (uncorrected "
+            f"{raw:+.1f}%{noise})")
     if abs(err) > abs(raw) + 0.05:
         return (head + ": correcting did not bring it closer, so rls-analyze shows raw "
                 "numbers and says so")

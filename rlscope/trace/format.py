@@ -144,6 +144,10 @@ META_RAY = "rlscope.ray"
 # a JSON string; recorded when it changes, absent while it is the default.
 META_PROGRESS_UNIT = "rlscope.progress_unit"
 PROGRESS_UNIT = "timesteps"  # the default unit
+# Progress reported by an integration (sb3, rllib), not by the script: the value names it.
+# Recorded once per trace file; without it, every progress report is the script's own
+# (what RLSCOPE_MAX_PROGRESS counts, with or without recording).
+META_PROGRESS_BY = "rlscope.progress_by"
 # The user's training metrics at a progress report (report_progress(metrics=...)): the key
 # is this prefix and the report's number in the process, the value [time_ns (CLOCK_MONOTONIC),
 # timesteps, {name: value}].

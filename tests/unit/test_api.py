@@ -141,6 +141,21 @@ def test_exit_without_enter_raises(recording: Path):
         op.__exit__(None, None, None)
 
 
+def test_progress_an_integration_reports_says_so(recording: Path):
+    """Progress reported by an integration (sb3's, rllib's: made only while recording)
+    is marked in the trace, once, so a calibration does not try to end runs without
+    rlscope at such a report; the script's own reports are not marked."""
+    rlscope.report_progress(1)
+    annotate.integration_progress("sb3", 10, 100)
+    annotate.integration_progress("sb3", 20, 100, metrics={"reward": 1.0})
+    p = _stop_and_read(recording)
+    assert p.metadata.get(fmt.META_PROGRESS_BY) == "sb3"
+    assert p.progress.timesteps.tolist() == [1, 10, 20]
+    rlscope.start(recording / "again")
+    rlscope.report_progress(1)
+    assert fmt.META_PROGRESS_BY not in _stop_and_read(recording / "again").metadata
+
+
 def test_progress_metadata_and_phase(recording: Path):
     rlscope.set_metadata(algo="PPO", env="CartPole-v1", sizes=[64, 64])
     with pytest.raises(rlscope.RLScopeError, match="not JSON-serialisable"):

@@ -1,0 +1,90 @@
+"""A long run's check (issue 22: a short fixed budget for long runs): where the script
+reports progress itself, pairs of runs with and without rlscope end at the same progress
+report (RLSCOPE_MAX_PROGRESS), and the report compares them like for like. The budget is
+made small here, so a ~2 s run counts as long."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlscope.analysis.overhead.applied import validation
+from rlscope.analysis.overhead.correction import CorrectionSummary
+from rlscope.calibration import model_check
+from rlscope.launch.child_env import Recording
+from rlscope.trace.reader import read_trace
+from tests.conftest import run_tool
+
+WORKLOAD = Path(__file__).parent / "workloads" / "progress_loop.py"
+
+
+def _profiled(tmp_path: Path, iterations: int) -> tuple[Path, list[str], dict]:
+    import json
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(WORKLOAD), str(iterations)]
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--no-cost-model", "--", *cmd,
+                 timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out, cmd, json.loads((out / "run.json").read_text())
+
+
+def test_a_long_runs_check_ends_its_runs_at_a_progress_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    out, cmd, run = _profiled(tmp_path, 100)
+    prof = model_check.profiled_run(out)
+    assert len(prof.progress_s) == 100 and prof.progress_by == ""
+    monkeypatch.setattr(model_check, "MAX_BUDGET_S", run["duration_s"] / 2)
+    monkeypatch.setattr(model_check, "MIN_BUDGET_S", 0.1)
+    said: list[str] = []
+    cal = model_check.calibrate_by_model(
+        cmd, out, Recording(str(out), cuda=False, sample_python_hz=0.0), run,
+        lambda pools, counts: {}, None, echo=said.append)
+    bound = cal.uninstrumented["bounded_progress"]
+    expect, why = model_check.progress_bound(prof, model_check.MAX_BUDGET_S / 4)
+    assert bound == expect and not why and 1 <= bound < 100
+    assert not said  # nothing to explain: the check is short
+    pairs = [r for r in cal.runs if r["round"] >= 0]
+    n = cal.uninstrumented["n"]
+    assert n >= 1 and len(pairs) == 2 * n
+    for r in pairs:
+        log = (out / r["directory"] / "output.log").read_text()
+        # Both ended at that report, neither did the whole loop.
+        assert f"stopping after {bound} progress reports" in log and "done" not in log
+    for r in (r for r in pairs if r["config"] == "full"):
+        t = read_trace(out / r["directory"])
+        assert len(t.processes[0].progress.time_ns) == bound
+        assert r["seconds"] < run["cpu_s"]
+    # The report compares the pairs, not the whole run with the shorter ones.
+    info = validation(run, cal, CorrectionSummary([]))
+    u = cal.uninstrumented
+    assert info["bounded_progress"] == bound
+    assert info["raw_total_s"] == pytest.approx(u["profiled_mean_s"])
+    assert info["uninstrumented_mean_s"] == pytest.approx(u["mean_s"])
+    assert "raw_wall_s" not in info
+    # Like for like: the whole run against these shorter runs would read ~+500%; these
+    # runs of ~0.1 s (much of it start-up) differ by up to ~20% here, more under load.
+    assert abs(info["raw_error_pct"]) < 100
+    # rls-prof's lines: the pairs named; the book-keeping's share of the whole run.
+    from rlscope.reporters.calibration import summary_lines
+
+    text = "\n".join(summary_lines(cal))
+    assert f"pairs of runs ended at progress report {bound}" in text or \
+        f"1 pair of runs ended at progress report {bound}" in text
+    removed = cal.validation["removed_s"]
+    assert f"about {100 * removed / run['cpu_s']:.1f}% of this run" in text
+
+
+def test_a_run_whose_progress_rlscope_reports_is_checked_whole(tmp_path: Path):
+    """Progress reported by an integration (sb3) is made only while recording: a run
+    without rlscope could not be ended there, and the check says why it runs whole."""
+    prof = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "sb3")
+    bound, why = model_check.progress_bound(prof, 0.7)
+    assert bound is None and "sb3 integration" in why
+    bound, why = model_check.progress_bound(model_check.Profiled({}, 0.0, [], ""), 0.7)
+    assert bound is None and "rlscope.report_progress" in why
+    mine = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "")
+    assert model_check.progress_bound(mine, 0.7) == (2, "")
+    assert model_check.progress_bound(mine, 1.9)[0] is None  # no shorter than the run
