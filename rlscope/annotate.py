@@ -327,8 +327,31 @@ def _stop_locked() -> None:
         except Exception:  # a summary lost is better than a trace lost
             pass
     _note_own_threads(rec)
+    _note_script_uses_rlscope(rec)
     rec.stop()
     _output_dir = None
+
+
+def _note_script_uses_rlscope(rec: Any) -> None:
+    """Whether the script's own module holds rlscope or one of its functions (``import
+    rlscope``, ``from rlscope import operation``), as metadata: importing rlscope was
+    then the script's doing too, not only rlscope's start-up (the cost model's
+    kinds.RLSCOPE_IMPORT)."""
+    from types import ModuleType
+
+    main = sys.modules.get("__main__")
+    try:
+        values = list(vars(main).values()) if main is not None else []
+    except TypeError:
+        return
+    for v in values:
+        try:  # any object: a proxy's attribute lookup may raise
+            name = v.__name__ if isinstance(v, ModuleType) else getattr(v, "__module__", "")
+        except Exception:
+            continue
+        if isinstance(name, str) and (name == "rlscope" or name.startswith("rlscope.")):
+            rec.metadata(fmt.META_SCRIPT_USES_RLSCOPE, "1")
+            return
 
 
 def _note_own_threads(rec: Any) -> None:

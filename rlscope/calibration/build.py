@@ -17,6 +17,7 @@ from rlscope.analysis.overhead.kinds import (
     PHASE_MARKER,
     PROCESS,
     PY_SAMPLE,
+    RLSCOPE_IMPORT,
     in_situ_what,
 )
 from rlscope.analysis.overhead.model import Calibration, KindCost, machine_info
@@ -31,7 +32,7 @@ from rlscope.calibration.estimate import (
 )
 
 # Share of a cost inside the timed interval when no microbenchmark measured it.
-DEFAULT_INSIDE = {ANNOTATION: 0.4, GPU_ACTIVITY: 1.0, PROCESS: 0.0}
+DEFAULT_INSIDE = {ANNOTATION: 0.4, GPU_ACTIVITY: 1.0, PROCESS: 0.0, RLSCOPE_IMPORT: 0.0}
 DEFAULT_INSIDE_OTHER = 0.3
 # A kind's cost up to this many times its hook's microbenchmark is paid at its events;
 # beyond, it is spread over time (KindCost.diffuse_ns).
@@ -259,21 +260,32 @@ def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:
 
 
 def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_ns: float,
-                counts: dict[str, int] | None = None) -> dict[str, KindCost]:
+                counts: dict[str, int] | None = None, import_ns: float = math.nan
+                ) -> dict[str, KindCost]:
     """The per-event cost model: each kind the run recorded (``counts``; None: every
     kind measured), at its hook's microbenchmark (inside part: the microbenchmark's; a
     wrapped call at its in-situ figure where that was measured and is higher), and the
-    per-process start-up."""
+    per-process start-up (``import_ns`` of it, importing rlscope, apart where known:
+    kinds.RLSCOPE_IMPORT, paid by the processes whose script does not use rlscope)."""
     costs: dict[str, KindCost] = {}
+    split = math.isfinite(import_ns) and math.isfinite(startup_ns)
     if counts is None:
-        counts = {k: 1 for k in [PROCESS, *mb]}
+        counts = {k: 1 for k in [PROCESS, RLSCOPE_IMPORT, *mb]}
     for kind, n in counts.items():
         if kind == PROCESS:
             if n and math.isfinite(startup_ns):
-                costs[kind] = KindCost(startup_ns, 0.0, startup_err_ns, "microbenchmark", n,
+                ns = startup_ns - import_ns if split else startup_ns
+                costs[kind] = KindCost(ns, 0.0, startup_err_ns, "microbenchmark", n,
                                        "a Python process with and without rlscope "
-                                       "(beyond the standard library both import)",
-                                       microbenchmark_ns=startup_ns)
+                                       "(beyond the standard library both import"
+                                       + (", and beyond importing rlscope)" if split
+                                          else ")"), microbenchmark_ns=ns)
+            continue
+        if kind == RLSCOPE_IMPORT:
+            if n and split:
+                costs[kind] = KindCost(import_ns, 0.0, startup_err_ns, "microbenchmark", n,
+                                       "importing rlscope in a Python process",
+                                       microbenchmark_ns=import_ns)
             continue
         m = mb.get(kind, {})
         tight = float(m.get("per_event_ns", math.nan))
@@ -296,14 +308,15 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                       cpu_s: float, wall_s: float, unrecorded: list[RunSample],
                       installs_s: float, run_dirs: list[str], bounded: int | None = None,
                       checked: list[tuple[RunSample, float]] | None = None,
-                      checked_dirs: list[str] | None = None) -> Calibration:
+                      checked_dirs: list[str] | None = None,
+                      import_ns: float = math.nan) -> Calibration:
     """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
     tree's CPU time, ``wall_s``; ``installs_s``: the CPU its processes recorded setting
     up interception and in rlscope's own threads) against runs without rlscope
     (``unrecorded``). A long run's check (``bounded``: the progress report its runs
     ended at): ``checked`` runs with rlscope (their samples with their events, and
     installs) each paired with the ``unrecorded`` one of the same index."""
-    costs = model_costs(mb, startup_ns, startup_err_ns, counts)
+    costs = model_costs(mb, startup_ns, startup_err_ns, counts, import_ns)
 
     def removed_s(events: dict[str, int], installs: float) -> float:
         return installs + sum(c.per_event_ns * events.get(k, 0)

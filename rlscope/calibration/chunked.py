@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rlscope.analysis.overhead.kinds import PROCESS, count_events
+from rlscope.analysis.overhead.kinds import PROCESS, RLSCOPE_IMPORT, count_events
 from rlscope.calibration.configs import Config
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import (
@@ -112,6 +112,7 @@ def run_chunks(command: list[str], configs: list[Config], out: Path, rec: Record
         d = root / r["directory"]
         counts = count_events(read_trace(d)) if r["config"] != UNINSTRUMENTED else {}
         counts.pop(PROCESS, None)  # paid before the chunk's clocks start
+        counts.pop(RLSCOPE_IMPORT, None)
         records.append(RunRecord(RunSample(r["config"], int(r["chunk"]),
                                            r["thread_cpu_ns"] / 1e9, counts,
                                            r["wall_ns"] / 1e9, int(r["boundaries"])),

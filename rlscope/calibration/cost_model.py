@@ -35,10 +35,12 @@ def measure(command: list[str], out: Path, rec: Recording,
     mb = microbenchmark(rec.recorder, status, ran_pool_tasks(out), took_py_samples(out))
     if mb is None:
         return None, time.monotonic() - t0
-    startup, err = startup_cost_ns(rec, status)
-    cal = Calibration(list(command), model_costs(mb, startup, err), machine_info(),
-                      microbenchmark=mb, metric="cpu", mode="model",
-                      warnings=[] if math.isfinite(startup) else
+    startup = startup_cost_ns(rec, status)
+    cal = Calibration(list(command),
+                      model_costs(mb, startup.ns, startup.spread_ns,
+                                  import_ns=startup.import_ns),
+                      machine_info(), microbenchmark=mb, metric="cpu", mode="model",
+                      warnings=[] if math.isfinite(startup.ns) else
                       ["rlscope's start-up in a Python process could not be timed"])
     write_calibration(cal, out / COST_MODEL_FILE)
     return cal, time.monotonic() - t0

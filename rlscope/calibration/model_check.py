@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlscope.analysis.overhead.correction import install_ns, own_threads_ns
-from rlscope.analysis.overhead.kinds import KINDS, POOL_CALL, POOL_TASK, count_process
+from rlscope.analysis.overhead.kinds import (
+    KINDS,
+    POOL_CALL,
+    POOL_TASK,
+    RLSCOPE_IMPORT,
+    count_process,
+)
 from rlscope.analysis.overhead.model import Calibration
 from rlscope.calibration.build import model_calibration
 from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
@@ -69,14 +75,25 @@ def shared_imports(rec: Recording) -> list[str]:
     return sorted(m for m in extra if m.split(".")[0] in stdlib and m != "__main__")
 
 
-def startup_cost_ns(rec: Recording, status: Status | None = None) -> tuple[float, float]:
-    """(median, spread) of the CPU time a Python process spends on rlscope (import, start,
-    interception set-up, final flush) beyond the standard-library modules it shares with
-    the workload (:func:`shared_imports`): pairs of ``python -c "import <those>"`` with
-    and without recording, in turns; the spread is half the interquartile range."""
-    diffs = []
+@dataclass
+class StartUp:
+    """What rlscope's start-up costs a Python process (CPU ns), beyond the standard-library
+    modules it shares with the workload."""
+
+    ns: float  # import, start, interception set-up, final flush (median)
+    spread_ns: float  # half the interquartile range
+    import_ns: float  # of which importing rlscope (a script that uses rlscope pays it too)
+
+
+def startup_cost_ns(rec: Recording, status: Status | None = None) -> StartUp:
+    """rlscope's start-up in a Python process beyond the standard-library modules it
+    shares with the workload (:func:`shared_imports`): ``python -c "import <those>"``
+    with and without recording, and without recording but importing rlscope, in turns."""
+    diffs, imports = [], []
     shared = shared_imports(rec)
-    cmd = [sys.executable, "-c", f"import {', '.join(shared)}" if shared else "pass"]
+    line = f"import {', '.join(shared)}" if shared else "pass"
+    cmd = [sys.executable, "-c", line]
+    imp = [sys.executable, "-c", f"{line}; import rlscope"]
     with tempfile.TemporaryDirectory(prefix="rlscope-startup-") as tmp:
         for i in range(STARTUP_PAIRS):
             if status is not None:
@@ -84,15 +101,20 @@ def startup_cost_ns(rec: Recording, status: Status | None = None) -> tuple[float
             d = Path(tmp) / str(i)
             prof = child_env.profiled(Recording(str(d / "trace"), rec.recorder,
                                                 intercept=rec.intercept, cuda=False))
+            plain = child_env.uninstrumented()
             _w, with_s, rc1 = run_once(cmd, prof, d / "with", 60.0)
-            _w, without_s, rc2 = run_once(cmd, child_env.uninstrumented(), d / "without",
-                                          60.0)
+            _w, without_s, rc2 = run_once(cmd, plain, d / "without", 60.0)
+            _w, import_s, rc3 = run_once(imp, plain, d / "import", 60.0)
             if rc1 == 0 and rc2 == 0:
                 diffs.append((with_s - without_s) * 1e9)
+                if rc3 == 0:
+                    imports.append((import_s - without_s) * 1e9)
     if not diffs:
-        return math.nan, math.nan
+        return StartUp(math.nan, math.nan, math.nan)
     q = statistics.quantiles(diffs, n=4) if len(diffs) > 1 else [diffs[0]] * 3
-    return max(statistics.median(diffs), 0.0), (q[2] - q[0]) / 2
+    total = max(statistics.median(diffs), 0.0)
+    part = min(max(statistics.median(imports), 0.0), total) if imports else math.nan
+    return StartUp(total, (q[2] - q[0]) / 2, part)
 
 
 def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
@@ -181,6 +203,8 @@ def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
                                    f"{d[recorded] / 'output.log'}")
             got[recorded] = (wall, cpu)
         prof = profiled_run(d[True])
+        # The run without rlscope imported it too (the work limit is rlscope's code).
+        prof.counts[RLSCOPE_IMPORT] = 0
         pairs.append(BoundedPair(
             RunSample("full", i, got[True][1], prof.counts, got[True][0]), prof.installs_s,
             RunSample(UNINSTRUMENTED, i, got[False][1], {}, got[False][0]),
@@ -284,7 +308,7 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
     prof = profiled_run(out)
     counts = prof.counts
     mb = microbench(bool(counts.get(POOL_TASK) or counts.get(POOL_CALL)), counts)
-    startup, startup_err = startup_cost_ns(rec, status)
+    startup = startup_cost_ns(rec, status)
     wall = float(run.get("duration_s") or 0.0)
     budget = check_budget_s(wall)
     bound, why = (None, "")
@@ -301,9 +325,10 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
     else:
         records = run_unrecorded(command, out, wall, max_progress, status, detail)
         checked, dirs = [], []
-    return model_calibration(command, mb or {}, startup, startup_err, counts,
+    return model_calibration(command, mb or {}, startup.ns, startup.spread_ns, counts,
                              float(run.get("cpu_s", math.nan)),
                              float(run.get("duration_s", math.nan)),
                              [r.sample for r in records], prof.installs_s,
                              [str(Path(r.directory).relative_to(out)) for r in records],
-                             bound, checked, [str(d.relative_to(out)) for d in dirs])
+                             bound, checked, [str(d.relative_to(out)) for d in dirs],
+                             startup.import_ns)

@@ -33,6 +33,9 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
     if kind == "process":
         return (f"  process: {c.per_event_ns / 1e6:.1f} ms per process (start-up and the "
                 "final flush, outside the recorded span)")
+    if kind == "rlscope_import":
+        return (f"  rlscope_import: {c.per_event_ns / 1e6:.1f} ms per process whose script "
+                "does not use rlscope itself (importing it, outside the recorded span)")
     head = f"  {kind}: {_ns(c.per_event_ns)} per {_UNIT.get(kind, 'event')}"
     mb = c.microbenchmark_ns
     has_estimate = math.isfinite(c.estimate_ns)
@@ -138,6 +141,10 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
     if kind == "process":
         return (f"  each process: {_time(c.per_event_ns)}, at its start and exit "
                 "(outside the time the report covers)")
+    if kind == "rlscope_import":
+        return (f"  each process whose script does not import rlscope itself: "
+                f"{_time(c.per_event_ns)} more, importing it (outside the time the report "
+                "covers)")
     head = f"  {_WHAT.get(kind, kind)}: {_time(c.per_event_ns)}"
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
@@ -170,7 +177,8 @@ def _share_pct(cal: Calibration) -> float:
     work without rlscope (nan when unknown)."""
     u = cal.uninstrumented
     base = u.get("chunk_mean_s", u.get("mean_s", math.nan))
-    cost_ns = sum(c.per_event_ns * c.events for k, c in cal.costs.items() if k != "process")
+    cost_ns = sum(c.per_event_ns * c.events for k, c in cal.costs.items()
+                  if k not in ("process", "rlscope_import"))
     if cal.mode == "model":  # every process's: events, start-ups, set-up, own threads
         cost_ns = 1e9 * float(cal.validation.get("removed_s", math.nan))
         if u.get("bounded_progress"):  # the runs without rlscope did only part of it

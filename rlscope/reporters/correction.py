@@ -25,7 +25,8 @@ def correction_lines(run: dict[str, Any], worst: dict[str, Any] | None = None) -
              f"from the main process{share} (--no-correct shows raw numbers)"]
     sources = c.get("cost_sources", {})
     costs = [f"{k} {_ns(v)} ({sources.get(k, '?')})"
-             for k, v in c.get("costs_ns", {}).items() if k != "process"]
+             for k, v in c.get("costs_ns", {}).items()
+             if k not in ("process", "rlscope_import")]
     if costs:
         lines.append("  costs per event: " + ", ".join(costs)
                      + " (rls-prof --calibrate printed why; calibration.json has them)")

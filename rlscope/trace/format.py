@@ -148,6 +148,9 @@ PROGRESS_UNIT = "timesteps"  # the default unit
 # Recorded once per trace file; without it, every progress report is the script's own
 # (what RLSCOPE_MAX_PROGRESS counts, with or without recording).
 META_PROGRESS_BY = "rlscope.progress_by"
+# The script (its __main__ module) uses rlscope itself (``import rlscope``, ``from rlscope
+# import operation``): importing rlscope is then not rlscope's cost in that process. "1".
+META_SCRIPT_USES_RLSCOPE = "rlscope.script_uses_rlscope"
 # The user's training metrics at a progress report (report_progress(metrics=...)): the key
 # is this prefix and the report's number in the process, the value [time_ns (CLOCK_MONOTONIC),
 # timesteps, {name: value}].

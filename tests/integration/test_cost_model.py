@@ -108,3 +108,32 @@ def test_start_up_is_timed_beyond_the_standard_library_it_shares(tmp_path: Path)
     r = subprocess.run([sys.executable, "-c", "import " + ", ".join(shared)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_importing_rlscope_is_priced_apart_for_scripts_that_do_not(tmp_path: Path):
+    """A script that uses rlscope (annotations, progress) imports it with or without
+    recording: the start-up's import part is measured apart, and the trace says which
+    processes' scripts use rlscope (their import is not rlscope's cost)."""
+    import sys
+
+    from rlscope.analysis.overhead.kinds import RLSCOPE_IMPORT, count_process
+    from rlscope.calibration.model_check import startup_cost_ns
+    from rlscope.trace import format as fmt
+    from rlscope.trace.reader import read_trace
+    from tests.conftest import run_tool
+
+    s = startup_cost_ns(Recording(str(tmp_path / "t"), cuda=False))
+    assert 0 < s.import_ns <= s.ns, s
+    scripts = {"uses": "from rlscope import operation\nwith operation('x'):\n    pass\n",
+               "plain": "print(sum(range(10)))\n"}
+    for name, code in scripts.items():
+        script = tmp_path / f"{name}.py"
+        script.write_text(code)
+        out = tmp_path / name
+        r = run_tool("rls-prof", "-o", str(out), "-q", "--no-cost-model", "--",
+                     sys.executable, str(script), timeout=120)
+        assert r.returncode == 0, r.stderr
+        p = read_trace(out).processes[0]
+        uses = fmt.META_SCRIPT_USES_RLSCOPE in p.metadata
+        assert uses == (name == "uses")
+        assert count_process(p)[RLSCOPE_IMPORT] == int(name == "plain")

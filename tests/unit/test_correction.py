@@ -294,6 +294,22 @@ def test_interception_set_up_is_a_fixed_cost_of_its_process():
     assert breakdown(*corrected.processes) == breakdown(p)
 
 
+def test_importing_rlscope_is_charged_where_the_script_does_not_import_it():
+    """A process's start-up is rlscope's start beyond its import (PROCESS) and the
+    import (RLSCOPE_IMPORT); a script that uses rlscope itself imports it anyway, so its
+    process is charged the first only."""
+    from rlscope.analysis.overhead.kinds import PROCESS, RLSCOPE_IMPORT, count_process
+
+    costs = {PROCESS: KindCost(8e6, 0.0, 0.0, "microbenchmark", 2),
+             RLSCOPE_IMPORT: KindCost(24e6, 0.0, 0.0, "microbenchmark", 1)}
+    user = process_trace(TRUE, metadata={fmt.META_SCRIPT_USES_RLSCOPE: "1"})
+    plain = process_trace(TRUE, pid=2)
+    forked = process_trace(TRUE, pid=3, metadata={fmt.META_FORKED: "1"})
+    assert [count_process(p)[RLSCOPE_IMPORT] for p in (user, plain, forked)] == [0, 1, 0]
+    _corrected, summary = correct_trace(Trace(None, {}, [user, plain, forked]), costs)
+    assert [c.fixed_ns for c in summary.processes] == [8e6, 32e6, 0.0]
+
+
 def test_own_threads_cpu_counts_in_the_tree_not_the_timeline():
     key = fmt.META_THREAD_CPU_PREFIX
     p = process_trace(TRUE, metadata={key + "rlscope-writer": 30_000_000})

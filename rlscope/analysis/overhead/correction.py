@@ -40,6 +40,7 @@ from rlscope.analysis.overhead.kinds import (
     POOL_TASK,
     PROCESS,
     PY_SAMPLE,
+    RLSCOPE_IMPORT,
     count_process,
 )
 from rlscope.analysis.overhead.model import Calibration, KindCost
@@ -408,15 +409,19 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
     out = dataclasses.replace(p, events=new_events, progress=progress, api_calls=new_api,
                               gpu=new_gpu, env=env, metadata=metadata,
                               aggregates=_corrected_aggregates(p.aggregates, pre_lut + post_lut))
-    fixed = costs.get(PROCESS)
-    # Charged once per process that started one (count_process: not a forked child).
-    fixed_ns = fixed.per_event_ns if fixed is not None and count_process(p)[PROCESS] else 0.0
-    fixed_ns = (0.0 if math.isnan(fixed_ns) else fixed_ns) + install_ns(p)
+    # Charged once per process that started one (count_process: not a forked child), the
+    # import of rlscope where the script does not import it too.
+    counted = count_process(p)
+    fixed_ns = install_ns(p)
+    for fixed_kind in (PROCESS, RLSCOPE_IMPORT):
+        kc = costs.get(fixed_kind)
+        if kc is not None and counted[fixed_kind] and not math.isnan(kc.per_event_ns):
+            fixed_ns += kc.per_event_ns
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
                                   own_threads_ns(p), _error_ns(p, costs),
                                   waits_ns,
                                   _count_waits(p, RAY_WAITS),
-                                  0 if POOL_TASK in costs else count_process(p)[POOL_TASK])
+                                  0 if POOL_TASK in costs else counted[POOL_TASK])
 
 
 RAY_WAITS = ("ray.get", "ray.wait")  # rlscope.integrations.ray_workers' wait names

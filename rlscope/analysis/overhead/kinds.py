@@ -23,6 +23,9 @@ from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace, Trace
 
 PROCESS = "process"
+# Importing rlscope, in a process whose script does not use rlscope itself (else the
+# same import is the script's too): apart from PROCESS, rlscope's start-up beyond it.
+RLSCOPE_IMPORT = "rlscope_import"
 ANNOTATION = "annotation"
 BACKEND_CALL = "backend_call"
 SIMULATOR_CALL = "simulator_call"
@@ -43,8 +46,9 @@ PHASE_MARKER = "phase_marker"
 # the user's ``simulation``): the wrapper's call, nothing recorded; paid inside an
 # operation of that name (rlscope.analysis.overhead.passed_calls).
 PASSED_CALL = "passed_call"
-KINDS = (PROCESS, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL, ENV_CALL, CUDA_API,
-         GPU_ACTIVITY, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER, PASSED_CALL)
+KINDS = (PROCESS, RLSCOPE_IMPORT, ANNOTATION, BACKEND_CALL, SIMULATOR_CALL, WAIT_CALL,
+         ENV_CALL, CUDA_API, GPU_ACTIVITY, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER,
+         PASSED_CALL)
 # Kinds whose cost is paid on the timeline of a thread as a begin/end pair; the
 # per-process cost is paid before recording starts and after it stops.
 PAIR_KINDS = {
@@ -60,7 +64,8 @@ PAIR_KINDS = {
 # fixed ratio), a pool's tasks and submissions with their tasks' operations, so their
 # cost is the microbenchmark's, taken as known by the estimate; phase markers are
 # installed with the backend's wrappers, and passed calls with the integrations' others.
-MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER, PASSED_CALL)
+MICROBENCHMARK_ONLY = (ENV_CALL, POOL_TASK, POOL_CALL, PY_SAMPLE, PHASE_MARKER, PASSED_CALL,
+                       RLSCOPE_IMPORT)
 
 
 def in_situ_what(kind: str) -> str:
@@ -89,6 +94,7 @@ def count_process(p: ProcessTrace) -> dict[str, int]:
         kinds = kinds + p.aggregates.kind_counts()[:len(kinds)]
     # A forked child (no exec) paid no interpreter or rlscope start-up of its own.
     out = {PROCESS: int(len(p.events) > 0 and fmt.META_FORKED not in p.metadata)}
+    out[RLSCOPE_IMPORT] = int(out[PROCESS] and fmt.META_SCRIPT_USES_RLSCOPE not in p.metadata)
     for k, (begins, _ends) in PAIR_KINDS.items():
         out[k] = int(sum(kinds[b] for b in begins))
     out[CUDA_API] = len(p.api_calls)
