@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +117,26 @@ def startup_cost_ns(rec: Recording, status: Status | None = None) -> StartUp:
     return StartUp(total, (q[2] - q[0]) / 2, part)
 
 
+def _rounds(budget_s: float) -> Iterator[int]:
+    """0, 1, ... while one more round of runs fits in ``budget_s`` as the rounds so far
+    went (at least one, at most MAX_RUNS)."""
+    t0 = time.monotonic()
+    for i in range(MAX_RUNS):
+        spent = time.monotonic() - t0
+        if i and spent + spent / i > budget_s:
+            return
+        yield i
+
+
+def _ticker(status: Status | None, text: str) -> Callable[[], None]:
+    """Says ``text`` on the status line now, and again at each call (a run's ticks)."""
+    def tick() -> None:
+        if status is not None:
+            status(text)
+    tick()
+    return tick
+
+
 def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
                    max_progress: int | None, status: Status | None = None,
                    detail: Callable[[str], None] | None = None) -> list[RunRecord]:
@@ -124,19 +144,10 @@ def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
     budget = max(BUDGET_FACTOR * profiled_wall_s, MIN_BUDGET_S)
     timeout = max(4 * profiled_wall_s, 120.0)
     records: list[RunRecord] = []
-    t0 = time.monotonic()
-    while len(records) < MAX_RUNS:
-        spent = time.monotonic() - t0
-        if records and spent + spent / len(records) > budget:
-            break
-        d = out / SUBDIR / f"{len(records)}-{UNINSTRUMENTED}"
-        text = (f"calibrating: run {len(records) + 1} of the command without rlscope "
-                f"(checks the correction; about {profiled_wall_s:.0f} s each)")
-
-        def tick(text: str = text) -> None:
-            if status is not None:
-                status(text)
-        tick()
+    for i in _rounds(budget):
+        d = out / SUBDIR / f"{i}-{UNINSTRUMENTED}"
+        tick = _ticker(status, f"calibrating: run {i + 1} of the command without rlscope "
+                               f"(checks the correction; about {profiled_wall_s:.0f} s each)")
         wall, cpu, rc = run_once(command, child_env.uninstrumented(max_progress), d,
                                  timeout, tick)
         if rc != 0:
@@ -177,22 +188,13 @@ def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
 
     pairs: list[BoundedPair] = []
     timeout = max(4 * budget_s, 120.0)
-    t0 = time.monotonic()
-    while len(pairs) < MAX_RUNS:
-        spent = time.monotonic() - t0
-        if pairs and spent + spent / len(pairs) > budget_s:
-            break
-        i = len(pairs)
+    for i in _rounds(budget_s):
         d = {True: out / SUBDIR / f"{i}-full", False: out / SUBDIR / f"{i}-{UNINSTRUMENTED}"}
         got: dict[bool, tuple[float, float]] = {}
         for recorded in (True, False) if i % 2 == 0 else (False, True):
-            text = (f"calibrating: pair {i + 1} of runs ended at progress report {bound}, "
-                    f"{'with' if recorded else 'without'} rlscope (checks the correction)")
-
-            def tick(text: str = text) -> None:
-                if status is not None:
-                    status(text)
-            tick()
+            tick = _ticker(status, f"calibrating: pair {i + 1} of runs ended at progress "
+                                   f"report {bound}, {'with' if recorded else 'without'} "
+                                   "rlscope (checks the correction)")
             env = (child_env.profiled(dataclasses.replace(rec.into(d[True]),
                                                           max_progress=bound))
                    if recorded else child_env.uninstrumented(bound))
