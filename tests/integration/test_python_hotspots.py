@@ -24,12 +24,14 @@ SCRIPT = WORKLOADS / "hot_helper.py"
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, float]]:
     """One run of the workload (utilisation sampling off: not what this tests), and the
-    loop's own time in each operation."""
+    loop's own time in each operation. Stacks at 200 Hz: at the default 50 Hz the main
+    thread's ~1 s loop got 23 samples beside a suite, too few for the shares' check
+    (one share's standard error ~0.1; read 0.48 against 0.69 once)."""
     import sys
 
     out = tmp_path_factory.mktemp("hotspots") / "run"
-    r = run_tool("rls-prof", "-o", str(out), "-q", "--no-sample", "--", sys.executable,
-                 str(SCRIPT), timeout=300)
+    r = run_tool("rls-prof", "-o", str(out), "-q", "--no-sample", "--sample-python", "200",
+                 "--", sys.executable, str(SCRIPT), timeout=300)
     assert r.returncode == 0, r.stderr
     settled(out)
     return out, json.loads(r.stdout.strip().splitlines()[-1])
