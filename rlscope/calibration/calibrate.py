@@ -102,7 +102,8 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
               repetitions: int = 3, echo: Echo | None = None, mode: str = "chunks",
               chunk_s: float = DEFAULT_CHUNK_S, max_chunks: int = DEFAULT_MAX_CHUNKS,
               detail: Echo | None = None, status: Status | None = None,
-              why_not: str | None = None, budget_s: float | None = None) -> Calibration:
+              why_not: str | None = None, budget_s: float | None = None,
+              check_s: float | None = None) -> Calibration:
     """Calibrate ``command`` as profiled with ``rec`` (``cuda``: the CUDA collector
     recorded) and write ``out/calibration.json``. ``mode`` "chunks" (paired chunks in
     one process) or "runs" (whole runs in every configuration). Where chunks cannot be
@@ -113,7 +114,9 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
     with CUDA, whose costs only they measure). ``detail``: technical lines (each whole
     run's times); ``status``: what it is doing now, called often (rls-prof's status
     line). ``budget_s``: wall seconds the chunk measurement may take (it ends early,
-    after at least ``MIN_CHUNKS`` chunks); None: only ``max_chunks`` bounds it."""
+    after at least ``MIN_CHUNKS`` chunks); None: only ``max_chunks`` bounds it.
+    ``check_s``: wall seconds the cost model's check may take (None: about the run's
+    length, at most model_check.MAX_BUDGET_S)."""
     try:
         max_progress = parse_limit(os.environ.get(envvars.MAX_PROGRESS))
     except ValueError as e:
@@ -138,7 +141,7 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
             if not told:
                 say(f"not by chunks: {why_not}; instead, rlscope's hooks are timed in a "
                     "tight loop and the command runs again without rlscope to check")
-            return _by_model(command, out, rec, max_progress, status, detail, say)
+            return _by_model(command, out, rec, max_progress, status, detail, say, check_s)
         say(f"calibrating with whole runs: {why_not}")
     records = run_configurations(command, configs, repetitions, out, rec, max_progress,
                                  echo=detail, status=status)
@@ -146,8 +149,8 @@ def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,
 
 
 def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int | None,
-              status: Status | None, detail: Echo | None, echo: Echo | None = None
-              ) -> Calibration:
+              status: Status | None, detail: Echo | None, echo: Echo | None = None,
+              check_s: float | None = None) -> Calibration:
     import json
 
     try:
@@ -157,7 +160,7 @@ def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int |
     cal = calibrate_by_model(command, out, rec, run,
                              lambda pools, counts: microbenchmark(
                                  rec.recorder, status, pools, took_py_samples(out), counts),
-                             max_progress, status, detail, echo)
+                             max_progress, status, detail, echo, check_s)
     write_calibration(cal, out / FILE_NAME)
     return cal
 

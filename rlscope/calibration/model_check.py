@@ -139,9 +139,12 @@ def _ticker(status: Status | None, text: str) -> Callable[[], None]:
 
 def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
                    max_progress: int | None, status: Status | None = None,
-                   detail: Callable[[str], None] | None = None) -> list[RunRecord]:
-    """Runs of the command without rlscope until the budget is spent (at least one)."""
-    budget = max(BUDGET_FACTOR * profiled_wall_s, MIN_BUDGET_S)
+                   detail: Callable[[str], None] | None = None,
+                   budget_s: float | None = None) -> list[RunRecord]:
+    """Runs of the command without rlscope until the budget is spent (at least one; by
+    default about the profiled run's length, at least MIN_BUDGET_S)."""
+    budget = max(BUDGET_FACTOR * profiled_wall_s, MIN_BUDGET_S) if budget_s is None \
+        else budget_s
     timeout = max(4 * profiled_wall_s, 120.0)
     records: list[RunRecord] = []
     for i in _rounds(budget):
@@ -298,10 +301,12 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                                             dict[str, dict[str, float]] | None],
                        max_progress: int | None, status: Status | None = None,
                        detail: Callable[[str], None] | None = None,
-                       echo: Callable[[str], None] | None = None) -> Calibration:
+                       echo: Callable[[str], None] | None = None,
+                       budget_s: float | None = None) -> Calibration:
     """The cost model (microbenchmarks) and its check on whole runs (a long run: on pairs
     of runs ended early, :func:`run_bounded_pairs`); ``echo``: said once (why a long
-    run's check is not shorter); ``run``: the
+    run's check is not shorter); ``budget_s``: the check's (None: :func:`check_budget_s`);
+    ``run``: the
     profiled run's run.json (its ``cpu_s`` and ``duration_s``);
     ``microbench(pools, counts)``: the hooks' benchmarks, the pool kinds' too if asked,
     in situ for the kinds with events in ``counts``."""
@@ -312,7 +317,7 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
     mb = microbench(bool(counts.get(POOL_TASK) or counts.get(POOL_CALL)), counts)
     startup = startup_cost_ns(rec, status)
     wall = float(run.get("duration_s") or 0.0)
-    budget = check_budget_s(wall)
+    budget = check_budget_s(wall) if budget_s is None else budget_s
     bound, why = (None, "")
     if wall > budget:  # a long run: checked on its first part, if it can be ended there
         bound, why = progress_bound(prof, budget / (2 * BOUNDED_PAIRS))
@@ -325,7 +330,8 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
         checked = [(p.profiled, p.installs_s) for p in pairs]
         dirs = [Path(p.directories[0]) for p in pairs]
     else:
-        records = run_unrecorded(command, out, wall, max_progress, status, detail)
+        records = run_unrecorded(command, out, wall, max_progress, status, detail,
+                                 budget_s)
         checked, dirs = [], []
     return model_calibration(command, mb or {}, startup.ns, startup.spread_ns, counts,
                              float(run.get("cpu_s", math.nan)),

@@ -64,7 +64,9 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
 @click.option("--calibrate-seconds", "calibrate_s", type=click.FloatRange(1, 86400),
               default=None, metavar="SECONDS",
               help="Wall time --calibrate-by chunks may take (at least 4 chunks are "
-                   "measured). Default without --chunks: about the profiled run's own "
+                   "measured), or the check of a multi-process run's cost model (runs "
+                   "ended early at a progress report of the script where the run is "
+                   "longer). Default without --chunks: about the profiled run's own "
                    "length, at most 300.")
 @click.option("--chunk-seconds", "chunk_s", type=click.FloatRange(0.01, 60), default=0.25,
               show_default=True, help="Shortest chunk, in seconds of the workload.")
@@ -258,6 +260,7 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
         return True
     cuda = bool(result.cuda_files)
     why_not = chunks_unsuitable(out, rec, cuda) if mode == "chunks" else None
+    check_s = budget_s  # the user's bound of the model's check too
     if max_chunks is None:  # as many as fit in the budget (by default, the run's length)
         max_chunks = DEFAULT_MAX_CHUNKS
         if budget_s is None:
@@ -282,7 +285,7 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
     try:
         cal = calibrate(command, out, rec, cuda=cuda, why_not=why_not,
                         repetitions=repetitions, echo=indented, mode=mode, chunk_s=chunk_s,
-                        max_chunks=max_chunks, budget_s=budget_s,
+                        max_chunks=max_chunks, budget_s=budget_s, check_s=check_s,
                         detail=indented if verbose else None,
                         status=None if quiet else status.update)
     except UserError:

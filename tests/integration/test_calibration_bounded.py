@@ -88,3 +88,23 @@ def test_a_run_whose_progress_rlscope_reports_is_checked_whole(tmp_path: Path):
     mine = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "")
     assert model_check.progress_bound(mine, 0.7) == (2, "")
     assert model_check.progress_bound(mine, 1.9)[0] is None  # no shorter than the run
+
+
+def test_calibrate_seconds_bounds_a_multi_process_runs_check(tmp_path: Path):
+    """Through rls-prof: a run with a Pool worker (no chunks: forked copies could not
+    share it), ``--calibrate-seconds 1`` shorter than the run, so its check ends its
+    runs at a progress report; the report says so."""
+    import json
+
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--calibrate-seconds", "1",
+                 "--", sys.executable, str(WORKLOAD), "150", "pool", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "pair" in r.stderr and "ended at progress report" in r.stderr, r.stderr
+    cal = json.loads((out / "calibration.json").read_text())
+    assert cal["mode"] == "model"
+    bound = cal["uninstrumented"]["bounded_progress"]
+    assert 1 <= bound < 150
+    rep = run_tool("rls-analyze", "report", str(out))
+    assert rep.returncode == 0, rep.stderr
+    assert f"in runs ended at progress report {bound}" in rep.stdout, rep.stdout
