@@ -68,6 +68,12 @@ BACKENDS = ("torch", "tensorflow", "jax")  # BACKEND_CALL events
 SIMULATORS = ("mujoco", "box2d", "ale", "pybullet", "envpool", "pufferlib")
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
 COMPILERS = ("torch-compile", "jax-compile", "tf-compile")  # compile records (metadata)
+# Integrations whose progress reports RLSCOPE_MAX_PROGRESS can count in a run without
+# rlscope too (RLSCOPE_PROGRESS_BY; rlscope.inprocess.limits): for sb3, SB3's updates
+# of its progress counter, this method of its BaseAlgorithm, where rlscope's sb3
+# integration reports progress.
+PROGRESS_BOUNDABLE = ("sb3",)
+SB3_PROGRESS_METHOD = "_update_current_progress_remaining"
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
            "Box2D": "box2d", "mp": "multiprocessing"}

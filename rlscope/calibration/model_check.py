@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlscope import envvars
 from rlscope.analysis.overhead.correction import install_ns, own_threads_ns
 from rlscope.analysis.overhead.kinds import (
     KINDS,
@@ -35,6 +36,7 @@ from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, Status, run_once
 from rlscope.launch import child_env
 from rlscope.launch.child_env import Recording
+from rlscope.libraries import PROGRESS_BOUNDABLE
 from rlscope.trace import format as fmt
 from rlscope.trace.reader import read_process, trace_files
 
@@ -183,10 +185,12 @@ class BoundedPair:
 
 def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
                       budget_s: float, status: Status | None = None,
-                      detail: Callable[[str], None] | None = None) -> list[BoundedPair]:
-    """Pairs of runs ended at the script's ``bound``-th progress report, with rlscope (as
-    profiled) and without, in turns (which goes first alternates), until ``budget_s`` is
-    spent (at least one pair)."""
+                      detail: Callable[[str], None] | None = None,
+                      by: str = "") -> list[BoundedPair]:
+    """Pairs of runs ended at the script's ``bound``-th progress report (``by``: the
+    integration's, libraries.PROGRESS_BOUNDABLE), with rlscope (as profiled) and without, in
+    turns (which goes first alternates), until ``budget_s`` is spent (at least one
+    pair)."""
     from rlscope.errors import RLScopeError
 
     pairs: list[BoundedPair] = []
@@ -201,6 +205,8 @@ def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
             env = (child_env.profiled(dataclasses.replace(rec.into(d[True]),
                                                           max_progress=bound))
                    if recorded else child_env.uninstrumented(bound))
+            if by:
+                env[envvars.PROGRESS_BY] = by
             wall, cpu, rc = run_once(command, env, d[recorded], timeout, tick)
             if rc != 0:
                 raise RLScopeError(f"a check run {'with' if recorded else 'without'} "
@@ -283,7 +289,7 @@ def progress_bound(prof: Profiled, target_s: float) -> tuple[int | None, str]:
     """(N, "") where the main process's N-th progress report came ``target_s`` after the
     launch or later and before its last report (RLSCOPE_MAX_PROGRESS=N ends a run
     there), else (None, why not, a clause)."""
-    if prof.progress_by:
+    if prof.progress_by and prof.progress_by not in PROGRESS_BOUNDABLE:
         return None, (f"its progress reports are made by rlscope's {prof.progress_by} "
                       "integration, which a run without rlscope does not make")
     t = prof.progress_s
@@ -325,7 +331,8 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
             echo(f"the check runs the whole command again ({wall:.0f} s), not a "
                  f"~{budget:.0f} s part of it: {why}")
     if bound is not None:
-        pairs = run_bounded_pairs(command, out, rec, bound, budget, status, detail)
+        pairs = run_bounded_pairs(command, out, rec, bound, budget, status, detail,
+                                  prof.progress_by)
         records = [RunRecord(p.unrecorded, p.directories[1], 0) for p in pairs]
         checked = [(p.profiled, p.installs_s) for p in pairs]
         dirs = [Path(p.directories[0]) for p in pairs]

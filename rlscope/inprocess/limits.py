@@ -6,7 +6,9 @@ count does; one that trains until a wall-clock limit or a reward threshold does 
 bound counts the script's own ``report_progress`` calls, which are made (and counted)
 whether or not anything is recorded, so the uninstrumented run stops at the same point as
 the instrumented ones. Progress reported by the sb3 integration is only made while
-recording, so it is not counted.
+recording, so it is not counted; with ``RLSCOPE_PROGRESS_BY=sb3`` the bound counts SB3's
+own updates of its progress counter instead (where that integration reports progress),
+with or without recording.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlscope.envvars import MAX_PROGRESS as ENV_MAX_PROGRESS
+from rlscope.libraries import SB3_PROGRESS_METHOD
 from rlscope.trace.format import PROGRESS_UNIT
 
 
@@ -44,12 +47,46 @@ def limited(report: Callable[..., Any], limit: int) -> Callable[..., Any]:
         report(timesteps, total_timesteps, unit)
         count += 1
         if count >= limit:
-            print(f"rlscope: stopping after {limit} progress reports ({ENV_MAX_PROGRESS})",
-                  file=sys.stderr)
-            raise WorkLimitReached(0)
+            _stop_at(limit)
 
     report_progress._rlscope_limited = True  # type: ignore[attr-defined]
     return report_progress
+
+
+def _stop_at(limit: int) -> None:
+    print(f"rlscope: stopping after {limit} progress reports ({ENV_MAX_PROGRESS})",
+          file=sys.stderr)
+    raise WorkLimitReached(0)
+
+
+def install_integration_limit(by: str, limit: int) -> bool:
+    """End the process at the ``limit``-th progress report integration ``by`` makes (or
+    would make, not recording): for sb3, SB3's ``limit``-th update of its progress
+    counter, counted once SB3 is imported. False for an integration not in
+    libraries.PROGRESS_BOUNDABLE."""
+    if by != "sb3":
+        return False
+    from rlscope.intercept import importhook
+
+    def install(_sb3: Any) -> None:
+        from stable_baselines3.common.base_class import BaseAlgorithm
+
+        update = getattr(BaseAlgorithm, SB3_PROGRESS_METHOD)
+        count = 0
+
+        @functools.wraps(update)
+        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            nonlocal count
+            out = update(self, *args, **kwargs)
+            count += 1
+            if count >= limit:
+                _stop_at(limit)
+            return out
+
+        setattr(BaseAlgorithm, SB3_PROGRESS_METHOD, counted)
+
+    importhook.when_imported("stable_baselines3", install)
+    return True
 
 
 def install_progress_limit(limit: int) -> None:

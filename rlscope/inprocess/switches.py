@@ -25,8 +25,17 @@ def apply_work_limit() -> None:
     except ValueError as e:
         print(f"rlscope: {e}; running without a work limit", file=sys.stderr)
         return
-    if n is not None:
-        install_progress_limit(n)
+    if n is None:
+        return
+    by = os.environ.get(envvars.PROGRESS_BY, "")
+    if by:
+        from rlscope.inprocess.limits import install_integration_limit
+
+        if not install_integration_limit(by, n):
+            print(f"rlscope: {envvars.PROGRESS_BY}={by!r} cannot bound the work; running "
+                  "without a work limit", file=sys.stderr)
+        return
+    install_progress_limit(n)
 
 
 def apply_annotation_switch() -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from rlscope import annotate
 from rlscope.integrations import mark_method, wrap_method
 from rlscope.intercept.patch import Patcher
+from rlscope.libraries import SB3_PROGRESS_METHOD
 
 _ALGOS = ("PPO", "A2C", "DQN", "SAC", "TD3")
 
@@ -47,7 +48,7 @@ def install(sb3: ModuleType, p: Patcher) -> int:
     for obj in list(vars(vec_env).values()):
         if isinstance(obj, type) and issubclass(obj, vec_env.VecEnv) and "reset" in vars(obj):
             n += mark_method(p, obj, "reset", "simulation")
-    n += wrap_method(p, base_class.BaseAlgorithm, "_update_current_progress_remaining", _progress)
+    n += wrap_method(p, base_class.BaseAlgorithm, SB3_PROGRESS_METHOD, _progress)
     n += wrap_method(p, base_class.BaseAlgorithm, "_setup_learn", _metadata)
     from rlscope.integrations import vecenv
 

@@ -78,11 +78,14 @@ def test_a_long_runs_check_ends_its_runs_at_a_progress_report(
 
 
 def test_a_run_whose_progress_rlscope_reports_is_checked_whole(tmp_path: Path):
-    """Progress reported by an integration (sb3) is made only while recording: a run
-    without rlscope could not be ended there, and the check says why it runs whole."""
-    prof = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "sb3")
+    """Progress reported by an integration (rllib) is made only while recording: a run
+    without rlscope could not be ended there, and the check says why it runs whole.
+    SB3's can (its updates are counted with or without recording)."""
+    prof = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "rllib")
     bound, why = model_check.progress_bound(prof, 0.7)
-    assert bound is None and "sb3 integration" in why
+    assert bound is None and "rllib integration" in why
+    sb3 = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "sb3")
+    assert model_check.progress_bound(sb3, 0.7) == (2, "")
     bound, why = model_check.progress_bound(model_check.Profiled({}, 0.0, [], ""), 0.7)
     assert bound is None and "rlscope.report_progress" in why
     mine = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "")
@@ -108,3 +111,27 @@ def test_calibrate_seconds_bounds_a_multi_process_runs_check(tmp_path: Path):
     rep = run_tool("rls-analyze", "report", str(out))
     assert rep.returncode == 0, rep.stderr
     assert f"in runs ended at progress report {bound}" in rep.stdout, rep.stdout
+
+
+def test_an_sb3_runs_check_ends_at_sb3s_own_progress_update(tmp_path: Path):
+    """An unmodified SB3 script reports no progress itself; rlscope's sb3 integration
+    does, at SB3's updates of its progress counter, only while recording. The check's
+    runs count those updates with and without rlscope (RLSCOPE_PROGRESS_BY=sb3), so a
+    run longer than the budget is still checked on runs ended early."""
+    import json
+
+    pytest.importorskip("stable_baselines3")
+    script = Path(__file__).parent / "workloads" / "sb3_vec.py"
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--calibrate-seconds", "1",
+                 "--", sys.executable, str(script), "2", "1024", timeout=600)
+    assert r.returncode == 0, r.stderr
+    cal = json.loads((out / "calibration.json").read_text())
+    bound = cal["uninstrumented"]["bounded_progress"]
+    prof = model_check.profiled_run(out)
+    assert prof.progress_by == "sb3" and 1 <= bound < len(prof.progress_s)
+    for r_ in (r_ for r_ in cal["runs"] if r_["round"] >= 0):
+        log = (out / r_["directory"] / "output.log").read_text()
+        assert f"stopping after {bound} progress reports" in log and "done" not in log
+    full = next(r_ for r_ in cal["runs"] if r_["round"] >= 0 and r_["config"] == "full")
+    assert len(read_trace(out / full["directory"]).processes[0].progress.time_ns) == bound
