@@ -20,7 +20,6 @@ from typing import Any
 
 from rlscope.envvars import MAX_PROGRESS as ENV_MAX_PROGRESS
 from rlscope.libraries import SB3_PROGRESS_METHOD
-from rlscope.trace.format import PROGRESS_UNIT
 
 
 class WorkLimitReached(SystemExit):
@@ -37,26 +36,24 @@ def parse_limit(value: str | None) -> int | None:
     return n
 
 
-def limited(report: Callable[..., Any], limit: int) -> Callable[..., Any]:
+def limited(func: Callable[..., Any], limit: int) -> Callable[..., Any]:
+    """``func`` that ends the process once it has returned ``limit`` times (any
+    arguments passed on: ``report_progress``'s ``metrics=`` too)."""
     count = 0
 
-    @functools.wraps(report)
-    def report_progress(timesteps: int, total_timesteps: int | None = None,
-                        unit: str = PROGRESS_UNIT) -> None:
+    @functools.wraps(func)
+    def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal count
-        report(timesteps, total_timesteps, unit)
+        out = func(*args, **kwargs)
         count += 1
         if count >= limit:
-            _stop_at(limit)
+            print(f"rlscope: stopping after {limit} progress reports ({ENV_MAX_PROGRESS})",
+                  file=sys.stderr)
+            raise WorkLimitReached(0)
+        return out
 
-    report_progress._rlscope_limited = True  # type: ignore[attr-defined]
-    return report_progress
-
-
-def _stop_at(limit: int) -> None:
-    print(f"rlscope: stopping after {limit} progress reports ({ENV_MAX_PROGRESS})",
-          file=sys.stderr)
-    raise WorkLimitReached(0)
+    counted._rlscope_limited = True  # type: ignore[attr-defined]
+    return counted
 
 
 def install_integration_limit(by: str, limit: int) -> bool:
@@ -71,19 +68,8 @@ def install_integration_limit(by: str, limit: int) -> bool:
     def install(_sb3: Any) -> None:
         from stable_baselines3.common.base_class import BaseAlgorithm
 
-        update = getattr(BaseAlgorithm, SB3_PROGRESS_METHOD)
-        count = 0
-
-        @functools.wraps(update)
-        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-            nonlocal count
-            out = update(self, *args, **kwargs)
-            count += 1
-            if count >= limit:
-                _stop_at(limit)
-            return out
-
-        setattr(BaseAlgorithm, SB3_PROGRESS_METHOD, counted)
+        setattr(BaseAlgorithm, SB3_PROGRESS_METHOD,
+                limited(getattr(BaseAlgorithm, SB3_PROGRESS_METHOD), limit))
 
     importhook.when_imported("stable_baselines3", install)
     return True

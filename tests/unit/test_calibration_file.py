@@ -91,6 +91,13 @@ def test_work_limit_counts_reports():
     with pytest.raises(WorkLimitReached) as e:
         f(2, 4, unit="episodes")  # the unit passed on
     assert e.value.code == 0 and seen == [(1, "timesteps"), (2, "episodes")]
+    # Every argument passed on: a script's report_progress(..., metrics=...) under
+    # RLSCOPE_MAX_PROGRESS raised TypeError when the bound took three named ones.
+    got = []
+    g = limited(lambda t, total=None, **kw: got.append((t, kw)), 1)
+    with pytest.raises(WorkLimitReached):
+        g(1, 3, metrics={"reward": 1.0})
+    assert got == [(1, {"metrics": {"reward": 1.0}})]
     assert parse_limit(None) is None and parse_limit("5") == 5
     with pytest.raises(ValueError):
         parse_limit("0")
