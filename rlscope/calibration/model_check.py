@@ -310,12 +310,11 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                        echo: Callable[[str], None] | None = None,
                        budget_s: float | None = None) -> Calibration:
     """The cost model (microbenchmarks) and its check on whole runs (a long run: on pairs
-    of runs ended early, :func:`run_bounded_pairs`); ``echo``: said once (why a long
-    run's check is not shorter); ``budget_s``: the check's (None: :func:`check_budget_s`);
-    ``run``: the
-    profiled run's run.json (its ``cpu_s`` and ``duration_s``);
-    ``microbench(pools, counts)``: the hooks' benchmarks, the pool kinds' too if asked,
-    in situ for the kinds with events in ``counts``."""
+    of runs ended early, :func:`run_bounded_pairs`). ``run``: the profiled run's
+    run.json (its ``cpu_s`` and ``duration_s``); ``microbench(pools, counts)``: the
+    hooks' benchmarks, the pool kinds' too if asked, in situ for the kinds with events in
+    ``counts``; ``echo``: said once (why a long run's check is not shorter);
+    ``budget_s``: the check's (None: :func:`check_budget_s`)."""
     if status is not None:
         status("calibrating: counting the profiled run's events")
     prof = profiled_run(out)
