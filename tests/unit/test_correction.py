@@ -372,6 +372,24 @@ def test_correction_withheld_where_its_check_shows_no_gain():
     assert breakdown(*out.processes) == breakdown(process_trace(TRUE))
 
 
+def test_a_withheld_bounded_check_names_the_runs_it_compared():
+    """A long run's model check compares runs ended at a progress report; where that
+    check withholds the correction, its line still says which runs it compared."""
+    from rlscope.analysis.overhead.applied import apply_correction
+    from rlscope.analysis.overhead.model import Calibration
+    from rlscope.reporters.correction import correction_lines
+
+    trace = Trace(None, {}, [process_trace(inject(TRUE))])  # type: ignore[arg-type]
+    cal = Calibration([], COSTS, mode="model", metric="cpu",
+                      uninstrumented={"mean_s": 1.0, "n": 1, "bounded_progress": 22},
+                      validation={"total_error_pct": -6.7, "raw_total_error_pct": 2.6,
+                                  "validation_rounds": [1]})
+    (line,) = correction_lines(apply_correction(trace, cal).run)
+    assert line.startswith("Overhead: not corrected, raw numbers shown")
+    assert "runs ended at progress report 22 (with rlscope and without, in pairs)" in line
+    assert "-6.7%" in line and "+2.6%" in line
+
+
 def test_an_unchecked_cost_model_reports_the_overhead_on_raw_numbers():
     """rls-prof's cost model (costs.json, no check against runs without rlscope): the
     report shows raw numbers and rlscope's share of the run's CPU time by the model."""
