@@ -69,11 +69,18 @@ SIMULATORS = ("mujoco", "box2d", "ale", "pybullet", "envpool", "pufferlib")
 WAITS = ("wait",)  # WAIT_CALL events (blocking standard-library calls)
 COMPILERS = ("torch-compile", "jax-compile", "tf-compile")  # compile records (metadata)
 # Integrations whose progress reports RLSCOPE_MAX_PROGRESS can count in a run without
-# rlscope too (RLSCOPE_PROGRESS_BY; rlscope.inprocess.limits): for sb3, SB3's updates
-# of its progress counter, this method of its BaseAlgorithm, where rlscope's sb3
-# integration reports progress.
-PROGRESS_BOUNDABLE = ("sb3",)
+# rlscope too (RLSCOPE_PROGRESS_BY; rlscope.inprocess.limits), by what they are counted
+# there: (module, class, method), one call per report the integration makes while
+# recording. sb3: SB3's updates of its progress counter (where the sb3 integration
+# reports). rllib: a training iteration, ``Algorithm.train`` (Ray Tune's Trainable
+# method, which calls ``Algorithm.step`` once: the rllib integration reports after each
+# step, inside train, so the limit's count comes after the report).
 SB3_PROGRESS_METHOD = "_update_current_progress_remaining"
+PROGRESS_COUNTED: dict[str, tuple[str, str, str]] = {
+    "sb3": ("stable_baselines3.common.base_class", "BaseAlgorithm", SB3_PROGRESS_METHOD),
+    "rllib": ("ray.rllib.algorithms.algorithm", "Algorithm", "train"),
+}
+PROGRESS_BOUNDABLE = tuple(PROGRESS_COUNTED)
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
            "Box2D": "box2d", "mp": "multiprocessing"}

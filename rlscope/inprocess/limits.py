@@ -8,7 +8,8 @@ whether or not anything is recorded, so the uninstrumented run stops at the same
 the instrumented ones. Progress reported by the sb3 integration is only made while
 recording, so it is not counted; with ``RLSCOPE_PROGRESS_BY=sb3`` the bound counts SB3's
 own updates of its progress counter instead (where that integration reports progress),
-with or without recording.
+with or without recording; with ``RLSCOPE_PROGRESS_BY=rllib``, RLlib's training
+iterations (``Algorithm.train`` calls: the rllib integration reports after each).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlscope.envvars import MAX_PROGRESS as ENV_MAX_PROGRESS
-from rlscope.libraries import SB3_PROGRESS_METHOD
+from rlscope.libraries import PROGRESS_COUNTED
 
 
 class WorkLimitReached(SystemExit):
@@ -58,20 +59,24 @@ def limited(func: Callable[..., Any], limit: int) -> Callable[..., Any]:
 
 def install_integration_limit(by: str, limit: int) -> bool:
     """End the process at the ``limit``-th progress report integration ``by`` makes (or
-    would make, not recording): for sb3, SB3's ``limit``-th update of its progress
-    counter, counted once SB3 is imported. False for an integration not in
-    libraries.PROGRESS_BOUNDABLE."""
-    if by != "sb3":
+    would make, not recording), counted by its method in libraries.PROGRESS_COUNTED once
+    its module is imported: for sb3, SB3's updates of its progress counter; for rllib,
+    ``Algorithm.train`` calls. False for an integration not in that table."""
+    where = PROGRESS_COUNTED.get(by)
+    if where is None:
         return False
+    module, cls_name, method = where
     from rlscope.intercept import importhook
 
-    def install(_sb3: Any) -> None:
-        from stable_baselines3.common.base_class import BaseAlgorithm
+    def install(mod: Any) -> None:
+        cls = getattr(mod, cls_name, None)
+        if isinstance(cls, type) and callable(getattr(cls, method, None)):
+            setattr(cls, method, limited(getattr(cls, method), limit))
+        else:
+            print(f"rlscope: {module}.{cls_name}.{method} not found; running without a "
+                  f"work limit ({ENV_MAX_PROGRESS})", file=sys.stderr)
 
-        setattr(BaseAlgorithm, SB3_PROGRESS_METHOD,
-                limited(getattr(BaseAlgorithm, SB3_PROGRESS_METHOD), limit))
-
-    importhook.when_imported("stable_baselines3", install)
+    importhook.when_imported(module, install)
     return True
 
 

@@ -78,14 +78,16 @@ def test_a_long_runs_check_ends_its_runs_at_a_progress_report(
 
 
 def test_a_run_whose_progress_rlscope_reports_is_checked_whole(tmp_path: Path):
-    """Progress reported by an integration (rllib) is made only while recording: a run
-    without rlscope could not be ended there, and the check says why it runs whole.
-    SB3's can (its updates are counted with or without recording)."""
-    prof = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "rllib")
+    """Progress reported by an integration is made only while recording: a run without
+    rlscope can be ended there only where the integration's reports are counted with or
+    without recording (SB3's progress updates, RLlib's training iterations); for any
+    other, the check says why it runs whole."""
+    prof = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "some-library")
     bound, why = model_check.progress_bound(prof, 0.7)
-    assert bound is None and "rllib integration" in why
-    sb3 = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "sb3")
-    assert model_check.progress_bound(sb3, 0.7) == (2, "")
+    assert bound is None and "some-library integration" in why
+    for by in ("sb3", "rllib"):
+        known = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], by)
+        assert model_check.progress_bound(known, 0.7) == (2, "")
     bound, why = model_check.progress_bound(model_check.Profiled({}, 0.0, [], ""), 0.7)
     assert bound is None and "rlscope.report_progress" in why
     mine = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "")

@@ -243,3 +243,26 @@ def test_rllib_iterations_match_rllib_timers(tmp_path: Path):
         assert actors == []
     text = run_tool("rls-analyze", "report", str(out))
     assert "Training iterations (PPO): 3 iteration(s)" in text.stdout
+
+
+def test_rllib_runs_check_pairs_end_at_a_training_iteration(tmp_path: Path):
+    """A long RLlib run's calibration check (issue 22): RLlib's progress is reported by
+    rlscope's rllib integration, only while recording; with RLSCOPE_PROGRESS_BY=rllib
+    both runs of a pair count RLlib's training iterations (``Algorithm.train``) and end
+    at the same one, recording or not, and the recorded one's trace holds exactly that
+    many progress reports."""
+    from rlscope.calibration import model_check
+    from rlscope.launch.child_env import Recording
+    from rlscope.trace.reader import read_trace
+
+    py = python_or_skip("ray.rllib")
+    cmd = [py, str(WORKLOADS / "rllib_ppo.py"), "3"]
+    rec = Recording(str(tmp_path / "run"), cuda=False, sample_python_hz=0.0)
+    (pair,) = model_check.run_bounded_pairs(cmd, tmp_path, rec, 1, 0.1, by="rllib")
+    for d in pair.directories:
+        log = (Path(d) / "output.log").read_text()
+        assert "stopping after 1 progress reports" in log, log[-3000:]
+    driver = [p for p in read_trace(pair.directories[0]).processes
+              if p.metadata.get(fmt.META_PROGRESS_BY) == "rllib"]
+    assert len(driver) == 1 and len(driver[0].progress.time_ns) == 1
+    assert pair.profiled.seconds > 0 and pair.unrecorded.seconds > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,42 @@ def test_work_limit_counts_reports():
     assert parse_limit(None) is None and parse_limit("5") == 5
     with pytest.raises(ValueError):
         parse_limit("0")
+
+
+def test_an_integrations_progress_is_counted_by_its_librarys_method(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """RLSCOPE_PROGRESS_BY=rllib: the work limit counts ``Algorithm.train`` calls (the
+    module already imported here: installed at once); an unknown integration, or a
+    library without that method, runs unbounded and says so."""
+    import types
+
+    from rlscope.inprocess.limits import install_integration_limit
+    from rlscope.libraries import PROGRESS_COUNTED
+
+    module, cls_name, method = PROGRESS_COUNTED["rllib"]
+    calls = []
+
+    class Algorithm:
+        def train(self) -> dict:
+            calls.append(1)
+            return {"training_iteration": len(calls)}
+
+    fake = types.ModuleType(module)
+    fake.Algorithm = Algorithm  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module, fake)
+    assert (cls_name, method) == ("Algorithm", "train")
+    assert install_integration_limit("rllib", 2)
+    algo = Algorithm()
+    assert algo.train() == {"training_iteration": 1}
+    with pytest.raises(WorkLimitReached):
+        algo.train()
+    assert len(calls) == 2  # the second iteration ran whole, then the run ended
+    assert not install_integration_limit("nothing-we-know", 2)
+    empty = types.ModuleType(module)
+    monkeypatch.setitem(sys.modules, module, empty)
+    assert install_integration_limit("rllib", 2)
+    assert "Algorithm.train not found; running without a work limit" in \
+        capsys.readouterr().err
 
 
 def test_chunk_configurations_switch_call_categories_by_mask():

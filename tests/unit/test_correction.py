@@ -386,7 +386,8 @@ def test_a_withheld_bounded_check_names_the_runs_it_compared():
                                   "validation_rounds": [1]})
     (line,) = correction_lines(apply_correction(trace, cal).run)
     assert line.startswith("Overhead: not corrected, raw numbers shown")
-    assert "runs ended at progress report 22 (with rlscope and without, in pairs)" in line
+    assert "check in runs ended at progress report 22 (with rlscope and without, in " \
+        "pairs), correcting left the time" in line
     assert "-6.7%" in line and "+2.6%" in line
 
 

@@ -84,13 +84,14 @@ def withheld_reason(cal: Calibration) -> str:
         return ""
     what = {"chunks": "held-out chunks", "runs": "held-out runs",
             "model": "the profiled run"}.get(cal.mode, "the check")
+    where = f"({what} against the same work without rlscope)"
     bound = cal.uninstrumented.get("bounded_progress")
     if cal.mode == "model" and bound:
-        what = (f"runs ended at progress report {int(bound)} (with rlscope and without, "
-                "in pairs)")
-    return (f"on the calibration's check ({what} against the same work without rlscope) "
-            f"correcting left the time {c:+.1f}% off, further than the raw {r:+.1f}%: "
-            "rlscope's cost here is below what this machine resolves")
+        where = (f"in runs ended at progress report {int(bound)} (with rlscope and "
+                 "without, in pairs),")
+    return (f"on the calibration's check {where} correcting left the time {c:+.1f}% off, "
+            f"further than the raw {r:+.1f}%: rlscope's cost here is below what this "
+            "machine resolves")
 
 
 def withheld_entry(cal: Calibration, run: dict | None = None,
