@@ -81,6 +81,10 @@ PROGRESS_COUNTED: dict[str, tuple[str, str, str]] = {
     "rllib": ("ray.rllib.algorithms.algorithm", "Algorithm", "train"),
 }
 PROGRESS_BOUNDABLE = tuple(PROGRESS_COUNTED)
+# RLSCOPE_PROGRESS_BY for a script that reports no progress: the root process's torch
+# optimizer steps (torch's global step post-hook, with or without recording; a profiled
+# run's steps are its MARK_STEP markers).
+OPTIMIZER_STEPS = "torch-optimizer"
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
            "Box2D": "box2d", "mp": "multiprocessing"}

@@ -309,13 +309,15 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                       installs_s: float, run_dirs: list[str], bounded: int | None = None,
                       checked: list[tuple[RunSample, float]] | None = None,
                       checked_dirs: list[str] | None = None,
-                      import_ns: float = math.nan) -> Calibration:
+                      import_ns: float = math.nan,
+                      bounded_unit: str = "progress report") -> Calibration:
     """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
     tree's CPU time, ``wall_s``; ``installs_s``: the CPU its processes recorded setting
     up interception and in rlscope's own threads) against runs without rlscope
-    (``unrecorded``). A long run's check (``bounded``: the progress report its runs
-    ended at): ``checked`` runs with rlscope (their samples with their events, and
-    installs) each paired with the ``unrecorded`` one of the same index."""
+    (``unrecorded``). A long run's check (``bounded``: the progress report, or the
+    ``bounded_unit``, its runs ended at): ``checked`` runs with rlscope (their samples
+    with their events, and installs) each paired with the ``unrecorded`` one of the same
+    index."""
     costs = model_costs(mb, startup_ns, startup_err_ns, counts, import_ns)
 
     def removed_s(events: dict[str, int], installs: float) -> float:
@@ -337,7 +339,8 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
         corr = prof - np.array([removed_s(s.counts, i) for s, i in checked])
         errs = [100.0 * (c / x - 1.0) for c, x in zip(corr, u, strict=True) if x > 0]
         raw_errs = [100.0 * (c / x - 1.0) for c, x in zip(prof, u, strict=True) if x > 0]
-        unin.update(bounded_progress=bounded, profiled_mean_s=float(prof.mean()),
+        unin.update(bounded_progress=bounded, bounded_unit=bounded_unit,
+                    profiled_mean_s=float(prof.mean()),
                     corrected_mean_s=float(corr.mean()))
         corrected, raw = float(corr.mean()), float(prof.mean())
     else:

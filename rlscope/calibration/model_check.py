@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from rlscope import envvars
 from rlscope.analysis.overhead.correction import install_ns, own_threads_ns
 from rlscope.analysis.overhead.kinds import (
@@ -36,8 +38,9 @@ from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, Status, run_once
 from rlscope.launch import child_env
 from rlscope.launch.child_env import Recording
-from rlscope.libraries import PROGRESS_BOUNDABLE
+from rlscope.libraries import OPTIMIZER_STEPS, PROGRESS_BOUNDABLE
 from rlscope.trace import format as fmt
+from rlscope.trace.data import ProcessTrace
 from rlscope.trace.reader import read_process, trace_files
 
 BUDGET_FACTOR = 1.0  # runs without rlscope: about this many times the profiled run's wall
@@ -186,11 +189,11 @@ class BoundedPair:
 def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
                       budget_s: float, status: Status | None = None,
                       detail: Callable[[str], None] | None = None,
-                      by: str = "") -> list[BoundedPair]:
+                      by: str = "", unit: str = "progress report") -> list[BoundedPair]:
     """Pairs of runs ended at the script's ``bound``-th progress report (``by``: the
-    integration's, libraries.PROGRESS_BOUNDABLE), with rlscope (as profiled) and without, in
-    turns (which goes first alternates), until ``budget_s`` is spent (at least one
-    pair)."""
+    integration's, libraries.PROGRESS_BOUNDABLE; or libraries.OPTIMIZER_STEPS, the
+    ``unit`` "optimizer step"), with rlscope (as profiled) and without, in turns (which
+    goes first alternates), until ``budget_s`` is spent (at least one pair)."""
     from rlscope.errors import RLScopeError
 
     pairs: list[BoundedPair] = []
@@ -199,8 +202,8 @@ def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
         d = {True: out / SUBDIR / f"{i}-full", False: out / SUBDIR / f"{i}-{UNINSTRUMENTED}"}
         got: dict[bool, tuple[float, float]] = {}
         for recorded in (True, False) if i % 2 == 0 else (False, True):
-            tick = _ticker(status, f"calibrating: pair {i + 1} of runs ended at progress "
-                                   f"report {bound}, {'with' if recorded else 'without'} "
+            tick = _ticker(status, f"calibrating: pair {i + 1} of runs ended at {unit} "
+                                   f"{bound}, {'with' if recorded else 'without'} "
                                    "rlscope (checks the correction)")
             env = (child_env.profiled(dataclasses.replace(rec.into(d[True]),
                                                           max_progress=bound))
@@ -221,7 +224,7 @@ def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
             RunSample(UNINSTRUMENTED, i, got[False][1], {}, got[False][0]),
             (str(d[True]), str(d[False]))))
         if detail is not None:
-            detail(f"pair {i + 1} ended at progress report {bound}: {got[True][1]:.2f} s "
+            detail(f"pair {i + 1} ended at {unit} {bound}: {got[True][1]:.2f} s "
                    f"CPU with rlscope, {got[False][1]:.2f} s without (process trees)")
     return pairs
 
@@ -255,12 +258,42 @@ def ran_pool_tasks(out: Path) -> bool:
 
 @dataclass
 class Profiled:
-    """What a profiled run's trace tells the check."""
+    """What a profiled run's trace tells the check. The main process's times (s after
+    the launch) stop at its first aggregated stretch (a bounded trace's gap), where
+    progress reports are thinned and markers are not kept one by one."""
 
     counts: dict[str, int]  # events by cost kind, every process
     installs_s: float  # CPU its processes recorded setting up interception, own threads
-    progress_s: list[float]  # the main process's progress reports, s after the launch
+    progress_s: list[float]  # the main process's progress reports
     progress_by: str  # the integration that made them ("": the script itself)
+    steps_s: list[float] = dataclasses.field(default_factory=list)  # its optimizer steps
+
+
+@dataclass
+class Bound:
+    """Where a long run's check ends its runs: the ``n``-th of the main process's
+    ``unit``s (RLSCOPE_MAX_PROGRESS=n, RLSCOPE_PROGRESS_BY=by), or None and why not."""
+
+    n: int | None
+    by: str = ""
+    unit: str = "progress report"
+    why: str = ""
+
+
+def _main_process_times(p: ProcessTrace, start_ns: int) -> tuple[list[float], list[float]]:
+    """(progress reports, torch optimizer steps) of a process, s after ``start_ns``, up
+    to its first aggregated stretch."""
+    ev = p.events
+    gaps = ev.time_ns[ev.kind == fmt.AGGREGATED_BEGIN]
+    end = int(gaps.min()) if len(gaps) else None
+    step = [i for i, s in enumerate(p.strings) if s == fmt.MARK_STEP[0]]  # torch's
+    steps = ev.time_ns[(ev.kind == fmt.MARK_CALL_BEGIN) & np.isin(ev.name, step)] \
+        if step else ev.time_ns[:0]
+
+    def seconds(t: np.ndarray) -> list[float]:
+        t = np.sort(t if end is None else t[t < end])
+        return [(int(x) - start_ns) / 1e9 for x in t]
+    return seconds(p.progress.time_ns), seconds(steps)
 
 
 def profiled_run(out: Path) -> Profiled:
@@ -271,6 +304,7 @@ def profiled_run(out: Path) -> Profiled:
     launcher = (run.get("launcher") or {}).get("pid")
     start = (run.get("start") or {}).get("monotonic_ns")
     progress: list[float] = []
+    steps: list[float] = []
     by = ""
     for f in files:
         if f.name.startswith("cuda."):
@@ -280,9 +314,9 @@ def profiled_run(out: Path) -> Profiled:
             counts[k] += n
         extra += (install_ns(p) + own_threads_ns(p)) / 1e9
         if launcher is not None and p.header.ppid == launcher and start is not None:
-            progress = [(int(t) - int(start)) / 1e9 for t in p.progress.time_ns]
+            progress, steps = _main_process_times(p, int(start))
             by = str(p.metadata.get(fmt.META_PROGRESS_BY, ""))
-    return Profiled(counts, extra, progress, by)
+    return Profiled(counts, extra, progress, by, steps)
 
 
 def progress_bound(prof: Profiled, target_s: float) -> tuple[int | None, str]:
@@ -300,6 +334,23 @@ def progress_bound(prof: Profiled, target_s: float) -> tuple[int | None, str]:
     if n >= len(t):
         return None, "its progress reports come too late in the run to end one early"
     return n, ""
+
+
+def work_bound(prof: Profiled, target_s: float) -> Bound:
+    """Where a long run's check ends its runs, about ``target_s`` after the launch: at a
+    progress report (:func:`progress_bound`), else, for a script that reports none in
+    time, at one of its main process's torch optimizer steps (counted in both runs of a
+    pair by torch's step hook; libraries.OPTIMIZER_STEPS), else None and why."""
+    n, why = progress_bound(prof, target_s)
+    if n is not None:
+        return Bound(n, prof.progress_by)
+    t = prof.steps_s
+    k = bisect.bisect_left(t, target_s) + 1
+    if len(t) >= 2 and k < len(t):
+        return Bound(k, OPTIMIZER_STEPS, "optimizer step")
+    why += ("; its torch optimizer steps come too late in the run to end one there" if t
+            else ", nor steps a torch optimizer, where one could end too")
+    return Bound(None, why=why)
 
 
 def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
@@ -323,15 +374,15 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
     startup = startup_cost_ns(rec, status)
     wall = float(run.get("duration_s") or 0.0)
     budget = check_budget_s(wall) if budget_s is None else budget_s
-    bound, why = (None, "")
+    bound = Bound(None)
     if wall > budget:  # a long run: checked on its first part, if it can be ended there
-        bound, why = progress_bound(prof, budget / (2 * BOUNDED_PAIRS))
-        if bound is None and echo is not None:
+        bound = work_bound(prof, budget / (2 * BOUNDED_PAIRS))
+        if bound.n is None and echo is not None:
             echo(f"the check runs the whole command again ({wall:.0f} s), not a "
-                 f"~{budget:.0f} s part of it: {why}")
-    if bound is not None:
-        pairs = run_bounded_pairs(command, out, rec, bound, budget, status, detail,
-                                  prof.progress_by)
+                 f"~{budget:.0f} s part of it: {bound.why}")
+    if bound.n is not None:
+        pairs = run_bounded_pairs(command, out, rec, bound.n, budget, status, detail,
+                                  bound.by, bound.unit)
         records = [RunRecord(p.unrecorded, p.directories[1], 0) for p in pairs]
         checked = [(p.profiled, p.installs_s) for p in pairs]
         dirs = [Path(p.directories[0]) for p in pairs]
@@ -344,5 +395,5 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                              float(run.get("duration_s", math.nan)),
                              [r.sample for r in records], prof.installs_s,
                              [str(Path(r.directory).relative_to(out)) for r in records],
-                             bound, checked, [str(d.relative_to(out)) for d in dirs],
-                             startup.import_ns)
+                             bound.n, checked, [str(d.relative_to(out)) for d in dirs],
+                             startup.import_ns, bound.unit)

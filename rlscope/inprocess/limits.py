@@ -9,18 +9,21 @@ the instrumented ones. Progress reported by the sb3 integration is only made whi
 recording, so it is not counted; with ``RLSCOPE_PROGRESS_BY=sb3`` the bound counts SB3's
 own updates of its progress counter instead (where that integration reports progress),
 with or without recording; with ``RLSCOPE_PROGRESS_BY=rllib``, RLlib's training
-iterations (``Algorithm.train`` calls: the rllib integration reports after each).
+iterations (``Algorithm.train`` calls: the rllib integration reports after each); with
+``RLSCOPE_PROGRESS_BY=torch-optimizer`` (a script that reports no progress), the root
+process's torch optimizer steps.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from rlscope.envvars import MAX_PROGRESS as ENV_MAX_PROGRESS
-from rlscope.libraries import PROGRESS_COUNTED
+from rlscope.libraries import OPTIMIZER_STEPS, PROGRESS_COUNTED
 
 
 class WorkLimitReached(SystemExit):
@@ -62,6 +65,8 @@ def install_integration_limit(by: str, limit: int) -> bool:
     would make, not recording), counted by its method in libraries.PROGRESS_COUNTED once
     its module is imported: for sb3, SB3's updates of its progress counter; for rllib,
     ``Algorithm.train`` calls. False for an integration not in that table."""
+    if by == OPTIMIZER_STEPS:
+        return install_optimizer_limit(limit)
     where = PROGRESS_COUNTED.get(by)
     if where is None:
         return False
@@ -77,6 +82,37 @@ def install_integration_limit(by: str, limit: int) -> bool:
                   f"work limit ({ENV_MAX_PROGRESS})", file=sys.stderr)
 
     importhook.when_imported(module, install)
+    return True
+
+
+def install_optimizer_limit(limit: int) -> bool:
+    """End the process after its ``limit``-th torch optimizer step (any optimizer),
+    counted by torch's global step post-hook once ``torch.optim.optimizer`` is imported;
+    a forked child's steps are not counted (its parent's bound)."""
+    from rlscope.intercept import importhook
+
+    pid = os.getpid()
+    count = 0
+
+    def hook(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        nonlocal count
+        if os.getpid() != pid:
+            return
+        count += 1
+        if count >= limit:
+            print(f"rlscope: stopping after {limit} optimizer steps ({ENV_MAX_PROGRESS})",
+                  file=sys.stderr)
+            raise WorkLimitReached(0)
+
+    def install(mod: Any) -> None:
+        register = getattr(mod, "register_optimizer_step_post_hook", None)
+        if callable(register):
+            register(hook)
+        else:
+            print("rlscope: this torch has no global optimizer step hook; running without "
+                  f"a work limit ({ENV_MAX_PROGRESS})", file=sys.stderr)
+
+    importhook.when_imported("torch.optim.optimizer", install)
     return True
 
 

@@ -31,6 +31,10 @@ def apply_work_limit() -> None:
     if by:
         from rlscope.inprocess.limits import install_integration_limit
 
+        # The bound is this process's: the processes it starts (vector-env workers,
+        # Ray's actors, a learner of its own) run unbounded.
+        os.environ.pop(envvars.PROGRESS_BY, None)
+        os.environ.pop(envvars.MAX_PROGRESS, None)
         if not install_integration_limit(by, n):
             print(f"rlscope: {envvars.PROGRESS_BY}={by!r} cannot bound the work; running "
                   "without a work limit", file=sys.stderr)

@@ -233,12 +233,12 @@ def _model_check_line(cal: Calibration) -> str:
     spread = 100 * float(u.get("std_s", 0.0)) / float(u["mean_s"]) if n > 1 else math.nan
     noise = f"; those runs spread {spread:.1f}%" if math.isfinite(spread) else \
         "; one run: no measure of the machine's noise"
-    bound = u.get("bounded_progress")
+    point = cal.bound_point()
     head = (f"  check: the profiled run's CPU time (all processes), corrected, came out "
             f"{err:+.1f}% off {n} run{'s' if n != 1 else ''} of the command without "
-            f"rlscope (uncorrected {raw:+.1f}%{noise})" if not bound else
-            f"  check: {n} pair{'s' if n != 1 else ''} of runs ended at progress report "
-            f"{bound}, with rlscope and without: the CPU time (all processes) with it, "
+            f"rlscope (uncorrected {raw:+.1f}%{noise})" if not point else
+            f"  check: {n} pair{'s' if n != 1 else ''} of runs ended at {point}, "
+            "with rlscope and without: the CPU time (all processes) with it, "
             f"corrected, came out {err:+.1f}% off the time without (uncorrected "
             f"{raw:+.1f}%{noise})")
     if abs(err) > abs(raw) + 0.05:

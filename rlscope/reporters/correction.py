@@ -34,8 +34,8 @@ def correction_lines(run: dict[str, Any], worst: dict[str, Any] | None = None) -
         what = ("CPU time of all processes" if c.get("metric") == "cpu"
                 else "wall time of the main process")
         if c.get("bounded_progress"):
-            what += (f", in runs ended at progress report {c['bounded_progress']} "
-                     "(with rlscope and without, in pairs)")
+            at = c.get("bounded_at") or f"progress report {c['bounded_progress']}"
+            what += f", in runs ended at {at} (with rlscope and without, in pairs)"
         lines.append(
             f"  total {what}: raw {c['raw_total_s']:.3f} s, corrected "
             f"{c['corrected_total_s']:.3f} s, "

@@ -137,3 +137,59 @@ def test_an_sb3_runs_check_ends_at_sb3s_own_progress_update(tmp_path: Path):
         assert f"stopping after {bound} progress reports" in log and "done" not in log
     full = next(r_ for r_ in cal["runs"] if r_["round"] >= 0 and r_["config"] == "full")
     assert len(read_trace(out / full["directory"]).processes[0].progress.time_ns) == bound
+
+
+def test_a_script_without_progress_is_checked_on_runs_ended_at_an_optimizer_step(
+        tmp_path: Path):
+    """A hand-written torch loop that reports no progress: a long run's check ends both
+    runs of each pair at the same optimizer step of the main process (torch's step hook,
+    recording or not), and says so; the recorded run's trace holds that many steps."""
+    import json
+
+    from rlscope.trace import format as fmt
+
+    pytest.importorskip("torch")
+    script = Path(__file__).parent / "workloads" / "optimizer_loop.py"
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--calibrate-seconds", "1",
+                 "--", sys.executable, str(script), "400", timeout=300)
+    assert r.returncode == 0, r.stderr
+    prof = model_check.profiled_run(out)
+    assert prof.progress_s == [] and len(prof.steps_s) == 400
+    cal = json.loads((out / "calibration.json").read_text())
+    u = cal["uninstrumented"]
+    bound = u["bounded_progress"]
+    assert u["bounded_unit"] == "optimizer step" and 1 <= bound < 400
+    assert f"ended at optimizer step {bound}" in r.stderr, r.stderr
+    pairs = [r_ for r_ in cal["runs"] if r_["round"] >= 0]
+    assert len(pairs) >= 2
+    for r_ in pairs:
+        log = (out / r_["directory"] / "output.log").read_text()
+        assert f"stopping after {bound} optimizer steps" in log and "done" not in log, log
+    full = next(r_ for r_ in pairs if r_["config"] == "full")
+    (p,) = read_trace(out / full["directory"]).processes
+    step = p.strings.index(fmt.MARK_STEP[0])
+    assert int(((p.events.kind == fmt.MARK_CALL_BEGIN) & (p.events.name == step)).sum()) \
+        == bound
+    rep = run_tool("rls-analyze", "report", str(out))
+    assert rep.returncode == 0, rep.stderr
+    assert f"in runs ended at optimizer step {bound}" in rep.stdout, rep.stdout
+
+
+def test_the_bound_falls_back_to_optimizer_steps():
+    """No progress reports (or too few, too late): the main process's optimizer steps
+    bound the check's runs, at the first step at or after the target time."""
+    from rlscope.libraries import OPTIMIZER_STEPS
+
+    steps = [1.0 + 0.01 * k for k in range(300)]
+    b = model_check.work_bound(model_check.Profiled({}, 0.0, [], "", steps), 2.0)
+    assert (b.n, b.by, b.unit) == (101, OPTIMIZER_STEPS, "optimizer step")
+    late = model_check.Profiled({}, 0.0, [1.0, 9.0], "", steps)
+    assert model_check.work_bound(late, 2.0).n == 101  # the reports come too late
+    mine = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "", steps)
+    assert (model_check.work_bound(mine, 0.7).n, model_check.work_bound(mine, 0.7).by) \
+        == (2, "")  # the script's own reports first
+    b = model_check.work_bound(model_check.Profiled({}, 0.0, [], "", steps), 10.0)
+    assert b.n is None and "optimizer steps come too late" in b.why
+    b = model_check.work_bound(model_check.Profiled({}, 0.0, [], "", []), 1.0)
+    assert b.n is None and "rlscope.report_progress" in b.why

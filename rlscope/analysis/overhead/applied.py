@@ -85,10 +85,9 @@ def withheld_reason(cal: Calibration) -> str:
     what = {"chunks": "held-out chunks", "runs": "held-out runs",
             "model": "the profiled run"}.get(cal.mode, "the check")
     where = f"({what} against the same work without rlscope)"
-    bound = cal.uninstrumented.get("bounded_progress")
-    if cal.mode == "model" and bound:
-        where = (f"in runs ended at progress report {int(bound)} (with rlscope and "
-                 "without, in pairs),")
+    point = cal.bound_point()
+    if cal.mode == "model" and point:
+        where = f"in runs ended at {point} (with rlscope and without, in pairs),"
     return (f"on the calibration's check {where} correcting left the time {c:+.1f}% off, "
             f"further than the raw {r:+.1f}%: rlscope's cost here is below what this "
             "machine resolves")
@@ -194,6 +193,7 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
         # means, like for like (the whole run had no run without rlscope to match).
         raw, corrected = float(u["profiled_mean_s"]), float(u["corrected_mean_s"])
         info["bounded_progress"] = int(bounded)
+        info["bounded_at"] = cal.bound_point()
     elif raw is not None and u.get("n"):
         corrected = float(raw) - (summary.tree_overhead_s() if cpu
                                   else summary.run_overhead_s())

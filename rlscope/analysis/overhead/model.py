@@ -67,7 +67,7 @@ class Calibration:
     repetitions: int = 0
     configurations: dict[str, dict[str, str]] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
-    uninstrumented: dict[str, float] = field(default_factory=dict)  # mean_s, std_s, n...
+    uninstrumented: dict[str, Any] = field(default_factory=dict)  # mean_s, std_s, n...
     validation: dict[str, Any] = field(default_factory=dict)
     microbenchmark: dict[str, dict[str, float]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -78,6 +78,15 @@ class Calibration:
 
     def cost_table(self) -> dict[str, KindCost]:
         return self.costs
+
+    def bound_point(self) -> str:
+        """Where a long run's check ended its pairs of runs ("progress report 21",
+        "optimizer step 40"), or "" (checked on whole runs)."""
+        n = self.uninstrumented.get("bounded_progress")
+        if not n:
+            return ""
+        unit = self.uninstrumented.get("bounded_unit") or "progress report"
+        return f"{unit} {int(n)}"
 
 
 def machine_info() -> dict[str, Any]:
