@@ -65,8 +65,8 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
               default=None, metavar="SECONDS",
               help="Wall time --calibrate-by chunks may take (at least 4 chunks are "
                    "measured), or the check of a multi-process run's cost model (runs "
-                   "ended early at a progress report of the script where the run is "
-                   "longer). Default without --chunks: about the profiled run's own "
+                   "ended early at a progress report, or an optimizer step, where the "
+                   "run is longer). Default without --chunks: about the profiled run's own "
                    "length, at most 300.")
 @click.option("--chunk-seconds", "chunk_s", type=click.FloatRange(0.01, 60), default=0.25,
               show_default=True, help="Shortest chunk, in seconds of the workload.")
