@@ -310,14 +310,17 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                       checked: list[tuple[RunSample, float]] | None = None,
                       checked_dirs: list[str] | None = None,
                       import_ns: float = math.nan,
-                      bounded_unit: str = "progress report") -> Calibration:
+                      bounded_unit: str = "progress report",
+                      runs_import_rlscope: bool = False) -> Calibration:
     """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
     tree's CPU time, ``wall_s``; ``installs_s``: the CPU its processes recorded setting
     up interception and in rlscope's own threads) against runs without rlscope
     (``unrecorded``). A long run's check (``bounded``: the progress report, or the
     ``bounded_unit``, its runs ended at): ``checked`` runs with rlscope (their samples
     with their events, and installs) each paired with the ``unrecorded`` one of the same
-    index."""
+    index. ``runs_import_rlscope``: the runs without rlscope imported it (a work bound
+    the user set, RLSCOPE_MAX_PROGRESS, is rlscope's code), so their check does not
+    charge that import."""
     costs = model_costs(mb, startup_ns, startup_err_ns, counts, import_ns)
 
     def removed_s(events: dict[str, int], installs: float) -> float:
@@ -344,7 +347,11 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                     corrected_mean_s=float(corr.mean()))
         corrected, raw = float(corr.mean()), float(prof.mean())
     else:
-        corrected, raw = cpu_s - removed, cpu_s
+        checked_removed = removed_s(dict(counts, **{RLSCOPE_IMPORT: 0}), installs_s) \
+            if runs_import_rlscope else removed
+        corrected, raw = cpu_s - checked_removed, cpu_s
+        if runs_import_rlscope:
+            unin["runs_import_rlscope"] = True
         errs = [100.0 * (corrected / x - 1.0) for x in u if x > 0]
         raw_errs = [100.0 * (cpu_s / x - 1.0) for x in u if x > 0]
     total = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan

@@ -396,4 +396,5 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                              [r.sample for r in records], prof.installs_s,
                              [str(Path(r.directory).relative_to(out)) for r in records],
                              bound.n, checked, [str(d.relative_to(out)) for d in dirs],
-                             startup.import_ns, bound.unit)
+                             startup.import_ns, bound.unit,
+                             runs_import_rlscope=max_progress is not None)

@@ -4,6 +4,7 @@ timeline the way book-keeping does, correct, and get the true breakdown back exa
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -308,6 +309,36 @@ def test_importing_rlscope_is_charged_where_the_script_does_not_import_it():
     assert [count_process(p)[RLSCOPE_IMPORT] for p in (user, plain, forked)] == [0, 1, 0]
     _corrected, summary = correct_trace(Trace(None, {}, [user, plain, forked]), costs)
     assert [c.fixed_ns for c in summary.processes] == [8e6, 32e6, 0.0]
+    assert summary.tree_import_s() == 0.024
+
+
+def test_a_work_bounds_check_runs_are_not_charged_rlscopes_import():
+    """Under a work bound the user set (RLSCOPE_MAX_PROGRESS) the check's runs without
+    rlscope import it to count the reports: the check charges the profiled run's
+    processes no import (the report's own figures still do)."""
+    from rlscope.analysis.overhead.applied import validation
+    from rlscope.analysis.overhead.kinds import PROCESS, RLSCOPE_IMPORT
+    from rlscope.calibration.build import model_calibration
+    from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
+
+    counts = {PROCESS: 2, RLSCOPE_IMPORT: 2}
+    mb: dict[str, dict[str, float]] = {}
+    plain = [RunSample(UNINSTRUMENTED, 0, 1.0, {}, 1.0)]
+
+    def cal(bounded_by_user: bool):  # startup 30 ms, of which 20 ms importing rlscope
+        return model_calibration(["x"], mb, 30e6, 0.0, counts, 1.1, 1.2, plain, 0.0,
+                                 ["0"], import_ns=20e6,
+                                 runs_import_rlscope=bounded_by_user)
+
+    free, bounded = cal(False), cal(True)
+    assert free.validation["total_error_pct"] == pytest.approx(100 * (1.1 - 0.06 - 1))
+    assert bounded.validation["total_error_pct"] == pytest.approx(100 * (1.1 - 0.02 - 1))
+    user = process_trace(TRUE)
+    plain_p = process_trace(TRUE, pid=2)
+    _c, summary = correct_trace(Trace(None, {}, [user, plain_p]), bounded.costs)
+    info = validation({"cpu_s": 1.1}, bounded, summary)
+    assert info["corrected_total_s"] == pytest.approx(1.1 - summary.tree_overhead_s()
+                                                      + 0.04)
 
 
 def test_own_threads_cpu_counts_in_the_tree_not_the_timeline():

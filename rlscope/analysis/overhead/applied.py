@@ -197,6 +197,8 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
     elif raw is not None and u.get("n"):
         corrected = float(raw) - (summary.tree_overhead_s() if cpu
                                   else summary.run_overhead_s())
+        if cpu and u.get("runs_import_rlscope"):  # a work bound's runs import it too
+            corrected += summary.tree_import_s()
     if raw is not None and u.get("n"):
         mean = float(u["mean_s"])
         err = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan

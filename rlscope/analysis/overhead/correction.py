@@ -67,6 +67,7 @@ class ProcessCorrection:
     # made before the pool kinds): the waits for their results keep the integration's
     # work per task (the report says so).
     pool_tasks: int = 0
+    import_ns: float = 0.0  # of fixed_ns: importing rlscope (kinds.RLSCOPE_IMPORT)
 
 
 @dataclass
@@ -88,6 +89,10 @@ class CorrectionSummary:
         process, and each process's fixed cost (what a process tree's CPU time holds)."""
         return sum(sum(p.removed_ns.values()) - p.waits_ns + p.fixed_ns + p.threads_ns
                    for p in self.processes) / 1e9
+
+    def tree_import_s(self) -> float:
+        """Of :meth:`tree_overhead_s`: importing rlscope, in the processes charged it."""
+        return sum(p.import_ns for p in self.processes) / 1e9
 
     def tree_error_s(self) -> float:
         """The error bar of :meth:`tree_overhead_s` from the costs' own (a sum: the
@@ -413,15 +418,19 @@ def correct_process(p: ProcessTrace, costs: dict[str, KindCost],
     # import of rlscope where the script does not import it too.
     counted = count_process(p)
     fixed_ns = install_ns(p)
+    import_ns = 0.0
     for fixed_kind in (PROCESS, RLSCOPE_IMPORT):
         kc = costs.get(fixed_kind)
         if kc is not None and counted[fixed_kind] and not math.isnan(kc.per_event_ns):
             fixed_ns += kc.per_event_ns
+            if fixed_kind == RLSCOPE_IMPORT:
+                import_ns = kc.per_event_ns
     return out, ProcessCorrection(p.pid, removed, removed.get(main, 0), fixed_ns,
                                   own_threads_ns(p), _error_ns(p, costs),
                                   waits_ns,
                                   _count_waits(p, RAY_WAITS),
-                                  0 if POOL_TASK in costs else counted[POOL_TASK])
+                                  0 if POOL_TASK in costs else counted[POOL_TASK],
+                                  import_ns)
 
 
 RAY_WAITS = ("ray.get", "ray.wait")  # rlscope.integrations.ray_workers' wait names
