@@ -356,7 +356,9 @@ def _note_script_uses_rlscope(rec: Any) -> None:
 
 def _note_own_threads(rec: Any) -> None:
     """The CPU time of rlscope's own threads in this process (named ``rlscope-*``), as
-    metadata before the final flush (Linux /proc; nothing elsewhere)."""
+    metadata before the final flush (Linux /proc; nothing elsewhere): in ns from the
+    thread's ``schedstat`` where the kernel keeps it, else in clock ticks from its
+    ``stat`` (10 ms here: a short process's writer read 0)."""
     try:
         tids = os.listdir("/proc/self/task")
         tick_ns = 10**9 // os.sysconf("SC_CLK_TCK")
@@ -372,8 +374,14 @@ def _note_own_threads(rec: Any) -> None:
         lp, rp = stat.find(b"("), stat.rfind(b")")
         name = stat[lp + 1:rp].decode(errors="replace")
         fields = stat[rp + 2:].split()
-        if name.startswith("rlscope-") and len(fields) > 12:  # utime, stime: 14, 15
-            cpu[name] = cpu.get(name, 0) + (int(fields[11]) + int(fields[12])) * tick_ns
+        if not name.startswith("rlscope-") or len(fields) <= 12:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                ns = int(f.read().split()[0])  # time on the CPU
+        except (OSError, ValueError, IndexError):
+            ns = (int(fields[11]) + int(fields[12])) * tick_ns  # utime, stime: 14, 15
+        cpu[name] = cpu.get(name, 0) + ns
     for name, ns in cpu.items():
         rec.metadata(fmt.META_THREAD_CPU_PREFIX + name, str(ns))
 

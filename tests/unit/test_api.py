@@ -376,3 +376,19 @@ def test_the_recording_key_changes_with_each_session_and_in_a_forked_child(tmp_p
         os.close(w)
     finally:
         rlscope.stop()
+
+
+def test_own_threads_cpu_is_kept_in_ns(tmp_path: Path):
+    """The CPU of rlscope's writer thread, noted at stop, in ns (its schedstat): a short
+    recording's writer uses well under the 10 ms clock tick that /proc's stat counts in,
+    and read 0 there."""
+    if not Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").exists():
+        pytest.skip("no per-thread schedstat in /proc here")
+    out = tmp_path / "run"
+    rlscope.start(out)
+    for _ in range(2000):
+        with rlscope.operation("tiny"):
+            pass
+    p = _stop_and_read(out)
+    writer = int(p.metadata.get(fmt.META_THREAD_CPU_PREFIX + "rlscope-writer", 0))
+    assert 0 < writer < 10_000_000, p.metadata
