@@ -26,7 +26,7 @@ from rlscope.calibration.chunked import MIN_CHUNKS, run_chunks
 from rlscope.calibration.configs import Config, configurations
 from rlscope.calibration.model_check import calibrate_by_model, took_py_samples
 from rlscope.calibration.runner import SUBDIR, TICK_S, RunRecord, Status, run_configurations
-from rlscope.calibration.suitability import why_not_chunks
+from rlscope.calibration.suitability import root_progress_reports, why_not_chunks
 from rlscope.errors import UserError
 from rlscope.inprocess.chunk_copies import CANNOT_FORK, DEFAULT_CHUNK_S, DEFAULT_MAX_CHUNKS
 from rlscope.inprocess.limits import parse_limit
@@ -95,7 +95,17 @@ def chunks_unsuitable(out: Path, rec: Recording, cuda: bool) -> str | None:
         return "the CUDA collector is recording (CUDA does not survive fork)"
     if rec.recorder != "native":
         return "the Python recorder has no call mask"
-    return why_not_chunks(out)
+    why = why_not_chunks(out)
+    if why is not None:
+        return why
+    # A chunk runs from one progress report to a later one: fewer reports than that in
+    # the profiled run, and a chunk run would only find so at the end of a whole run.
+    n = root_progress_reports(out)
+    if n is not None and n < MIN_CHUNKS + 1:
+        return (f"its main process reported progress {n} time{'s' if n != 1 else ''}, "
+                f"and chunks of work run between progress reports (at least "
+                f"{MIN_CHUNKS + 1} needed: rlscope.report_progress in the training loop)")
+    return None
 
 
 def calibrate(command: list[str], out: Path, rec: Recording, cuda: bool,

@@ -85,6 +85,21 @@ def other_processes(out: Path) -> int:
     return n
 
 
+def root_progress_reports(out: Path) -> int | None:
+    """How many progress reports the profiled run's root process (the one rls-prof
+    started) recorded (a bounded trace keeps at least one per 100 ms of a gap), or None
+    when its trace cannot be read."""
+    run, headers = _headers(out)
+    launcher = int(run.get("launcher", {}).get("pid", -1))
+    roots = [f for h, f in headers if h.ppid == launcher] or [f for _h, f in headers[:1]]
+    if not roots:
+        return None
+    try:
+        return sum(len(c.progress.time_ns) for c in iter_chunks(roots[0]))
+    except (RLScopeError, OSError):
+        return None
+
+
 def why_not_chunks(out: Path) -> str | None:
     """Why forked copies cannot measure this run (a plain clause), or None."""
     n = other_processes(out)

@@ -154,6 +154,9 @@ def test_a_script_without_progress_is_checked_on_runs_ended_at_an_optimizer_step
     r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--calibrate-seconds", "1",
                  "--", sys.executable, str(script), "1500", timeout=300)
     assert r.returncode == 0, r.stderr
+    # No progress reports: no chunk run (it would run the whole command to find none).
+    assert "not by chunks: its main process reported progress 0 times" in r.stderr
+    assert not (out / "calibration" / "chunks").exists()
     prof = model_check.profiled_run(out)
     assert prof.progress_s == [] and len(prof.steps_s) == 1500  # a run of 2 s or more
     cal = json.loads((out / "calibration.json").read_text())
