@@ -343,7 +343,9 @@ def work_bound(prof: Profiled, target_s: float) -> Bound:
     pair by torch's step hook; libraries.OPTIMIZER_STEPS), else None and why."""
     n, why = progress_bound(prof, target_s)
     if n is not None:
-        return Bound(n, prof.progress_by)
+        # rlscope's rllib integration reports progress once per training iteration.
+        unit = "training iteration" if prof.progress_by == "rllib" else "progress report"
+        return Bound(n, prof.progress_by, unit)
     t = prof.steps_s
     k = bisect.bisect_left(t, target_s) + 1
     if len(t) >= 2 and k < len(t):

@@ -88,6 +88,9 @@ def test_a_run_whose_progress_rlscope_reports_is_checked_whole(tmp_path: Path):
     for by in ("sb3", "rllib"):
         known = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], by)
         assert model_check.progress_bound(known, 0.7) == (2, "")
+        b = model_check.work_bound(known, 0.7)
+        assert (b.n, b.by) == (2, by)
+        assert b.unit == ("training iteration" if by == "rllib" else "progress report")
     bound, why = model_check.progress_bound(model_check.Profiled({}, 0.0, [], ""), 0.7)
     assert bound is None and "rlscope.report_progress" in why
     mine = model_check.Profiled({}, 0.0, [0.5, 1.0, 1.5, 2.0], "")
