@@ -189,15 +189,17 @@ class BoundedPair:
 def run_bounded_pairs(command: list[str], out: Path, rec: Recording, bound: int,
                       budget_s: float, status: Status | None = None,
                       detail: Callable[[str], None] | None = None,
-                      by: str = "", unit: str = "progress report") -> list[BoundedPair]:
+                      by: str = "", unit: str = "progress report",
+                      timeout_s: float | None = None) -> list[BoundedPair]:
     """Pairs of runs ended at the script's ``bound``-th progress report (``by``: the
     integration's, libraries.PROGRESS_BOUNDABLE; or libraries.OPTIMIZER_STEPS, the
     ``unit`` "optimizer step"), with rlscope (as profiled) and without, in turns (which
-    goes first alternates), until ``budget_s`` is spent (at least one pair)."""
+    goes first alternates), until ``budget_s`` is spent (at least one pair); a run is
+    stopped after ``timeout_s`` (default: 4x the budget, at least 2 min)."""
     from rlscope.errors import RLScopeError
 
     pairs: list[BoundedPair] = []
-    timeout = max(4 * budget_s, 120.0)
+    timeout = max(4 * budget_s, 120.0) if timeout_s is None else timeout_s
     for i in _rounds(budget_s):
         d = {True: out / SUBDIR / f"{i}-full", False: out / SUBDIR / f"{i}-{UNINSTRUMENTED}"}
         got: dict[bool, tuple[float, float]] = {}

@@ -258,7 +258,8 @@ def test_rllib_runs_check_pairs_end_at_a_training_iteration(tmp_path: Path):
     py = python_or_skip("ray.rllib")
     cmd = [py, str(WORKLOADS / "rllib_ppo.py"), "3"]
     rec = Recording(str(tmp_path / "run"), cuda=False, sample_python_hz=0.0)
-    (pair,) = model_check.run_bounded_pairs(cmd, tmp_path, rec, 1, 0.1, by="rllib")
+    (pair,) = model_check.run_bounded_pairs(cmd, tmp_path, rec, 1, 0.1, by="rllib",
+                                            timeout_s=400)
     for d in pair.directories:
         log = (Path(d) / "output.log").read_text()
         assert "stopping after 1 progress reports" in log, log[-3000:]
