@@ -54,7 +54,12 @@ class PySampler:
         self._codes: dict[int, int] = {}  # id(code) -> function id
         self._keep: list[object] = []  # the code objects, so their ids stay theirs
         self._stacks: dict[tuple[int, ...], int] = {}
-        self._tids: dict[int, int] = {}  # threading ident -> OS thread id
+        # threading ident -> OS thread id. The thread starting the sampler knows its own
+        # for sure: in a forked child it is the only thread, and Python 3.11's threading
+        # keeps the parent's native_id for it until multiprocessing's bootstrap resets it
+        # (a sample taken before that, and cached, was tagged with the parent's thread).
+        self._known = {threading.get_ident(): threading.get_native_id()}
+        self._tids: dict[int, int] = dict(self._known)
         self._missing: dict[int, float] = {}  # ident -> last lookup that failed
         self.samples = 0
         self.cost_ns = 0  # CPU time spent taking samples (not writing them)
@@ -176,6 +181,7 @@ class PySampler:
         if now - self._missing.get(ident, -1e9) >= 1.0:
             self._tids = {th.ident: th.native_id for th in threading.enumerate()
                           if th.ident is not None and th.native_id is not None}
+            self._tids.update(self._known)
             if len(self._missing) > 10_000:  # threads come and go: forget old ones
                 self._missing.clear()
         tid = self._tids.get(ident)

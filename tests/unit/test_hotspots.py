@@ -152,3 +152,40 @@ def test_flame_documents():
     assert any(t.startswith("helper (/m.py:9): 4 samples") for t in titles)
     assert flame.file_stem("train > inference") == "train__inference"
     assert flame.file_stem("a/b c") == "a_b_c"
+
+
+def test_a_forked_childs_samples_carry_its_own_thread_id(tmp_path: Path):
+    """A child forked (os.fork, no multiprocessing bootstrap) while recording samples its
+    main thread under its own OS thread id: Python 3.11's threading keeps the parent's
+    native_id for the forking thread, and a forked Pool worker's first samples (taken
+    before multiprocessing resets it) were tagged with the parent's thread and joined to
+    no operation."""
+    import os
+    import time
+
+    from rlscope.inprocess import pysampler
+
+    out = tmp_path / "trace"
+    rlscope.start(out)
+    pysampler.start(str(out), 200)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: busy for a while, so that it is sampled, then leaves
+            try:
+                with rlscope.operation("child_op"):
+                    t = time.perf_counter() + 0.3
+                    while time.perf_counter() < t:
+                        sum(range(200))
+                rlscope.stop()
+            finally:
+                os._exit(0)
+        _pid, status = os.waitpid(pid, 0)
+        assert status == 0
+    finally:
+        pysampler.stop()
+        rlscope.stop()
+    mine = [f for f in stack_files(out) if f".{pid}." in f.name]
+    assert mine, [f.name for f in stack_files(out)]
+    tids = {int(line.split("\t")[2]) for f in mine for line in f.read_text().splitlines()
+            if line.startswith("s\t")}
+    assert tids == {pid}, tids
