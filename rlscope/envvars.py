@@ -30,8 +30,9 @@ HOST_DIRS = "RLSCOPE_HOST_DIRS"  # "1": write into $RLSCOPE_OUTPUT_DIR/<host>/
 # Calibration runs.
 ANNOTATIONS = "RLSCOPE_ANNOTATIONS"  # "0": recording, but annotations are not recorded
 MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"  # end each process at its N-th progress report
-# ... counting the reports of this integration (libraries.PROGRESS_BOUNDABLE) instead of the
-# script's own: made with or without recording once the bound is set.
+# ... counting the reports of this integration (libraries.PROGRESS_BOUNDABLE), or the torch
+# optimizer steps (libraries.OPTIMIZER_STEPS), instead of the script's own reports: counted
+# with or without recording, in the process started with it only.
 PROGRESS_BY = "RLSCOPE_PROGRESS_BY"
 # Size budget of the run directory in bytes (rls-prof --trace-budget; unset: every event
 # kept): full events in detail windows only, aggregates always (docs/trace-format.md).

@@ -81,6 +81,8 @@ PROGRESS_COUNTED: dict[str, tuple[str, str, str]] = {
     "rllib": ("ray.rllib.algorithms.algorithm", "Algorithm", "train"),
 }
 PROGRESS_BOUNDABLE = tuple(PROGRESS_COUNTED)
+# What one such report is, in words (the calibration's check says where its runs ended).
+PROGRESS_UNITS = {"rllib": "training iteration"}  # others: "progress report"
 # RLSCOPE_PROGRESS_BY for a script that reports no progress: the root process's torch
 # optimizer steps (torch's global step post-hook, with or without recording; a profiled
 # run's steps are its MARK_STEP markers).

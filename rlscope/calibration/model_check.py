@@ -38,7 +38,7 @@ from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, Status, run_once
 from rlscope.launch import child_env
 from rlscope.launch.child_env import Recording
-from rlscope.libraries import OPTIMIZER_STEPS, PROGRESS_BOUNDABLE
+from rlscope.libraries import OPTIMIZER_STEPS, PROGRESS_BOUNDABLE, PROGRESS_UNITS
 from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace
 from rlscope.trace.reader import read_process, trace_files
@@ -345,9 +345,8 @@ def work_bound(prof: Profiled, target_s: float) -> Bound:
     pair by torch's step hook; libraries.OPTIMIZER_STEPS), else None and why."""
     n, why = progress_bound(prof, target_s)
     if n is not None:
-        # rlscope's rllib integration reports progress once per training iteration.
-        unit = "training iteration" if prof.progress_by == "rllib" else "progress report"
-        return Bound(n, prof.progress_by, unit)
+        return Bound(n, prof.progress_by,
+                     PROGRESS_UNITS.get(prof.progress_by, "progress report"))
     t = prof.steps_s
     k = bisect.bisect_left(t, target_s) + 1
     if len(t) >= 2 and k < len(t):

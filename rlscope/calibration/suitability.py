@@ -57,6 +57,13 @@ def _ended_before(path: Path, t_ns: int) -> bool:
     return len(ev) > 0 and int(ev.time_ns.max()) < t_ns
 
 
+def _root(run: dict, headers: list[tuple[Header, Path]]) -> tuple[Header, Path] | None:
+    """The process rls-prof started (its parent is the launcher), else the first."""
+    launcher = int(run.get("launcher", {}).get("pid", -1))
+    roots = [h for h in headers if h[0].ppid == launcher] or headers[:1]
+    return roots[0] if roots else None
+
+
 def other_processes(out: Path) -> int:
     """How many recorded processes of the profiled run descend from its root process (the
     one rls-prof started) and were still running when it first reported progress (when
@@ -67,8 +74,9 @@ def other_processes(out: Path) -> int:
     if len(headers) < 2:
         return 0
     launcher = int(run.get("launcher", {}).get("pid", -1))
-    roots = [h for h in headers if h[0].ppid == launcher] or headers[:1]
-    root, root_file = roots[0][0].pid, roots[0][1]
+    found = _root(run, headers)
+    assert found is not None  # two headers or more
+    root, root_file = found[0].pid, found[1]
     parent = {h.pid: h.ppid for h, _f in headers}
     first: int | None = None
     n = 0
@@ -90,12 +98,11 @@ def root_progress_reports(out: Path) -> int | None:
     started) recorded (a bounded trace keeps at least one per 100 ms of a gap), or None
     when its trace cannot be read."""
     run, headers = _headers(out)
-    launcher = int(run.get("launcher", {}).get("pid", -1))
-    roots = [f for h, f in headers if h.ppid == launcher] or [f for _h, f in headers[:1]]
-    if not roots:
+    found = _root(run, headers)
+    if found is None:
         return None
     try:
-        return sum(len(c.progress.time_ns) for c in iter_chunks(roots[0]))
+        return sum(len(c.progress.time_ns) for c in iter_chunks(found[1]))
     except (RLScopeError, OSError):
         return None
 

@@ -64,7 +64,8 @@ def install_integration_limit(by: str, limit: int) -> bool:
     """End the process at the ``limit``-th progress report integration ``by`` makes (or
     would make, not recording), counted by its method in libraries.PROGRESS_COUNTED once
     its module is imported: for sb3, SB3's updates of its progress counter; for rllib,
-    ``Algorithm.train`` calls. False for an integration not in that table."""
+    ``Algorithm.train`` calls; for libraries.OPTIMIZER_STEPS, torch optimizer steps
+    (:func:`install_optimizer_limit`). False for anything else."""
     if by == OPTIMIZER_STEPS:
         return install_optimizer_limit(limit)
     where = PROGRESS_COUNTED.get(by)
