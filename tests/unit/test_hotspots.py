@@ -170,11 +170,14 @@ def test_a_forked_childs_samples_carry_its_own_thread_id(tmp_path: Path):
     pysampler.start(str(out), 200)
     try:
         pid = os.fork()
-        if pid == 0:  # the child: busy for a while, so that it is sampled, then leaves
+        if pid == 0:  # the child: busy until it has been sampled, then leaves
             try:
                 with rlscope.operation("child_op"):
-                    t = time.perf_counter() + 0.3
-                    while time.perf_counter() < t:
+                    deadline = time.monotonic() + 60
+                    while time.monotonic() < deadline:
+                        sampler = pysampler.active()
+                        if sampler is not None and sampler.samples >= 3:
+                            break
                         sum(range(200))
                 rlscope.stop()
             finally:
