@@ -135,6 +135,8 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
         if not quiet:
             _report(command[0], out, result, no_cuda)
         wanted = result.status == 0 and (calibrate or reuse is not None)
+        if calibrate and result.status != 0:
+            _not_calibrated(command[0], out, result)
         if cost_model and not wanted and result.status == 0:
             _cost_model(list(command), out, rec, result, quiet)
         if wanted and not _calibrate(list(command), out, rec, result, calibration_file,
@@ -142,6 +144,18 @@ def prof(output: Path, recorder: str, flush_interval: float, force: bool, no_cud
                                      quiet, verbose, calibrate_s):
             return CALIBRATION_FAILED
     return result.status
+
+
+def _not_calibrated(exe: str, out: Path, result: ProfiledRun) -> None:
+    """--calibrate after a command that failed: one line (a calibration runs the command
+    again, so it would fail the same way or measure other work)."""
+    rc = result.returncode
+    how = (f"exited with status {rc}" if rc >= 0
+           else f"was killed by signal {signal.Signals(-rc).name}")
+    click.echo(f"rls-prof: not calibrated: {exe} {how}, and a calibration runs it again "
+               f"(the trace in {out} is kept, uncorrected); calibrate a run that completes, "
+               "then pass its calibration.json to later runs with --calibration FILE",
+               err=True)
 
 
 def _python_rate(value: str | None) -> float:

@@ -109,3 +109,19 @@ def test_result_file_transport_under_pauses(tmp_path: Path, size: int):
             break
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert json.loads(path.read_text()) == payload
+
+
+def test_calibrate_after_a_failed_command_says_why_in_one_line(tmp_path: Path):
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--", sys.executable, "-c",
+                 "import rlscope\nwith rlscope.operation('work'): pass\nraise SystemExit(3)",
+                 timeout=300)
+    assert r.returncode == 3, r.stderr  # the command's status, not the calibration's
+    (line,) = _lines(r.stderr, "not calibrated")
+    assert "exited with status 3, and a calibration runs it again" in line, line
+    assert f"the trace in {out} is kept, uncorrected" in line
+    assert "--calibration FILE" in line
+    assert "Traceback" not in r.stderr
+    assert not (out / FILE_NAME).exists() and not (out / "calibration").exists()
+    (p,) = read_trace(out).processes
+    assert p.complete
