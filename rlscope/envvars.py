@@ -34,6 +34,9 @@ MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"  # end each process at its N-th progress r
 # optimizer steps (libraries.OPTIMIZER_STEPS), instead of the script's own reports: counted
 # with or without recording, in the process started with it only.
 PROGRESS_BY = "RLSCOPE_PROGRESS_BY"
+# A file the process started with it writes its count of those units into at exit (the
+# calibration's runs without rlscope: did they do the profiled run's work?).
+WORK_TALLY = "RLSCOPE_WORK_TALLY"
 # Size budget of the run directory in bytes (rls-prof --trace-budget; unset: every event
 # kept): full events in detail windows only, aggregates always (docs/trace-format.md).
 TRACE_BUDGET = "RLSCOPE_TRACE_BUDGET"

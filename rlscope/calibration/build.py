@@ -311,7 +311,9 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                       checked_dirs: list[str] | None = None,
                       import_ns: float = math.nan,
                       bounded_unit: str = "progress report",
-                      runs_import_rlscope: bool = False) -> Calibration:
+                      runs_import_rlscope: bool = False,
+                      root_imports_rlscope: bool = False,
+                      unlike_work: str = "") -> Calibration:
     """Mode "model": the cost model, checked by the profiled run (``cpu_s``: its process
     tree's CPU time, ``wall_s``; ``installs_s``: the CPU its processes recorded setting
     up interception and in rlscope's own threads) against runs without rlscope
@@ -320,7 +322,10 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
     with their events, and installs) each paired with the ``unrecorded`` one of the same
     index. ``runs_import_rlscope``: the runs without rlscope imported it (a work bound
     the user set, RLSCOPE_MAX_PROGRESS, is rlscope's code), so their check does not
-    charge that import."""
+    charge that import; ``root_imports_rlscope``: their main process did (it counted its
+    work, RLSCOPE_WORK_TALLY), so the check does not charge the profiled one's.
+    ``unlike_work``: why the runs without rlscope did other work than the profiled run
+    (then there is no check: the correction is withheld, and the report says why)."""
     costs = model_costs(mb, startup_ns, startup_err_ns, counts, import_ns)
 
     def removed_s(events: dict[str, int], installs: float) -> float:
@@ -347,13 +352,19 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                     corrected_mean_s=float(corr.mean()))
         corrected, raw = float(corr.mean()), float(prof.mean())
     else:
-        checked_removed = removed_s(dict(counts, **{RLSCOPE_IMPORT: 0}), installs_s) \
-            if runs_import_rlscope else removed
+        imports = counts.get(RLSCOPE_IMPORT, 0)
+        charged = 0 if runs_import_rlscope else \
+            max(imports - 1, 0) if root_imports_rlscope else imports
+        checked_removed = removed_s(dict(counts, **{RLSCOPE_IMPORT: charged}), installs_s)
         corrected, raw = cpu_s - checked_removed, cpu_s
         if runs_import_rlscope:
             unin["runs_import_rlscope"] = True
+        elif root_imports_rlscope:
+            unin["root_imports_rlscope"] = True
         errs = [100.0 * (corrected / x - 1.0) for x in u if x > 0]
         raw_errs = [100.0 * (cpu_s / x - 1.0) for x in u if x > 0]
+    if unlike_work:  # nothing to check against
+        errs, raw_errs, corrected, raw = [], [], math.nan, math.nan
     total = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan
     raw_total = 100.0 * (raw / mean - 1.0) if mean > 0 else math.nan
     runs: list[dict[str, Any]] = [{"config": "full", "round": -1, "seconds": cpu_s,
@@ -382,5 +393,6 @@ def model_calibration(command: list[str], mb: dict[str, dict[str, float]],
                     "raw_errors_pct": raw_errs, "total_error_pct": total,
                     "raw_total_error_pct": raw_total, "uninstrumented_total_s": mean,
                     "removed_s": removed, "installs_s": installs_s,
-                    "outlier_rounds": []},
+                    "outlier_rounds": [],
+                    **({"unlike_work": unlike_work} if unlike_work else {})},
         microbenchmark=mb, warnings=warnings, metric="cpu", mode="model")

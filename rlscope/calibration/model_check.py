@@ -142,22 +142,32 @@ def _ticker(status: Status | None, text: str) -> Callable[[], None]:
     return tick
 
 
+TALLY_FILE = "work-tally.json"
+
+
 def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
                    max_progress: int | None, status: Status | None = None,
                    detail: Callable[[str], None] | None = None,
-                   budget_s: float | None = None) -> list[RunRecord]:
+                   budget_s: float | None = None, tally: Tally | None = None
+                   ) -> tuple[list[RunRecord], list[int | None]]:
     """Runs of the command without rlscope until the budget is spent (at least one; by
-    default about the profiled run's length, at least MIN_BUDGET_S)."""
+    default about the profiled run's length, at least MIN_BUDGET_S), and with ``tally``
+    (no ``max_progress``) how many of its units each run's main process did (None where
+    it wrote no count)."""
     budget = max(BUDGET_FACTOR * profiled_wall_s, MIN_BUDGET_S) if budget_s is None \
         else budget_s
     timeout = max(4 * profiled_wall_s, 120.0)
     records: list[RunRecord] = []
+    done: list[int | None] = []
     for i in _rounds(budget):
         d = out / SUBDIR / f"{i}-{UNINSTRUMENTED}"
         tick = _ticker(status, f"calibrating: run {i + 1} of the command without rlscope "
                                f"(checks the correction; about {profiled_wall_s:.0f} s each)")
-        wall, cpu, rc = run_once(command, child_env.uninstrumented(max_progress), d,
-                                 timeout, tick)
+        file = d / TALLY_FILE
+        env = (child_env.uninstrumented(tally=str(file), by=tally.by)
+               if tally is not None and max_progress is None else
+               child_env.uninstrumented(max_progress))
+        wall, cpu, rc = run_once(command, env, d, timeout, tick)
         if rc != 0:
             from rlscope.errors import RLScopeError
 
@@ -165,10 +175,23 @@ def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
                                f"{d / 'output.log'}")
         records.append(RunRecord(RunSample(UNINSTRUMENTED, len(records), cpu, {}, wall),
                                  str(d), rc))
+        done.append(_read_tally(file) if tally is not None else None)
         if detail is not None:
+            did = "" if done[-1] is None or tally is None else \
+                f", {done[-1]} {tally.unit}s ({tally.n} profiled)"
             detail(f"run without rlscope {len(records)}: {cpu:.2f} s CPU (process tree), "
-                   f"{wall:.2f} s wall")
-    return records
+                   f"{wall:.2f} s wall{did}")
+    return records, done
+
+
+def _read_tally(path: Path) -> int | None:
+    import json
+
+    try:
+        n = json.loads(path.read_text())["count"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return n if isinstance(n, int) else None
 
 
 def check_budget_s(profiled_wall_s: float) -> float:
@@ -269,6 +292,60 @@ class Profiled:
     progress_s: list[float]  # the main process's progress reports
     progress_by: str  # the integration that made them ("": the script itself)
     steps_s: list[float] = dataclasses.field(default_factory=list)  # its optimizer steps
+    whole: bool = True  # the main process's times are all there (no aggregated stretch)
+    root_import: int = 0  # its main process is charged rlscope's import (kinds)
+
+
+@dataclass
+class Tally:
+    """What a run without rlscope counts of its main process's work, to compare with the
+    profiled run's ``n``: ``unit``s (RLSCOPE_WORK_TALLY, RLSCOPE_PROGRESS_BY=by)."""
+
+    n: int
+    by: str
+    unit: str
+
+
+def work_tally(prof: Profiled) -> Tally | None:
+    """The profiled run's main process's work in units a run without rlscope can count
+    too: its progress reports (its own, or an integration's that
+    libraries.PROGRESS_BOUNDABLE counts), else its torch optimizer steps; None when it
+    has neither, or a bounded trace has not kept them all."""
+    if not prof.whole:
+        return None
+    if prof.progress_s and (not prof.progress_by or prof.progress_by in PROGRESS_BOUNDABLE):
+        return Tally(len(prof.progress_s), prof.progress_by,
+                     PROGRESS_UNITS.get(prof.progress_by, "progress report"))
+    if prof.steps_s:
+        return Tally(len(prof.steps_s), OPTIMIZER_STEPS, "optimizer step")
+    return None
+
+
+def unlike_work(tally: Tally, done: list[int | None]) -> str:
+    """Why runs without rlscope that did ``done`` units did not do the profiled run's
+    work (a clause), or "" (they did, or did not say)."""
+    other = sorted({n for n in done if n is not None and n != tally.n})
+    if not other:
+        return ""
+    counts = " and ".join(f"{n:,}" for n in other)
+    return (f"the run without rlscope did {counts} {tally.unit}s against the profiled "
+            f"run's {tally.n:,}: the command does not do the same work each time (a "
+            "wall-clock limit, a reward threshold, an unseeded stop?)")
+
+
+def common_bound(prof: Profiled, tally: Tally, done: list[int | None],
+                 target_s: float) -> Bound:
+    """Where pairs of runs can end with the same work done when whole runs did not do the
+    same: the unit :func:`work_bound` picks about ``target_s`` in, before the end of the
+    shortest run (the run without rlscope may have done fewer)."""
+    fewest = min([tally.n, *(n for n in done if n is not None)])
+    b = work_bound(prof, target_s)
+    if b.n is None or b.unit != tally.unit:
+        b = Bound(None, tally.by, tally.unit, b.why)
+    n = b.n if b.n is not None and b.n < fewest else fewest // 2
+    if n < 1:
+        return Bound(None, why=f"no {tally.unit} comes before the end of every run")
+    return Bound(n, tally.by, tally.unit)
 
 
 @dataclass
@@ -284,7 +361,7 @@ class Bound:
 
 def _main_process_times(p: ProcessTrace, start_ns: int) -> tuple[list[float], list[float]]:
     """(progress reports, torch optimizer steps) of a process, s after ``start_ns``, up
-    to its first aggregated stretch."""
+    to its first aggregated stretch (:func:`_aggregated`)."""
     ev = p.events
     gaps = ev.time_ns[ev.kind == fmt.AGGREGATED_BEGIN]
     end = int(gaps.min()) if len(gaps) else None
@@ -308,17 +385,21 @@ def profiled_run(out: Path) -> Profiled:
     progress: list[float] = []
     steps: list[float] = []
     by = ""
+    whole, root_import = False, 0
     for f in files:
         if f.name.startswith("cuda."):
             continue
         p = read_process(f)
-        for k, n in count_process(p).items():
+        own = count_process(p)
+        for k, n in own.items():
             counts[k] += n
         extra += (install_ns(p) + own_threads_ns(p)) / 1e9
         if launcher is not None and p.header.ppid == launcher and start is not None:
             progress, steps = _main_process_times(p, int(start))
             by = str(p.metadata.get(fmt.META_PROGRESS_BY, ""))
-    return Profiled(counts, extra, progress, by, steps)
+            whole = not bool(np.any(p.events.kind == fmt.AGGREGATED_BEGIN))
+            root_import = own[RLSCOPE_IMPORT]
+    return Profiled(counts, extra, progress, by, steps, whole, root_import)
 
 
 def progress_bound(prof: Profiled, target_s: float) -> tuple[int | None, str]:
@@ -356,6 +437,20 @@ def work_bound(prof: Profiled, target_s: float) -> Bound:
     return Bound(None, why=why)
 
 
+def _set_aside(records: list[RunRecord], bound: Bound, unlike: str,
+               echo: Callable[[str], None] | None) -> None:
+    """Whole runs that did other work than the profiled run: said once, and where pairs
+    ended at ``bound`` check instead, their directories renamed out of the pairs' way."""
+    if bound.n is not None:
+        for r in records:
+            d = Path(r.directory)
+            d.rename(d.with_name(f"other-work-{d.name}"))
+    if echo is not None:
+        echo(f"{unlike}; " + (f"so the check compares runs ended at {bound.unit} {bound.n}, "
+                              "with rlscope and without" if bound.n is not None else
+                              f"so it cannot check the correction ({bound.why})"))
+
+
 def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                        microbench: Callable[[bool, dict[str, int]],
                                             dict[str, dict[str, float]] | None],
@@ -383,16 +478,23 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
         if bound.n is None and echo is not None:
             echo(f"the check runs the whole command again ({wall:.0f} s), not a "
                  f"~{budget:.0f} s part of it: {bound.why}")
+    unlike = ""
+    tally = work_tally(prof) if bound.n is None and max_progress is None else None
+    if bound.n is None:
+        records, done = run_unrecorded(command, out, wall, max_progress, status, detail,
+                                       budget_s, tally)
+        checked, dirs = [], []
+        unlike = unlike_work(tally, done) if tally is not None else ""
+        if unlike and tally is not None:  # whole runs cannot check it: pairs ended early
+            bound = common_bound(prof, tally, done, budget / 2)  # one pair, mid-run
+            _set_aside(records, bound, unlike, echo)
     if bound.n is not None:
         pairs = run_bounded_pairs(command, out, rec, bound.n, budget, status, detail,
                                   bound.by, bound.unit)
         records = [RunRecord(p.unrecorded, p.directories[1], 0) for p in pairs]
         checked = [(p.profiled, p.installs_s) for p in pairs]
         dirs = [Path(p.directories[0]) for p in pairs]
-    else:
-        records = run_unrecorded(command, out, wall, max_progress, status, detail,
-                                 budget_s)
-        checked, dirs = [], []
+        unlike = ""
     return model_calibration(command, mb or {}, startup.ns, startup.spread_ns, counts,
                              float(run.get("cpu_s", math.nan)),
                              float(run.get("duration_s", math.nan)),
@@ -400,4 +502,7 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
                              [str(Path(r.directory).relative_to(out)) for r in records],
                              bound.n, checked, [str(d.relative_to(out)) for d in dirs],
                              startup.import_ns, bound.unit,
-                             runs_import_rlscope=max_progress is not None)
+                             runs_import_rlscope=max_progress is not None,
+                             root_imports_rlscope=bool(tally is not None and not checked
+                                                       and prof.root_import),
+                             unlike_work=unlike)

@@ -55,6 +55,10 @@ def autostart() -> None:
         from rlscope.inprocess.switches import apply_work_limit
 
         apply_work_limit()
+    elif os.environ.get(envvars.WORK_TALLY):  # a check's run without rlscope: its work
+        from rlscope.inprocess.switches import apply_work_tally
+
+        apply_work_tally()
     if os.environ.get(envvars.CHUNK_DIR):  # calibration by chunks: no recording
         from rlscope.inprocess import chunk_copies
 

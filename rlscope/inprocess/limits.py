@@ -40,8 +40,21 @@ def parse_limit(value: str | None) -> int | None:
     return n
 
 
-def limited(func: Callable[..., Any], limit: int) -> Callable[..., Any]:
-    """``func`` that ends the process once it has returned ``limit`` times (any
+OnCount = Callable[[int], None]  # called with n after the n-th unit of work
+
+
+def _stop_at(limit: int, what: str) -> OnCount:
+    """An :data:`OnCount` that ends the process at the ``limit``-th ``what``."""
+    def on_count(n: int) -> None:
+        if n >= limit:
+            print(f"rlscope: stopping after {limit} {what} ({ENV_MAX_PROGRESS})",
+                  file=sys.stderr)
+            raise WorkLimitReached(0)
+    return on_count
+
+
+def counting(func: Callable[..., Any], on_count: OnCount) -> Callable[..., Any]:
+    """``func`` that calls ``on_count(n)`` after it has returned for the n-th time (any
     arguments passed on: ``report_progress``'s ``metrics=`` too)."""
     count = 0
 
@@ -50,14 +63,16 @@ def limited(func: Callable[..., Any], limit: int) -> Callable[..., Any]:
         nonlocal count
         out = func(*args, **kwargs)
         count += 1
-        if count >= limit:
-            print(f"rlscope: stopping after {limit} progress reports ({ENV_MAX_PROGRESS})",
-                  file=sys.stderr)
-            raise WorkLimitReached(0)
+        on_count(count)
         return out
 
     counted._rlscope_limited = True  # type: ignore[attr-defined]
     return counted
+
+
+def limited(func: Callable[..., Any], limit: int) -> Callable[..., Any]:
+    """``func`` that ends the process once it has returned ``limit`` times."""
+    return counting(func, _stop_at(limit, "progress reports"))
 
 
 def install_integration_limit(by: str, limit: int) -> bool:
@@ -68,6 +83,12 @@ def install_integration_limit(by: str, limit: int) -> bool:
     (:func:`install_optimizer_limit`). False for anything else."""
     if by == OPTIMIZER_STEPS:
         return install_optimizer_limit(limit)
+    return count_integration(by, _stop_at(limit, "progress reports"))
+
+
+def count_integration(by: str, on_count: OnCount) -> bool:
+    """Call ``on_count`` after each progress report integration ``by`` makes (or would
+    make), counted as :func:`install_integration_limit` says; False for an unknown one."""
     where = PROGRESS_COUNTED.get(by)
     if where is None:
         return False
@@ -77,10 +98,10 @@ def install_integration_limit(by: str, limit: int) -> bool:
     def install(mod: Any) -> None:
         cls = getattr(mod, cls_name, None)
         if isinstance(cls, type) and callable(getattr(cls, method, None)):
-            setattr(cls, method, limited(getattr(cls, method), limit))
+            setattr(cls, method, counting(getattr(cls, method), on_count))
         else:
-            print(f"rlscope: {module}.{cls_name}.{method} not found; running without a "
-                  f"work limit ({ENV_MAX_PROGRESS})", file=sys.stderr)
+            print(f"rlscope: {module}.{cls_name}.{method} not found; its progress is not "
+                  f"counted ({ENV_MAX_PROGRESS})", file=sys.stderr)
 
     importhook.when_imported(module, install)
     return True
@@ -90,6 +111,12 @@ def install_optimizer_limit(limit: int) -> bool:
     """End the process after its ``limit``-th torch optimizer step (any optimizer),
     counted by torch's global step post-hook once ``torch.optim.optimizer`` is imported;
     a forked child's steps are not counted (its parent's bound)."""
+    return count_optimizer_steps(_stop_at(limit, "optimizer steps"))
+
+
+def count_optimizer_steps(on_count: OnCount) -> bool:
+    """Call ``on_count`` after each of this process's torch optimizer steps (see
+    :func:`install_optimizer_limit`)."""
     from rlscope.intercept import importhook
 
     pid = os.getpid()
@@ -100,20 +127,56 @@ def install_optimizer_limit(limit: int) -> bool:
         if os.getpid() != pid:
             return
         count += 1
-        if count >= limit:
-            print(f"rlscope: stopping after {limit} optimizer steps ({ENV_MAX_PROGRESS})",
-                  file=sys.stderr)
-            raise WorkLimitReached(0)
+        on_count(count)
 
     def install(mod: Any) -> None:
         register = getattr(mod, "register_optimizer_step_post_hook", None)
         if callable(register):
             register(hook)
         else:
-            print("rlscope: this torch has no global optimizer step hook; running without "
-                  f"a work limit ({ENV_MAX_PROGRESS})", file=sys.stderr)
+            print("rlscope: this torch has no global optimizer step hook; its steps are "
+                  f"not counted ({ENV_MAX_PROGRESS})", file=sys.stderr)
 
     importhook.when_imported("torch.optim.optimizer", install)
+    return True
+
+
+def install_tally(by: str, path: str) -> bool:
+    """Count this process's units of work (by ``""``: the script's own
+    ``rlscope.report_progress`` calls; an integration's progress reports; or
+    libraries.OPTIMIZER_STEPS: torch optimizer steps) and write how many there were to
+    ``path`` when it exits (``{"count": n}``). The calibration's runs without rlscope do
+    this, so that its check can tell whether they did the profiled run's work. False
+    where ``by`` cannot be counted."""
+    import atexit
+    import json
+
+    done = [0]
+
+    def on_count(n: int) -> None:
+        done[0] = n
+
+    if by == OPTIMIZER_STEPS:
+        count_optimizer_steps(on_count)
+    elif by:
+        if not count_integration(by, on_count):
+            return False
+    else:
+        import rlscope
+
+        rlscope.report_progress = counting(rlscope.report_progress, on_count)
+    pid = os.getpid()
+
+    def write() -> None:
+        if os.getpid() != pid:  # a forked child's exit: the count is its parent's
+            return
+        try:
+            with open(path, "w") as f:
+                json.dump({"count": done[0]}, f)
+        except OSError:  # no tally: the check goes without it
+            pass
+
+    atexit.register(write)
     return True
 
 

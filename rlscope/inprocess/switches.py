@@ -4,6 +4,8 @@
   are not recorded (the calibration's *base* configuration: the fixed cost of recording).
 - ``RLSCOPE_MAX_PROGRESS=N``: end the process at the script's N-th progress report
   (:mod:`rlscope.inprocess.limits`); honoured with or without recording.
+- ``RLSCOPE_WORK_TALLY=FILE``: count the process's progress reports (or optimizer steps)
+  and write the count to FILE at exit; a run without rlscope does this for the check.
 
 Interception is selected by ``RLSCOPE_INTERCEPT`` and the CUDA collector by its preload,
 as in any profiled run (docs/rls-prof.md).
@@ -40,6 +42,33 @@ def apply_work_limit() -> None:
                   "without a work limit", file=sys.stderr)
         return
     install_progress_limit(n)
+
+
+def apply_work_tally() -> None:
+    """``RLSCOPE_WORK_TALLY=FILE`` (with ``RLSCOPE_PROGRESS_BY`` for an integration's
+    progress or torch optimizer steps): this process counts its units of work and writes
+    the count to FILE at exit (:func:`rlscope.inprocess.limits.install_tally`). Its own
+    only: the processes it starts run without rlscope's bootstrap at all."""
+    from rlscope.inprocess.limits import install_tally
+
+    path = os.environ.pop(envvars.WORK_TALLY, "")
+    by = os.environ.pop(envvars.PROGRESS_BY, "")
+    _drop_bootstrap()
+    if path and not install_tally(by, path):
+        print(f"rlscope: {envvars.PROGRESS_BY}={by!r} cannot be counted; no tally",
+              file=sys.stderr)
+
+
+def _drop_bootstrap() -> None:
+    """Take rlscope's bootstrap off the PYTHONPATH the processes started from now on
+    inherit."""
+    here = os.environ.pop(envvars.BOOTSTRAP_DIR, "")
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    kept = [p for p in paths if p and p != here]
+    if kept:
+        os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        os.environ.pop("PYTHONPATH", None)
 
 
 def apply_annotation_switch() -> None:

@@ -113,12 +113,21 @@ def profiled(rec: Recording, base: Mapping[str, str] | None = None) -> dict[str,
 
 
 def uninstrumented(max_progress: int | None = None,
-                   base: Mapping[str, str] | None = None) -> dict[str, str]:
+                   base: Mapping[str, str] | None = None, tally: str | None = None,
+                   by: str = "") -> dict[str, str]:
     """No recording at all: rlscope's variables removed. With a work bound only the
-    bootstrap (which then just counts progress reports) and the bound are set."""
+    bootstrap (which then just counts progress reports) and the bound are set. With
+    ``tally`` (a file; no bound), the main process counts its progress reports, or
+    ``by``'s units (RLSCOPE_PROGRESS_BY), and writes the count there at exit; the
+    processes it starts run without the bootstrap."""
     e = _without_rlscope(base)
     if max_progress is not None:
         e[envvars.MAX_PROGRESS] = str(max_progress)
+        _with_bootstrap(e)
+    elif tally is not None:
+        e[envvars.WORK_TALLY] = tally
+        if by:
+            e[envvars.PROGRESS_BY] = by
         _with_bootstrap(e)
     return e
 

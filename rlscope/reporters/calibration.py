@@ -228,6 +228,10 @@ def _model_check_line(cal: Calibration) -> str:
     """The cost model's check: the profiled run's CPU time (every process), corrected and
     raw, against whole runs of the command without rlscope."""
     v, u = cal.validation, cal.uninstrumented
+    if v.get("unlike_work"):
+        return (f"  check: none: {v['unlike_work']}; so rls-analyze shows raw numbers "
+                "(make every run do the same work, or bound it with RLSCOPE_MAX_PROGRESS, "
+                "and calibrate again)")
     err, raw = float(v["total_error_pct"]), float(v["raw_total_error_pct"])
     n = int(u.get("n", 0))
     spread = 100 * float(u.get("std_s", 0.0)) / float(u["mean_s"]) if n > 1 else math.nan

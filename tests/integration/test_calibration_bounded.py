@@ -199,3 +199,68 @@ def test_the_bound_falls_back_to_optimizer_steps():
     assert b.n is None and "optimizer steps come too late" in b.why
     b = model_check.work_bound(model_check.Profiled({}, 0.0, [], "", []), 1.0)
     assert b.n is None and "rlscope.report_progress" in b.why
+
+
+def test_what_the_checks_runs_count_and_where_unlike_runs_are_ended():
+    """The runs without rlscope count the profiled run's unit of work (its own progress
+    reports first, an integration's that a run can count, else optimizer steps; nothing
+    once a bounded trace has thinned them); runs that did other work are compared at a
+    common point instead: the unit about the target time, before the end of the run
+    that did least."""
+    from rlscope.libraries import OPTIMIZER_STEPS
+
+    P = model_check.Profiled
+    steps = [1.0 + 0.01 * k for k in range(300)]
+    t = model_check.work_tally(P({}, 0.0, [1.0, 2.0, 3.0], "", steps))
+    assert t == model_check.Tally(3, "", "progress report")
+    t = model_check.work_tally(P({}, 0.0, [], "", steps))
+    assert t == model_check.Tally(300, OPTIMIZER_STEPS, "optimizer step")
+    assert model_check.work_tally(P({}, 0.0, [1.0], "sb3", [])) == \
+        model_check.Tally(1, "sb3", "progress report")
+    assert model_check.work_tally(P({}, 0.0, [1.0, 2.0], "ray", [])) is None  # cannot count
+    assert model_check.work_tally(P({}, 0.0, [1.0], "", [], whole=False)) is None
+    assert model_check.work_tally(P({}, 0.0, [], "", [])) is None
+
+    tally = model_check.Tally(300, OPTIMIZER_STEPS, "optimizer step")
+    assert model_check.unlike_work(tally, [300, None]) == ""
+    why = model_check.unlike_work(tally, [240, 300])
+    assert why.startswith("the run without rlscope did 240 optimizer steps against the "
+                          "profiled run's 300: the command does not do the same work")
+    prof = P({}, 0.0, [], "", steps)
+    b = model_check.common_bound(prof, tally, [240], 2.0)
+    assert (b.n, b.by, b.unit) == (101, OPTIMIZER_STEPS, "optimizer step")
+    assert model_check.common_bound(prof, tally, [80], 2.0).n == 40  # before 80: half-way
+    assert model_check.common_bound(prof, tally, [1], 2.0).n is None
+
+
+def test_runs_that_do_other_work_are_compared_at_a_common_optimizer_step(
+        tmp_path: Path):
+    """A command whose work is not the same each run (here: 800 optimizer steps
+    recorded, 600 not): the check's run without rlscope counts its steps, finds that it
+    did other work, says so in one line, and checks the correction on a pair of runs
+    ended at one step before the shorter run's end instead."""
+    import json
+
+    pytest.importorskip("torch")
+    script = Path(__file__).parent / "workloads" / "optimizer_loop.py"
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--", sys.executable,
+                 str(script), "600", "800", timeout=300)
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if "does not do the same work" in x]
+    assert "the run without rlscope did 600 optimizer steps against the profiled run's " \
+        "800" in line, line
+    cal = json.loads((out / "calibration.json").read_text())
+    u = cal["uninstrumented"]
+    bound = u["bounded_progress"]
+    assert u["bounded_unit"] == "optimizer step" and 1 <= bound < 600
+    assert f"so the check compares runs ended at optimizer step {bound}" in line
+    assert "unlike_work" not in cal["validation"]
+    whole = out / "calibration" / "other-work-0-uninstrumented"  # the whole run, kept
+    assert json.loads((whole / "work-tally.json").read_text()) == {"count": 600}
+    pairs = [r_ for r_ in cal["runs"] if r_["round"] >= 0]
+    assert {r_["config"] for r_ in pairs} == {"full", "uninstrumented"}
+    for r_ in pairs:
+        log = (out / r_["directory"] / "output.log").read_text()
+        assert f"stopping after {bound} optimizer steps" in log and "done" not in log, log
+    assert f"ended at optimizer step {bound}" in r.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -136,7 +137,7 @@ def test_an_integrations_progress_is_counted_by_its_librarys_method(
     empty = types.ModuleType(module)
     monkeypatch.setitem(sys.modules, module, empty)
     assert install_integration_limit("rllib", 2)
-    assert "Algorithm.train not found; running without a work limit" in \
+    assert "Algorithm.train not found; its progress is not counted" in \
         capsys.readouterr().err
 
 
@@ -260,3 +261,47 @@ def test_estimates_slightly_worse_than_raw_give_way_too():
     cal = build_calibration(["x"], samples, configurations([], False), 4, mb)
     assert cal.costs["annotation"].fallback == "held-out"
     assert abs(cal.validation["total_error_pct"]) <= abs(cal.validation["raw_total_error_pct"])
+
+
+@pytest.mark.parametrize("by", ["", "torch-optimizer"])
+def test_a_check_run_tallies_its_main_processs_work_and_nothing_else(tmp_path: Path,
+                                                                     by: str):
+    """RLSCOPE_WORK_TALLY: a run without rlscope writes how many progress reports (or
+    torch optimizer steps) its main process made, at exit; a forked child's are not
+    counted, and the processes it starts run without rlscope's bootstrap at all."""
+    import json
+    import subprocess
+
+    from rlscope.launch import child_env
+
+    script = tmp_path / "work.py"
+    script.write_text(
+        "import os, subprocess, sys\n"
+        "import rlscope\n"
+        "if sys.argv[1]:\n"
+        "    import torch\n"
+        "    w = torch.nn.Parameter(torch.ones(2))\n"
+        "    opt = torch.optim.SGD([w], lr=0.1)\n"
+        "    unit = lambda: (w.sum().backward(), opt.step())\n"
+        "else:\n"
+        "    unit = lambda: rlscope.report_progress(1)\n"
+        "for _ in range(7):\n"
+        "    unit()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    unit()\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "probe = ('import os, sys; print(os.environ.get(\"PYTHONPATH\", \"\"), '\n"
+        "         '\"rlscope\" in sys.modules, '\n"
+        "         'sorted(k for k in os.environ if k.startswith(\"RLSCOPE_\")))')\n"
+        "print(subprocess.run([sys.executable, '-c', probe], capture_output=True,\n"
+        "                     text=True).stdout.strip())\n")
+    tally = tmp_path / "tally.json"
+    env = child_env.uninstrumented(tally=str(tally), by=by)
+    env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + str(tmp_path / "mine")
+    r = subprocess.run([sys.executable, str(script), by], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(tally.read_text()) == {"count": 7}
+    assert r.stdout.strip() == f"{tmp_path / 'mine'} False []"  # the user's path kept

@@ -524,3 +524,54 @@ def test_calls_passed_on_inside_an_operation_leave_its_intervals():
     from rlscope.analysis.overhead.kinds import count_process
 
     assert count_process(m)["passed_call"] == 4
+
+
+def test_a_tallying_checks_main_process_is_not_charged_rlscopes_import():
+    """The check's runs without rlscope count their main process's work (its progress
+    reports or optimizer steps: RLSCOPE_WORK_TALLY), so that one process imports
+    rlscope: the check charges the profiled run's main process no import, the others
+    theirs, in rls-prof's check and the report's alike."""
+    from rlscope.analysis.overhead.applied import validation
+    from rlscope.analysis.overhead.kinds import PROCESS, RLSCOPE_IMPORT
+    from rlscope.calibration.build import model_calibration
+    from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
+
+    counts = {PROCESS: 2, RLSCOPE_IMPORT: 2}
+    plain = [RunSample(UNINSTRUMENTED, 0, 1.0, {}, 1.0)]
+    cal = model_calibration(["x"], {}, 30e6, 0.0, counts, 1.1, 1.2, plain, 0.0, ["0"],
+                            import_ns=20e6, root_imports_rlscope=True)
+    # removed: 2 x 10 ms start-up + 1 x 20 ms import (the other process's)
+    assert cal.validation["total_error_pct"] == pytest.approx(100 * (1.1 - 0.04 - 1))
+    assert cal.uninstrumented["root_imports_rlscope"] is True
+    _c, summary = correct_trace(Trace(None, {}, [process_trace(TRUE),
+                                                 process_trace(TRUE, pid=2)]), cal.costs)
+    assert summary.root_import_s() == pytest.approx(0.02)
+    info = validation({"cpu_s": 1.1}, cal, summary)
+    assert info["corrected_total_s"] == pytest.approx(1.1 - summary.tree_overhead_s()
+                                                      + 0.02)
+    assert info["error_pct"] == pytest.approx(cal.validation["total_error_pct"])
+
+
+def test_runs_that_did_other_work_withhold_the_correction_and_say_why():
+    """Whole runs without rlscope that did another amount of work than the profiled run
+    (and no pair of runs could be ended at a common point) check nothing: the report
+    stays raw and says why in one line, and so does rls-prof's check line."""
+    from rlscope.analysis.overhead.applied import apply_correction, withheld_reason
+    from rlscope.calibration.build import model_calibration
+    from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
+    from rlscope.reporters.calibration import summary_lines
+
+    why = "the run without rlscope did 90 optimizer steps against the profiled run's 120"
+    cal = model_calibration(["x"], {}, 30e6, 0.0, {}, 1.1, 1.2,
+                            [RunSample(UNINSTRUMENTED, 0, 1.0, {}, 1.0)], 0.0, ["0"],
+                            unlike_work=why)
+    assert cal.validation["errors_pct"] == [] and cal.validation["unlike_work"] == why
+    reason = withheld_reason(cal)
+    assert reason.startswith(f"the calibration could not check it: {why};")
+    trace = Trace(None, {"cpu_s": 1.1}, [process_trace(TRUE)])  # type: ignore[arg-type]
+    c = apply_correction(trace, cal).run["correction"]
+    assert c["applied"] is False and c["withheld"] == reason
+    (line,) = [x for x in summary_lines(cal, False) if "check" in x]
+    assert line == (f"  check: none: {why}; so rls-analyze shows raw numbers (make every "
+                    "run do the same work, or bound it with RLSCOPE_MAX_PROGRESS, and "
+                    "calibrate again)")

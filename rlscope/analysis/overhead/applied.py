@@ -79,6 +79,10 @@ def withheld_reason(cal: Calibration) -> str:
         return ("rlscope's cost model (measured by rls-prof on this machine) has not been "
                 "checked against runs without rlscope; rls-prof --calibrate checks it, "
                 "and then the report is corrected")
+    if v.get("unlike_work"):
+        return (f"the calibration could not check it: {v['unlike_work']}; make every "
+                "run do the same work (fixed seeds and step counts) or bound it "
+                "(RLSCOPE_MAX_PROGRESS), then calibrate again")
     c, r = _num(v.get("total_error_pct")), _num(v.get("raw_total_error_pct"))
     if not (math.isfinite(c) and math.isfinite(r)) or abs(c) <= abs(r) + 0.05:
         return ""
@@ -199,6 +203,8 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
                                   else summary.run_overhead_s())
         if cpu and u.get("runs_import_rlscope"):  # a work bound's runs import it too
             corrected += summary.tree_import_s()
+        elif cpu and u.get("root_imports_rlscope"):  # their main process counted its work
+            corrected += summary.root_import_s()
     if raw is not None and u.get("n"):
         mean = float(u["mean_s"])
         err = 100.0 * (corrected / mean - 1.0) if mean > 0 else math.nan

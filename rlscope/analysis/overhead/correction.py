@@ -94,6 +94,11 @@ class CorrectionSummary:
         """Of :meth:`tree_overhead_s`: importing rlscope, in the processes charged it."""
         return sum(p.import_ns for p in self.processes) / 1e9
 
+    def root_import_s(self) -> float:
+        """Of :meth:`tree_import_s`: the root process's."""
+        r = self.root()
+        return 0.0 if r is None else r.import_ns / 1e9
+
     def tree_error_s(self) -> float:
         """The error bar of :meth:`tree_overhead_s` from the costs' own (a sum: the
         processes' errors come from the same costs, so they do not average out)."""

@@ -1,13 +1,17 @@
 """A small torch training loop with no rlscope code and no progress reports:
-``python optimizer_loop.py N`` (N optimizer steps of a small MLP on a fixed batch;
-prints "done" at the end)."""
+``python optimizer_loop.py N [M]`` (N optimizer steps of a small MLP on a fixed batch;
+M instead when rlscope records the process: a command whose work is not the same in
+every run; prints "done" at the end)."""
 
+import os
 import sys
 
 import torch
 
 if __name__ == "__main__":
     n = int(sys.argv[1])
+    if len(sys.argv) > 2 and os.environ.get("RLSCOPE_OUTPUT_DIR"):
+        n = int(sys.argv[2])
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
