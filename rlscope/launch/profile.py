@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,6 +205,7 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
     tree = TreeCpuCounter(os.getpid(), before)
     tree.start()
     reaper = descendants.set_subreaper(True)
+    t0 = time.monotonic_ns()
     try:
         proc = subprocess.Popen(list(command), env=env)
     except OSError as e:
@@ -217,6 +219,10 @@ def _run(command: list[str], rec: Recording, out: Path, sample_hz: float | None
     sampler = _start_sampler(rec.output_dir, sample_hz, before)
     try:
         returncode = proc.wait()
+        # The command's own wall time, as the calibration's runs without rlscope measure
+        # theirs (runner.run_once): run.json's duration_s also holds the wait for its
+        # orphans and the sampler's stop.
+        meta["command_wall_s"] = (time.monotonic_ns() - t0) / 1e9
         if reaper:  # orphans of the command are ours now: wait for them too
             n = len(interrupted)
             found = descendants.reap(_wait_s(), before, stop=lambda: len(interrupted) > n)

@@ -131,6 +131,9 @@ def test_cpu_s_covers_an_orphaned_child(tmp_path: Path):
     meta = json.loads((tmp_path / "o" / fmt.RUN_FILE).read_text())
     assert meta["descendants"]["reaped"] >= 1
     assert meta["cpu_s"] >= child_cpu >= 1.0, (meta["cpu_s"], child_cpu)
+    # The command's own wall time (the calibration's runs without rlscope measure theirs
+    # so) ends at its exit; the run's, after the orphan.
+    assert 0 < meta["command_wall_s"] < meta["duration_s"], meta
     (orphan,) = [p for p in read_trace(tmp_path / "o").processes if p.pid == res["orphan"]]
     assert orphan.complete
 

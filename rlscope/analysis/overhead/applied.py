@@ -212,7 +212,10 @@ def validation(run: dict, cal: Calibration, summary: CorrectionSummary) -> dict:
                     uninstrumented_mean_s=mean, uninstrumented_std_s=float(u.get("std_s", 0)),
                     uninstrumented_n=int(u["n"]), error_pct=err,
                     raw_error_pct=100.0 * (float(raw) / mean - 1.0) if mean > 0 else math.nan)
-        wall, u_wall = run.get("duration_s"), _num(u.get("wall_mean_s"))
+        # The command's own wall time, like the runs without rlscope (not the launcher's
+        # wait for its orphans after it).
+        wall, u_wall = run.get("command_wall_s", run.get("duration_s")), \
+            _num(u.get("wall_mean_s"))
         if cpu and wall is not None and u_wall > 0 and not bounded:
             w = float(wall) - summary.run_overhead_s()
             info.update(raw_wall_s=float(wall), corrected_wall_s=w,
