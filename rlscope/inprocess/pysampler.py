@@ -37,6 +37,11 @@ FLUSH_S = 0.5  # samples reach the file at least this often (and at stop)
 # a second.
 IDLE_CPU = 0.02
 IDLE_BACKOFF = 8
+# rlscope's own threads' CPU (this one's and the native writer's) is noted in the trace
+# this often, not only at stop: a process killed without stopping (Ray ends most of its
+# processes so) keeps all but the last few seconds of it.
+NOTE_S = 2.0
+WRITER = "rlscope-writer"  # the native writer thread's OS name (native/common/recorder.cpp)
 VERSION = 1
 
 _active: PySampler | None = None
@@ -65,6 +70,8 @@ class PySampler:
         self.cost_ns = 0  # CPU time spent taking samples (not writing them)
         self.skips = 0  # wake-ups without a sample (the process used too little CPU)
         self.thread_cpu_ns = 0  # the thread's CPU time, once it has ended
+        self._writer_stat: str | None = None  # the writer thread's schedstat file
+        self.notes = 0  # times rlscope's threads' CPU was noted in the trace
         self._thread = threading.Thread(target=self._run, name="rlscope-pysampler",
                                          daemon=True)
 
@@ -81,7 +88,7 @@ class PySampler:
         period = 1.0 / self.hz
         period_ns = int(period * 1e9)
         me = threading.get_ident()
-        last_flush = time.monotonic()
+        last_flush = last_note = time.monotonic()
         next_t = last_flush + period
         seen = sampled_at = time.process_time_ns() - time.thread_time_ns()
         seen_t = last_flush
@@ -114,20 +121,45 @@ class PySampler:
             if now - last_flush >= FLUSH_S:
                 self.flush()
                 last_flush = now
+            if now - last_note >= NOTE_S:
+                self._note_cpu()
+                last_note = now
         self.thread_cpu_ns = time.thread_time_ns()
         self._note_cpu()
 
     def _note_cpu(self) -> None:
-        """This thread's CPU time, as the trace's metadata while it still records (the
-        process tree's CPU holds it: overhead correction removes it there). Keyed as
+        """This thread's CPU time and the native writer thread's, as the trace's
+        metadata while it still records (every NOTE_S and at the end; the process tree's
+        CPU holds them: overhead correction removes them there). Keyed as
         rlscope.annotate keys a live rlscope thread at stop (its 15-character OS name):
         the later record wins, nothing is counted twice."""
         from rlscope import annotate
 
         rec = annotate.active_recorder()
-        if rec is not None:
-            rec.metadata(fmt.META_THREAD_CPU_PREFIX + self._thread.name[:15],
-                         str(time.thread_time_ns()))
+        if rec is None:
+            return
+        self.notes += 1
+        rec.metadata(fmt.META_THREAD_CPU_PREFIX + self._thread.name[:15],
+                     str(time.thread_time_ns()))
+        writer = self._writer_cpu_ns()
+        if writer is not None:
+            rec.metadata(fmt.META_THREAD_CPU_PREFIX + WRITER, str(writer))
+
+    def _writer_cpu_ns(self) -> int | None:
+        """The native writer thread's CPU time (ns, its ``schedstat``), found by its name
+        once (again after a new recording's writer replaced it); None where /proc has no
+        such thread or no schedstat."""
+        for _ in range(2):
+            if self._writer_stat is None:
+                self._writer_stat = _find_thread(WRITER)
+                if self._writer_stat is None:
+                    return None
+            try:
+                with open(self._writer_stat, "rb") as f:
+                    return int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                self._writer_stat = None  # that thread is gone: look again
+        return None
 
     def sample(self, skip: int) -> None:
         """One sample of every thread but ``skip``'s."""
@@ -208,6 +240,22 @@ class PySampler:
                 pass  # the trace goes on without samples rather than failing the program
         finally:
             self._lock.release()
+
+
+def _find_thread(name: str) -> str | None:
+    """The ``schedstat`` path of this process's thread called ``name``, or None."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm", "rb") as f:
+                if f.read().strip().decode(errors="replace") == name:
+                    return f"/proc/self/task/{tid}/schedstat"
+        except OSError:
+            continue
+    return None
 
 
 def _clean(s: str) -> str:

@@ -165,3 +165,29 @@ def test_a_descendant_that_does_not_exit_is_reported(tmp_path: Path):
         assert f"{res['orphan']} (" in r.stderr and "still running" in r.stderr
     finally:
         os.kill(res["orphan"], 9)
+
+
+def test_a_killed_process_keeps_most_of_its_own_threads_cpu(tmp_path: Path):
+    """A process killed without stopping (Ray ends most of its processes so) has no
+    stop-time note of rlscope's threads' CPU: the Python sampler notes its own and the
+    native writer's periodically, so the correction still removes them."""
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "import rlscope\n"
+        "from rlscope.inprocess import pysampler\n"
+        "pysampler.NOTE_S = 0.05  # the loop reads it at each wake-up\n"
+        "deadline = time.monotonic() + 60\n"
+        "while pysampler.active().notes < 3 and time.monotonic() < deadline:\n"
+        "    sum(i * i for i in range(20000))  # busy: the sampler samples\n"
+        "rlscope.flush()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    out = tmp_path / "k"
+    r = run_tool("rls-prof", "-o", str(out), "--sample-python", "100", "--",
+                 sys.executable, str(script), timeout=120)
+    assert r.returncode == 128 + signal.SIGKILL, r.stderr
+    (p,) = read_trace(out).processes
+    own = {k[len(fmt.META_THREAD_CPU_PREFIX):]: int(v) for k, v in p.metadata.items()
+           if k.startswith(fmt.META_THREAD_CPU_PREFIX)}
+    assert set(own) == {"rlscope-pysampl", "rlscope-writer"}, p.metadata
+    assert all(ns > 0 for ns in own.values()), own
