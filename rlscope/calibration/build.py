@@ -242,11 +242,21 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
         microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric, mode=mode)
 
 
+NOT_TIMED = "not timed"  # KindCost.fallback: too few events to be worth an in-situ timing
+
+
 def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:
     """(cost, error, where it came from) of one kind's microbenchmark ``m``: its in-situ
     figure where that was measured and is above the tight loop's lower bound (timed
     around real work: microbench.in_situ_call, in_situ_env_step), else the tight loop's."""
     tight = float(m.get("per_event_ns", math.nan))
+    share = m.get("not_timed_share")
+    if share is not None:  # calibrate.not_timed: too few events to be worth timing
+        what = ("at nothing (an error bar of its most)" if kind in (PHASE_MARKER, PASSED_CALL)
+                else "the hook's tight-loop microbenchmark (a lower bound)")
+        return tight, float(m.get("error_ns", math.nan)), (
+            f"not timed in situ: this run's events of it could cost at most "
+            f"{100 * share:.2g}% of its CPU time; priced {what}")
     if kind in (PY_SAMPLE, PHASE_MARKER, PASSED_CALL):  # timed in situ only
         loaded = "; other load delayed every try: the lower quartile of the stalls" \
             if m.get("loaded") else ""
@@ -292,14 +302,16 @@ def model_costs(mb: dict[str, dict[str, float]], startup_ns: float, startup_err_
         if not n or not math.isfinite(tight):
             continue
         cost, error, note = priced(kind, m)
-        if not cost > 0:  # a hook cheaper than the benchmark resolves (an annotation
+        skipped = "not_timed_share" in m
+        if not cost > 0 and not skipped:  # cheaper than the benchmark resolves (an annotation
             # measured -2..+2 ns on a quiet day): priced at nothing, not left out
             cost, note = 0.0, f"{note}; measured {cost:.1f} ns: below what it resolves"
         inside = float(m.get("inside_ns", math.nan))
         inside = inside_part(inside) if math.isfinite(inside) else \
             cost * DEFAULT_INSIDE.get(kind, DEFAULT_INSIDE_OTHER)
         costs[kind] = KindCost(cost, inside, error, "microbenchmark", n, note,
-                               microbenchmark_ns=tight)
+                               microbenchmark_ns=tight,
+                               fallback=NOT_TIMED if skipped else "")
     return costs
 
 

@@ -24,6 +24,7 @@ from rlscope.analysis.overhead.model import (
 from rlscope.calibration.build import build_calibration
 from rlscope.calibration.chunked import MIN_CHUNKS, run_chunks
 from rlscope.calibration.configs import Config, configurations
+from rlscope.calibration.microbench import CEILING_NS, IN_SITU_ONLY, PRICES, negligible
 from rlscope.calibration.model_check import calibrate_by_model, took_py_samples
 from rlscope.calibration.runner import SUBDIR, TICK_S, RunRecord, Status, run_configurations
 from rlscope.calibration.suitability import root_progress_reports, why_not_chunks
@@ -51,14 +52,17 @@ def default_budget_s(profiled_s: float) -> float:
 
 
 def microbenchmark(recorder: str, status: Status | None = None, pools: bool = True,
-                   samples: bool = True, counts: Mapping[str, int] | None = None
-                   ) -> dict[str, dict[str, float]] | None:
+                   samples: bool = True, counts: Mapping[str, int] | None = None,
+                   cpu_s: float = 0.0) -> dict[str, dict[str, float]] | None:
     """The hook microbenchmarks, in a fresh interpreter (not the launcher's state);
     ``status`` is refreshed while they run; ``pools``: the pool kinds too (~0.7 s: only
     for a run with pool tasks); ``samples``: the Python stack sample's stall too (0.6 s:
     only for a run that took them); ``counts``: the run's events by kind, whose kinds
-    with none skip their in-situ measurements (None: every one is made)."""
+    with none skip their in-situ measurements (None: every one is made), and with
+    ``cpu_s`` (the run's CPU seconds) those too few to matter (microbench.negligible:
+    their kinds priced by the tight loops, or at nothing with the ceiling as error)."""
     kinds = "all" if counts is None else ",".join(sorted(k for k, n in counts.items() if n))
+    skip = negligible(dict(counts), cpu_s) if counts is not None else {}
     text = "calibrating: timing rlscope's hooks in a tight loop"
     with tempfile.TemporaryDirectory(prefix="rlscope-mb-") as tmp:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(envvars.PREFIX)}
@@ -66,7 +70,7 @@ def microbenchmark(recorder: str, status: Status | None = None, pools: bool = Tr
             proc = subprocess.Popen([sys.executable, "-m", "rlscope.calibration.microbench",
                                      tmp, recorder, "pools" if pools else "no-pools",
                                      "samples" if samples else "no-samples",
-                                     kinds or "none"],
+                                     kinds or "none", ",".join(sorted(skip))],
                                     stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True, env=clean)
         except OSError:
@@ -84,9 +88,25 @@ def microbenchmark(recorder: str, status: Status | None = None, pools: bool = Tr
                         proc.kill()
                         return None
         try:
-            return json.loads(out) if proc.returncode == 0 else None
+            mb = json.loads(out) if proc.returncode == 0 else None
         except ValueError:
             return None
+    if mb is not None:
+        not_timed(mb, skip)
+    return mb
+
+
+def not_timed(mb: dict[str, dict[str, float]], skip: Mapping[str, float]) -> None:
+    """Mark in ``mb`` the kinds whose in-situ measurement was skipped (``skip``: part ->
+    the largest share of the run their events could cost): priced by their tight loop,
+    or, with none, at nothing with an error bar of the ceiling (build.priced)."""
+    for part, share in skip.items():
+        for kind in PRICES[part]:
+            if kind in IN_SITU_ONLY:
+                mb[kind] = {"per_event_ns": 0.0, "error_ns": CEILING_NS[part],
+                            "inside_ns": 0.0}
+            if kind in mb:
+                mb[kind]["not_timed_share"] = share
 
 
 def chunks_unsuitable(out: Path, rec: Recording, cuda: bool) -> str | None:
@@ -167,9 +187,11 @@ def _by_model(command: list[str], out: Path, rec: Recording, max_progress: int |
         run = json.loads((out / "run.json").read_text())
     except (OSError, ValueError):
         run = {}
+    cpu = float(run.get("cpu_s") or 0.0)
     cal = calibrate_by_model(command, out, rec, run,
                              lambda pools, counts: microbenchmark(
-                                 rec.recorder, status, pools, took_py_samples(out), counts),
+                                 rec.recorder, status, pools, took_py_samples(out), counts,
+                                 cpu),
                              max_progress, status, detail, echo, check_s)
     write_calibration(cal, out / FILE_NAME)
     return cal

@@ -584,12 +584,43 @@ IN_SITU_FOR = {"call": ("backend_call", "simulator_call", "wait_call", "phase_ma
                "passed": ("passed_call",)}
 
 
+# The most one event of each in-situ measurement's kinds has cost here (docs/performance.md:
+# backend calls 35-115 ns, phase markers 217-354, env steps 74-150, passed calls 24-95),
+# about doubled. A run whose events of a measurement's kinds could not cost SKIP_SHARE of
+# its CPU time at these prices is not timed in situ for them: seconds of calibration (the
+# torch loops import torch) for less than the check resolves.
+CEILING_NS = {"call": 250.0, "marker": 700.0, "env": 300.0, "passed": 200.0}
+SKIP_SHARE = 5e-4
+# The kinds each in-situ measurement prices (IN_SITU_FOR also names those it needs), and
+# those of them no tight loop prices.
+PRICES = {"call": ("backend_call", "simulator_call", "wait_call"),
+          "marker": ("phase_marker",), "env": ("env_call",), "passed": ("passed_call",)}
+IN_SITU_ONLY = frozenset({"phase_marker", "passed_call"})
+
+
+def negligible(counts: dict[str, int], cpu_s: float) -> dict[str, float]:
+    """The in-situ measurements (IN_SITU_FOR) not worth making for a run of ``cpu_s``
+    CPU seconds with ``counts`` events by kind, each with the largest share of the run
+    the events of the kinds it prices could cost (at CEILING_NS: below SKIP_SHARE)."""
+    out: dict[str, float] = {}
+    if not cpu_s > 0:
+        return out
+    for part, kinds in PRICES.items():
+        n = sum(counts.get(k, 0) for k in kinds)
+        share = n * CEILING_NS[part] / (cpu_s * 1e9)
+        if n and share < SKIP_SHARE:
+            out[part] = share
+    return out
+
+
 def run(tmp: Path, recorder: str = "native", pools: bool = True, samples: bool = True,
-        kinds: frozenset[str] | None = None) -> dict[str, dict[str, float]]:
+        kinds: frozenset[str] | None = None, skip: frozenset[str] = frozenset()
+        ) -> dict[str, dict[str, float]]:
     """Every benchmark's figures by cost kind; ``kinds``: the kinds the run had events of
-    (None: all), whose in-situ measurements are made (the tight loops always are)."""
+    (None: all), whose in-situ measurements are made (the tight loops always are), but
+    those in ``skip`` (IN_SITU_FOR's names: :func:`negligible`)."""
     def wanted(part: str) -> bool:
-        return kinds is None or any(k in kinds for k in IN_SITU_FOR[part])
+        return part not in skip and (kinds is None or any(k in kinds for k in IN_SITU_FOR[part]))
 
     import rlscope
     from rlscope import annotate
@@ -674,8 +705,10 @@ def main() -> None:
     pools = (sys.argv[3] if len(sys.argv) > 3 else "pools") != "no-pools"
     samples = (sys.argv[4] if len(sys.argv) > 4 else "samples") != "no-samples"
     kinds = sys.argv[5] if len(sys.argv) > 5 else "all"
+    skip = frozenset(sys.argv[6].split(",")) if len(sys.argv) > 6 and sys.argv[6] else \
+        frozenset()
     print(json.dumps(run(tmp, recorder, pools, samples,
-                         None if kinds == "all" else frozenset(kinds.split(",")))))
+                         None if kinds == "all" else frozenset(kinds.split(",")), skip)))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
         return (f"  rlscope_import: {c.per_event_ns / 1e6:.1f} ms per process whose script "
                 "does not use rlscope itself (importing it, outside the recorded span)")
     head = f"  {kind}: {_ns(c.per_event_ns)} per {_UNIT.get(kind, 'event')}"
+    if c.fallback == "not timed":
+        return f"{head} ({c.note})"
     mb = c.microbenchmark_ns
     has_estimate = math.isfinite(c.estimate_ns)
     if c.source == "microbenchmark":
@@ -146,6 +148,8 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
                 f"{_time(c.per_event_ns)} more, importing it (outside the time the report "
                 "covers)")
     head = f"  {_WHAT.get(kind, kind)}: {_time(c.per_event_ns)}"
+    if c.fallback == "not timed":  # calibration.build.NOT_TIMED: its note says why
+        return f"{head} ({c.note})"
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:
             why = ("it cannot be measured apart from the simulation around it"

@@ -181,3 +181,43 @@ def test_in_situ_measurements_only_for_the_kinds_a_run_had(tmp_path: Path):
     assert "in_situ_ns" not in out["backend_call"]
     assert out["backend_call"]["per_event_ns"] > 0  # the tight loop, always
     assert "phase_marker" not in out and "passed_call" not in out
+
+
+def test_in_situ_timings_are_skipped_where_the_runs_events_cannot_matter(tmp_path: Path):
+    """A run whose events of a measurement's kinds could cost at most SKIP_SHARE of its
+    CPU time even at CEILING_NS each is spared that measurement (SB3 PPO SubprocVecEnv(4):
+    ~42k wrapped calls, 750 markers, 2.7k env steps in ~10 s of CPU: at most 0.1%, 0.005%,
+    0.008%); its kinds are priced by their tight loop, or at nothing with the ceiling as
+    the error bar where no tight loop prices them, and the cost lines say so."""
+    import json
+
+    from rlscope.calibration.build import model_costs
+    from rlscope.calibration.calibrate import not_timed
+    from rlscope.reporters.calibration import cost_line, plain_cost_line
+
+    sb3 = {"backend_call": 37_667, "wait_call": 4_693, "phase_marker": 752,
+           "env_call": 2_656, "annotation": 3_200}
+    skip = microbench.negligible(sb3, 10.0 * 40)  # 400 s of CPU: every part negligible
+    assert set(skip) == {"call", "marker", "env"}
+    assert skip["marker"] == pytest.approx(752 * 700 / 400e9)
+    assert microbench.negligible(sb3, 10.0) == {  # the call part matters in 10 s
+        "marker": pytest.approx(752 * 700 / 10e9), "env": pytest.approx(2656 * 300 / 10e9)}
+    assert microbench.negligible(sb3, 0.0) == {}
+    r = subprocess.run([sys.executable, "-m", "rlscope.calibration.microbench",
+                        str(tmp_path), "native", "no-pools", "no-samples",
+                        ",".join(sb3), "marker,env"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    mb = json.loads(r.stdout)
+    assert "in_situ_ns" in mb["backend_call"]  # the call part was made
+    assert "in_situ_ns" not in mb["env_call"] and "phase_marker" not in mb
+    not_timed(mb, {"marker": 1e-5, "env": 2e-5})
+    costs = model_costs(mb, math.nan, math.nan, sb3)
+    env, marker = costs["env_call"], costs["phase_marker"]
+    assert env.per_event_ns == mb["env_call"]["per_event_ns"] > 0  # its tight loop
+    assert (marker.per_event_ns, marker.error_ns) == (0.0, microbench.CEILING_NS["marker"])
+    assert costs["backend_call"].fallback == ""  # timed in situ: priced as always
+    for kind, pct in (("env_call", "0.002%"), ("phase_marker", "0.001%")):
+        c = costs[kind]
+        assert c.fallback == "not timed" and f"could cost at most {pct} of its CPU" in c.note
+        assert c.note in cost_line(kind, c, "runs") and c.note in plain_cost_line(kind, c)

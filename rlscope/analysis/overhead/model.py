@@ -51,7 +51,9 @@ class KindCost:
     # Why the microbenchmark replaced the estimate, when it did and the reason is not
     # read off the numbers: "held-out" (correcting with the estimate made the held-out
     # rounds worse than not correcting), "confounded" (its events came with another
-    # kind's in every configuration). "" otherwise.
+    # kind's in every configuration), "not timed" (the run had too few events of it for
+    # an in-situ timing to matter: the tight loop's figure, or nothing, with the note
+    # saying how much they could cost at most). "" otherwise.
     fallback: str = ""
 
     @property
