@@ -163,7 +163,7 @@ def run_unrecorded(command: list[str], out: Path, profiled_wall_s: float,
         d = out / SUBDIR / f"{i}-{UNINSTRUMENTED}"
         tick = _ticker(status, f"calibrating: run {i + 1} of the command without rlscope "
                                f"(checks the correction; about {profiled_wall_s:.0f} s each)")
-        file = d / TALLY_FILE
+        file = (d / TALLY_FILE).absolute()  # the command may change directory
         env = (child_env.uninstrumented(tally=str(file), by=tally.by)
                if tally is not None and max_progress is None else
                child_env.uninstrumented(max_progress))
