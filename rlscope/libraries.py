@@ -87,6 +87,13 @@ PROGRESS_UNITS = {"rllib": "training iteration"}  # others: "progress report"
 # optimizer steps (torch's global step post-hook, with or without recording; a profiled
 # run's steps are its MARK_STEP markers).
 OPTIMIZER_STEPS = "torch-optimizer"
+# ... a Keras 3 optimizer's steps (outermost ``BaseOptimizer.apply`` calls; a profiled
+# run's MARK_STEP markers of keras); and the calls of one jitted JAX function,
+# JIT_CALLS + its qualified name (outermost calls of jitted functions; a profiled run's
+# backend calls "jax.jit.<name>"): for loops of either with no progress reports.
+KERAS_STEPS = "keras-optimizer"
+KERAS_OPTIMIZER = ("keras.src.optimizers.base_optimizer", "BaseOptimizer", "apply")
+JIT_CALLS = "jax-jit:"
 ALIASES = {"tf": "tensorflow", "waits": "wait", "gymnasium": "gym", "stable_baselines3": "sb3",
            "stable-baselines3": "sb3", "gym_legacy": "gym-legacy", "ale_py": "ale",
            "Box2D": "box2d", "mp": "multiprocessing"}

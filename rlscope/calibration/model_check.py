@@ -38,7 +38,13 @@ from rlscope.calibration.estimate import UNINSTRUMENTED, RunSample
 from rlscope.calibration.runner import SUBDIR, RunRecord, Status, run_once
 from rlscope.launch import child_env
 from rlscope.launch.child_env import Recording
-from rlscope.libraries import OPTIMIZER_STEPS, PROGRESS_BOUNDABLE, PROGRESS_UNITS
+from rlscope.libraries import (
+    JIT_CALLS,
+    KERAS_STEPS,
+    OPTIMIZER_STEPS,
+    PROGRESS_BOUNDABLE,
+    PROGRESS_UNITS,
+)
 from rlscope.trace import format as fmt
 from rlscope.trace.data import ProcessTrace
 from rlscope.trace.reader import read_process, trace_files
@@ -294,6 +300,9 @@ class Profiled:
     steps_s: list[float] = dataclasses.field(default_factory=list)  # its optimizer steps
     whole: bool = True  # the main process's times are all there (no aggregated stretch)
     root_import: int = 0  # its main process is charged rlscope's import (kinds)
+    # Other units a run can count, by RLSCOPE_PROGRESS_BY: its Keras optimizer steps, its
+    # most-called jitted JAX function's calls (libraries.KERAS_STEPS, JIT_CALLS + name).
+    calls_s: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -314,10 +323,9 @@ def work_tally(prof: Profiled) -> Tally | None:
     if not prof.whole:
         return None
     if prof.progress_s and (not prof.progress_by or prof.progress_by in PROGRESS_BOUNDABLE):
-        return Tally(len(prof.progress_s), prof.progress_by,
-                     PROGRESS_UNITS.get(prof.progress_by, "progress report"))
-    if prof.steps_s:
-        return Tally(len(prof.steps_s), OPTIMIZER_STEPS, "optimizer step")
+        return Tally(len(prof.progress_s), prof.progress_by, unit_name(prof.progress_by))
+    for by, t in _units(prof):
+        return Tally(len(t), by, unit_name(by))
     return None
 
 
@@ -340,7 +348,7 @@ def common_bound(prof: Profiled, tally: Tally, done: list[int | None],
     shortest run (the run without rlscope may have done fewer)."""
     fewest = min([tally.n, *(n for n in done if n is not None)])
     b = work_bound(prof, target_s)
-    if b.n is None or b.unit != tally.unit:
+    if b.n is None or b.by != tally.by:
         b = Bound(None, tally.by, tally.unit, b.why)
     n = b.n if b.n is not None and b.n < fewest else fewest // 2
     if n < 1:
@@ -359,20 +367,59 @@ class Bound:
     why: str = ""
 
 
-def _main_process_times(p: ProcessTrace, start_ns: int) -> tuple[list[float], list[float]]:
-    """(progress reports, torch optimizer steps) of a process, s after ``start_ns``, up
-    to its first aggregated stretch (:func:`_aggregated`)."""
+JIT_PREFIX = "jax.jit."  # the jax integration's name of a jitted function's calls
+
+
+def _main_process_times(p: ProcessTrace, start_ns: int
+                        ) -> tuple[list[float], list[float], dict[str, list[float]]]:
+    """(progress reports, torch optimizer steps, {RLSCOPE_PROGRESS_BY: times} of Keras
+    optimizer steps and of the most-called jitted JAX function's calls) of a process, s
+    after ``start_ns``, up to its first aggregated stretch."""
     ev = p.events
     gaps = ev.time_ns[ev.kind == fmt.AGGREGATED_BEGIN]
     end = int(gaps.min()) if len(gaps) else None
-    step = [i for i, s in enumerate(p.strings) if s == fmt.MARK_STEP[0]]  # torch's
-    steps = ev.time_ns[(ev.kind == fmt.MARK_CALL_BEGIN) & np.isin(ev.name, step)] \
-        if step else ev.time_ns[:0]
 
     def seconds(t: np.ndarray) -> list[float]:
         t = np.sort(t if end is None else t[t < end])
         return [(int(x) - start_ns) / 1e9 for x in t]
-    return seconds(p.progress.time_ns), seconds(steps)
+
+    def begins(kind: int, names: list[int]) -> np.ndarray:
+        return ev.time_ns[(ev.kind == kind) & np.isin(ev.name, names)] if names \
+            else ev.time_ns[:0]
+
+    ids = {s: i for i, s in enumerate(p.strings)}
+    steps = begins(fmt.MARK_CALL_BEGIN, [ids[fmt.MARK_STEP[0]]] if fmt.MARK_STEP[0] in ids
+                   else [])
+    calls: dict[str, list[float]] = {}
+    keras = begins(fmt.MARK_CALL_BEGIN, [ids[fmt.MARK_STEP[1]]] if fmt.MARK_STEP[1] in ids
+                   else [])
+    if len(keras):
+        calls[KERAS_STEPS] = seconds(keras)
+    jitted = [i for s, i in ids.items() if s.startswith(JIT_PREFIX)]
+    if jitted:
+        c = ev.name[(ev.kind == fmt.BACKEND_CALL_BEGIN) & np.isin(ev.name, jitted)]
+        if len(c):
+            top = int(np.bincount(c).argmax())
+            calls[JIT_CALLS + p.strings[top][len(JIT_PREFIX):]] = seconds(
+                begins(fmt.BACKEND_CALL_BEGIN, [top]))
+    return seconds(p.progress.time_ns), seconds(steps), calls
+
+
+def unit_name(by: str) -> str:
+    """A counted unit of work in words (check lines: "ended at <unit> N")."""
+    if by.startswith(JIT_CALLS):
+        return f"jitted {by[len(JIT_CALLS):]} call"
+    return "optimizer step" if by in (OPTIMIZER_STEPS, KERAS_STEPS) else \
+        PROGRESS_UNITS.get(by, "progress report")
+
+
+def _units(prof: Profiled) -> list[tuple[str, list[float]]]:
+    """The main process's countable units besides progress reports, in the order a bound
+    takes them: torch optimizer steps, Keras optimizer steps, a jitted function's calls."""
+    out = [(OPTIMIZER_STEPS, prof.steps_s)] if prof.steps_s else []
+    out += [(by, t) for by, t in prof.calls_s.items() if by == KERAS_STEPS and t]
+    out += [(by, t) for by, t in prof.calls_s.items() if by.startswith(JIT_CALLS) and t]
+    return out
 
 
 def profiled_run(out: Path) -> Profiled:
@@ -386,6 +433,7 @@ def profiled_run(out: Path) -> Profiled:
     steps: list[float] = []
     by = ""
     whole, root_import = False, 0
+    calls: dict[str, list[float]] = {}
     for f in files:
         if f.name.startswith("cuda."):
             continue
@@ -395,11 +443,11 @@ def profiled_run(out: Path) -> Profiled:
             counts[k] += n
         extra += (install_ns(p) + own_threads_ns(p)) / 1e9
         if launcher is not None and p.header.ppid == launcher and start is not None:
-            progress, steps = _main_process_times(p, int(start))
+            progress, steps, calls = _main_process_times(p, int(start))
             by = str(p.metadata.get(fmt.META_PROGRESS_BY, ""))
             whole = not bool(np.any(p.events.kind == fmt.AGGREGATED_BEGIN))
             root_import = own[RLSCOPE_IMPORT]
-    return Profiled(counts, extra, progress, by, steps, whole, root_import)
+    return Profiled(counts, extra, progress, by, steps, whole, root_import, calls)
 
 
 def progress_bound(prof: Profiled, target_s: float) -> tuple[int | None, str]:
@@ -426,14 +474,16 @@ def work_bound(prof: Profiled, target_s: float) -> Bound:
     pair by torch's step hook; libraries.OPTIMIZER_STEPS), else None and why."""
     n, why = progress_bound(prof, target_s)
     if n is not None:
-        return Bound(n, prof.progress_by,
-                     PROGRESS_UNITS.get(prof.progress_by, "progress report"))
-    t = prof.steps_s
-    k = bisect.bisect_left(t, target_s) + 1
-    if len(t) >= 2 and k < len(t):
-        return Bound(k, OPTIMIZER_STEPS, "optimizer step")
-    why += ("; its torch optimizer steps come too late in the run to end one there" if t
-            else ", nor steps a torch optimizer, where one could end too")
+        return Bound(n, prof.progress_by, unit_name(prof.progress_by))
+    units = _units(prof)
+    for by, t in units:
+        k = bisect.bisect_left(t, target_s) + 1
+        if len(t) >= 2 and k < len(t):
+            return Bound(k, by, unit_name(by))
+    why += ("; its " + " and ".join(f"{unit_name(by)}s" for by, _t in units) +
+            " come too late in the run to end one there" if units else
+            ", nor steps a torch or Keras optimizer or calls a jitted JAX function, where "
+            "one could end too")
     return Bound(None, why=why)
 
 

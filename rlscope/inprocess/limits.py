@@ -11,7 +11,8 @@ own updates of its progress counter instead (where that integration reports prog
 with or without recording; with ``RLSCOPE_PROGRESS_BY=rllib``, RLlib's training
 iterations (``Algorithm.train`` calls: the rllib integration reports after each); with
 ``RLSCOPE_PROGRESS_BY=torch-optimizer`` (a script that reports no progress), the root
-process's torch optimizer steps.
+process's torch optimizer steps; ``keras-optimizer``, its Keras 3 optimizer steps;
+``jax-jit:NAME``, its calls of the function ``jax.jit`` made of NAME.
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from rlscope.envvars import MAX_PROGRESS as ENV_MAX_PROGRESS
-from rlscope.libraries import OPTIMIZER_STEPS, PROGRESS_COUNTED
+from rlscope.libraries import (
+    JIT_CALLS,
+    KERAS_OPTIMIZER,
+    KERAS_STEPS,
+    OPTIMIZER_STEPS,
+    PROGRESS_COUNTED,
+)
 
 
 class WorkLimitReached(SystemExit):
@@ -83,6 +91,11 @@ def install_integration_limit(by: str, limit: int) -> bool:
     (:func:`install_optimizer_limit`). False for anything else."""
     if by == OPTIMIZER_STEPS:
         return install_optimizer_limit(limit)
+    if by == KERAS_STEPS:
+        return count_keras_steps(_stop_at(limit, "optimizer steps"))
+    if by.startswith(JIT_CALLS):
+        name = by[len(JIT_CALLS):]
+        return bool(name) and count_jit_calls(name, _stop_at(limit, f"calls of {name}"))
     return count_integration(by, _stop_at(limit, "progress reports"))
 
 
@@ -141,11 +154,133 @@ def count_optimizer_steps(on_count: OnCount) -> bool:
     return True
 
 
+def _outermost(func: Callable[..., Any], depth: threading.local, on_call: Callable[[], None]
+               ) -> Callable[..., Any]:
+    """``func`` that calls ``on_call()`` after each call of it that no other call wrapped
+    with the same ``depth`` encloses on its thread (what the recorder records of nested
+    calls: the outermost), in this process only (a forked child's are its parent's
+    bound)."""
+    pid = os.getpid()
+
+    @functools.wraps(func)
+    def outer(*args: Any, **kwargs: Any) -> Any:
+        d = getattr(depth, "n", 0)
+        depth.n = d + 1
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            depth.n = d
+        if d == 0 and os.getpid() == pid:
+            on_call()
+        return out
+
+    return outer
+
+
+def _counter(on_count: OnCount) -> Callable[[], None]:
+    count = 0
+
+    def on_call() -> None:
+        nonlocal count
+        count += 1
+        on_count(count)
+
+    return on_call
+
+
+def count_keras_steps(on_count: OnCount) -> bool:
+    """Call ``on_count`` after each of this process's Keras 3 optimizer steps (outermost
+    ``BaseOptimizer.apply`` calls: ``apply_gradients`` calls it), once Keras's optimizer
+    module is imported."""
+    from rlscope.intercept import importhook
+
+    module, cls_name, method = KERAS_OPTIMIZER
+    on_call = _counter(on_count)
+
+    def install(mod: Any) -> None:
+        cls = getattr(mod, cls_name, None)
+        if isinstance(cls, type) and callable(getattr(cls, method, None)):
+            setattr(cls, method, _outermost(getattr(cls, method), threading.local(), on_call))
+        else:
+            print(f"rlscope: {module}.{cls_name}.{method} not found; its steps are not "
+                  f"counted ({ENV_MAX_PROGRESS})", file=sys.stderr)
+
+    importhook.when_imported(module, install)
+    return True
+
+
+class _Jitted:
+    """A jitted function whose outermost calls (:func:`_outermost`) are counted (by
+    ``on_call``; None: only nested in), its attributes (``lower``, ``trace``,
+    ``clear_cache``) and method binding forwarded."""
+
+    def __init__(self, f: Any, depth: threading.local, on_call: Callable[[], None] | None
+                 ) -> None:
+        self._rlscope_f = f
+        self._rlscope_call = _outermost(f, depth, on_call or (lambda: None))
+        self.__wrapped__ = f
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._rlscope_call(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rlscope_f, name)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+
+def count_jit_calls(name: str, on_count: OnCount) -> bool:
+    """Call ``on_count`` after each outermost call (no other jitted function's call
+    around it) of the functions ``jax.jit`` makes of a function whose qualified name is
+    ``name``, once JAX is imported (functions jitted before are not seen)."""
+    from rlscope.intercept import importhook
+
+    depth = threading.local()
+    on_call = _counter(on_count)
+
+    def jit_counting(jit: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(jit)
+        def counted_jit(fun: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if fun is None:  # jax.jit(static_argnums=...) as a decorator factory
+                return functools.partial(counted_jit, *args, **kwargs)
+            jitted = jit(fun, *args, **kwargs)
+            mine = (getattr(fun, "__qualname__", None) or type(fun).__name__) == name
+            return _Jitted(jitted, depth, on_call if mine else None)
+
+        return counted_jit
+
+    def install(jax: Any) -> None:
+        jit = getattr(jax, "jit", None)
+        if callable(jit):
+            jax.jit = jit_counting(jit)
+
+    importhook.when_imported("jax", install)
+    return True
+
+
+def count_units(by: str, on_count: OnCount) -> bool:
+    """Call ``on_count(n)`` after this process's n-th unit of work: by ``""`` the script's
+    own ``rlscope.report_progress`` calls; an integration's progress reports
+    (libraries.PROGRESS_COUNTED); torch or Keras optimizer steps; a jitted JAX
+    function's calls (libraries.JIT_CALLS + its name). False where ``by`` names none."""
+    if by == OPTIMIZER_STEPS:
+        return count_optimizer_steps(on_count)
+    if by == KERAS_STEPS:
+        return count_keras_steps(on_count)
+    if by.startswith(JIT_CALLS):
+        return bool(by[len(JIT_CALLS):]) and count_jit_calls(by[len(JIT_CALLS):], on_count)
+    if by:
+        return count_integration(by, on_count)
+    import rlscope
+
+    rlscope.report_progress = counting(rlscope.report_progress, on_count)
+    return True
+
+
 def install_tally(by: str, path: str) -> bool:
-    """Count this process's units of work (by ``""``: the script's own
-    ``rlscope.report_progress`` calls; an integration's progress reports; or
-    libraries.OPTIMIZER_STEPS: torch optimizer steps) and write how many there were to
-    ``path`` when it exits (``{"count": n}``). The calibration's runs without rlscope do
+    """Count this process's units of work (:func:`count_units`) and write how many there
+    were to ``path`` when it exits (``{"count": n}``). The calibration's runs without rlscope do
     this, so that its check can tell whether they did the profiled run's work. False
     where ``by`` cannot be counted."""
     import atexit
@@ -156,15 +291,8 @@ def install_tally(by: str, path: str) -> bool:
     def on_count(n: int) -> None:
         done[0] = n
 
-    if by == OPTIMIZER_STEPS:
-        count_optimizer_steps(on_count)
-    elif by:
-        if not count_integration(by, on_count):
-            return False
-    else:
-        import rlscope
-
-        rlscope.report_progress = counting(rlscope.report_progress, on_count)
+    if not count_units(by, on_count):
+        return False
     pid = os.getpid()
 
     def write() -> None:

@@ -264,3 +264,50 @@ def test_runs_that_do_other_work_are_compared_at_a_common_optimizer_step(
         log = (out / r_["directory"] / "output.log").read_text()
         assert f"stopping after {bound} optimizer steps" in log and "done" not in log, log
     assert f"ended at optimizer step {bound}" in r.stderr
+
+
+def test_keras_steps_and_jitted_calls_bound_loops_without_progress_or_torch():
+    """A loop with neither progress reports nor torch optimizer steps: its Keras
+    optimizer steps, else its most-called jitted JAX function's calls, bound the check's
+    runs (and are what its runs without rlscope count)."""
+    from rlscope.libraries import JIT_CALLS, KERAS_STEPS
+
+    P = model_check.Profiled
+    calls = [1.0 + 0.01 * k for k in range(300)]
+    jax_only = P({}, 0.0, [], "", [], calls_s={JIT_CALLS + "update": calls})
+    b = model_check.work_bound(jax_only, 2.0)
+    assert (b.n, b.by, b.unit) == (101, "jax-jit:update", "jitted update call")
+    assert model_check.work_tally(jax_only) == \
+        model_check.Tally(300, "jax-jit:update", "jitted update call")
+    both = P({}, 0.0, [], "", [], calls_s={JIT_CALLS + "update": calls,
+                                           KERAS_STEPS: calls[:50]})
+    assert model_check.work_bound(both, 1.2).by == KERAS_STEPS  # optimizer steps first
+    late = model_check.work_bound(P({}, 0.0, [], "", [], calls_s={KERAS_STEPS: [9.0, 9.5]}),
+                                  9.7)
+    assert late.n is None and "optimizer steps come too late" in late.why
+
+
+def test_a_jax_loop_that_does_other_work_is_compared_at_a_common_jitted_call(
+        tmp_path: Path):
+    """A hand-written JAX loop (no progress reports, no torch) that does other work each
+    run (1200 jitted updates recorded, 900 not): the run without rlscope counts its
+    calls of the jitted ``update`` (as the recorder records them), and the check
+    compares a pair of runs ended at one such call."""
+    import json
+
+    pytest.importorskip("jax")
+    script = Path(__file__).parent / "workloads" / "jax_loop.py"
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--", sys.executable,
+                 str(script), "900", "1200", timeout=300)
+    assert r.returncode == 0, r.stderr
+    prof = model_check.profiled_run(out)
+    assert len(prof.calls_s["jax-jit:update"]) == 1200
+    (line,) = [x for x in r.stderr.splitlines() if "does not do the same work" in x]
+    assert "did 900 jitted update calls against the profiled run's 1,200" in line, line
+    u = json.loads((out / "calibration.json").read_text())["uninstrumented"]
+    bound = u["bounded_progress"]
+    assert u["bounded_unit"] == "jitted update call" and 1 <= bound < 900
+    for d in ("0-full", "0-uninstrumented"):
+        log = (out / "calibration" / d / "output.log").read_text()
+        assert f"stopping after {bound} calls of update" in log and "done" not in log, log

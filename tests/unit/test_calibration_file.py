@@ -305,3 +305,64 @@ def test_a_check_run_tallies_its_main_processs_work_and_nothing_else(tmp_path: P
     assert r.returncode == 0, r.stderr
     assert json.loads(tally.read_text()) == {"count": 7}
     assert r.stdout.strip() == f"{tmp_path / 'mine'} False []"  # the user's path kept
+
+
+JAX_TALLIED = """
+import jax, jax.numpy as jnp
+
+@jax.jit
+def inner(x):
+    return x * 2
+
+@jax.jit
+def update(x):
+    return inner(x) + 1  # inner's call while update is traced: nested, not counted
+
+x = jnp.ones(3)
+for _ in range(7):
+    x = update(x)
+inner(x)
+assert update.lower(x) is not None  # a jitted function's attributes still work
+"""
+
+KERAS_TALLIED = """
+import os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import numpy as np
+import keras
+model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+opt = keras.optimizers.SGD(0.01)
+import tensorflow as tf
+for _ in range(5):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(np.ones((4, 2), "float32")) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))  # calls apply: once
+"""
+
+
+@pytest.mark.parametrize("library,by,script,count", [
+    ("jax", "jax-jit:update", JAX_TALLIED, 7),
+    ("jax", "jax-jit:inner", JAX_TALLIED, 1),
+    ("keras", "keras-optimizer", KERAS_TALLIED, 5),
+])
+def test_a_jax_or_keras_loops_work_is_counted_as_the_recorder_sees_it(
+        tmp_path: Path, library: str, by: str, script: str, count: int):
+    """Loops with neither progress reports nor torch: a run counts a jitted function's
+    outermost calls (as the recorder records them: not those made while another jitted
+    function is traced), or Keras optimizer steps (``apply_gradients`` calls ``apply``:
+    one step), for the check's bound and tally."""
+    import json
+    import subprocess
+
+    from rlscope.launch import child_env
+
+    pytest.importorskip(library)
+    tally = tmp_path / "tally.json"
+    (tmp_path / "work.py").write_text(script)
+    r = subprocess.run([sys.executable, str(tmp_path / "work.py")],
+                       env=child_env.uninstrumented(tally=str(tally), by=by),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(tally.read_text()) == {"count": count}
