@@ -31,8 +31,9 @@ HOST_DIRS = "RLSCOPE_HOST_DIRS"  # "1": write into $RLSCOPE_OUTPUT_DIR/<host>/
 ANNOTATIONS = "RLSCOPE_ANNOTATIONS"  # "0": recording, but annotations are not recorded
 MAX_PROGRESS = "RLSCOPE_MAX_PROGRESS"  # end each process at its N-th progress report
 # ... counting the reports of this integration (libraries.PROGRESS_BOUNDABLE), or the torch
-# optimizer steps (libraries.OPTIMIZER_STEPS), instead of the script's own reports: counted
-# with or without recording, in the process started with it only.
+# or Keras optimizer steps (libraries.OPTIMIZER_STEPS, KERAS_STEPS), or a jitted JAX
+# function's calls (libraries.JIT_CALLS + its name), instead of the script's own reports:
+# counted with or without recording, in the process started with it only.
 PROGRESS_BY = "RLSCOPE_PROGRESS_BY"
 # A file the process started with it writes its count of those units into at exit (the
 # calibration's runs without rlscope: did they do the profiled run's work?).
