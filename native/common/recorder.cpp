@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -489,6 +490,21 @@ int start(const Config& cfg, ThreadState* t) {
 namespace {
 
 // stop() with control_mu held.
+// The writer thread's CPU time as the trace's metadata, keyed as rlscope.annotate keys
+// rlscope's threads ("rlscope.cpu:<OS name>"; a later record wins): a process that ends
+// through the native exit or SIGTERM paths does not run the Python note, and the
+// overhead correction removes this CPU from the process tree's.
+void note_writer_cpu(Recorder& r) {
+  if (!r.writer_running) return;
+  clockid_t cid;
+  timespec ts;
+  if (pthread_getcpuclockid(r.writer, &cid) != 0 || clock_gettime(cid, &ts) != 0) return;
+  int64_t ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  std::lock_guard<std::mutex> lk(r.meta_mu);
+  r.pending_meta.push_back(
+      PendingMetadata{"rlscope.cpu:rlscope-writer", std::to_string(ns), monotonic_ns()});
+}
+
 void stop_locked(Recorder& r, ThreadState* t, bool process_ends) {
   if (g_hot.session.load(std::memory_order_acquire) == 0) return;
   if (t && begin_event(t)) {
@@ -502,6 +518,7 @@ void stop_locked(Recorder& r, ThreadState* t, bool process_ends) {
     t->buf.append(now, 0, PROCESS_END);
   }
   g_hot.session.store(0, std::memory_order_release);
+  if (process_ends) note_writer_cpu(r);
   if (!process_ends) {
     stop_writer(r);
   } else if (r.writer_running) {

@@ -110,6 +110,13 @@ def test_ray_actors_complete_roles_and_slow_actor(tmp_path: Path):
         mine = ops[(ops["pid"] == row["pid"]) & (ops["operation"] == "actor_step")]
         assert int(mine["calls"].sum()) == STEPS, mine
         per_actor[row["ray_actor_id"]] = float(row["operations_s"])
+    # The writer thread's CPU survived it too (the native exit path notes it), so the
+    # correction removes it from the tree's CPU.
+    from rlscope.trace.reader import read_trace as read
+
+    cpu = {p.pid: int(p.metadata.get(fmt.META_THREAD_CPU_PREFIX + "rlscope-writer", 0))
+           for p in read(out).processes}
+    assert all(cpu[int(pid)] > 0 for pid in actors["pid"]), cpu
     task_ops = ops[ops["operation"] == "task_op"]
     assert int(task_ops["calls"].sum()) == 4
     # Each operation of a task worker says which task it ran in: its phase.
