@@ -65,7 +65,8 @@ CALIBRATION_FAILED = 1  # exit status: the command succeeded, its --calibrate di
               default=None, metavar="SECONDS",
               help="Wall time --calibrate-by chunks may take (at least 4 chunks are "
                    "measured), or the check of a multi-process run's cost model (runs "
-                   "ended early at a progress report, or an optimizer step, where the "
+                   "ended early at a progress report, an optimizer step or a jitted "
+                   "call, where the "
                    "run is longer). Default without --chunks: about the profiled run's own "
                    "length, at most 300.")
 @click.option("--chunk-seconds", "chunk_s", type=click.FloatRange(0.01, 60), default=0.25,
@@ -289,7 +290,8 @@ def _calibrate(command: list[str], out: Path, rec: Recording, result: ProfiledRu
            "rlscope's hooks are timed in a tight loop, and the command runs again without "
            "rlscope (about as long as it ran; a run over "
            f"{MAX_CHECK_S / 60:.0f} min: pairs of runs with and without rlscope ended "
-           "early at a progress report) to check the correction")
+           "early at a progress report, an optimizer step or a jitted call) to check "
+           "the correction")
     echo("calibrating: measuring what rlscope's own book-keeping costs on this workload, "
          f"to remove it from the report: {how} (docs/overhead-correction.md)")
     if why_not is not None and not cuda:
