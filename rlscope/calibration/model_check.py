@@ -315,16 +315,29 @@ class Tally:
     unit: str
 
 
-def work_tally(prof: Profiled) -> Tally | None:
+# Counting a jitted function's calls costs the run without rlscope ~1.2 µs a call here (a
+# Python wrapper around a ~4 µs dispatch): its tally is made only where that is at most
+# TALLY_SHARE of the run's CPU time, or it would bias the check it serves. (A bound's
+# pairs count in both runs: there it cancels.)
+JIT_COUNT_NS = 1500.0
+TALLY_SHARE = 1e-3
+
+
+def work_tally(prof: Profiled, cpu_s: float | None = None) -> Tally | None:
     """The profiled run's main process's work in units a run without rlscope can count
     too: its progress reports (its own, or an integration's that
-    libraries.PROGRESS_BOUNDABLE counts), else its torch optimizer steps; None when it
-    has neither, or a bounded trace has not kept them all."""
+    libraries.PROGRESS_BOUNDABLE counts), else its torch or Keras optimizer steps, else
+    its most-called jitted function's calls (where counting them costs at most
+    TALLY_SHARE of ``cpu_s``, the run's CPU seconds, when known); None when it has none
+    of these, or a bounded trace has not kept them all."""
     if not prof.whole:
         return None
     if prof.progress_s and (not prof.progress_by or prof.progress_by in PROGRESS_BOUNDABLE):
         return Tally(len(prof.progress_s), prof.progress_by, unit_name(prof.progress_by))
     for by, t in _units(prof):
+        if by.startswith(JIT_CALLS) and cpu_s is not None and \
+                len(t) * JIT_COUNT_NS > TALLY_SHARE * cpu_s * 1e9:
+            return None
         return Tally(len(t), by, unit_name(by))
     return None
 
@@ -529,7 +542,8 @@ def calibrate_by_model(command: list[str], out: Path, rec: Recording, run: dict,
             echo(f"the check runs the whole command again ({wall:.0f} s), not a "
                  f"~{budget:.0f} s part of it: {bound.why}")
     unlike = ""
-    tally = work_tally(prof) if bound.n is None and max_progress is None else None
+    tally = work_tally(prof, float(run.get("cpu_s") or 0.0)) \
+        if bound.n is None and max_progress is None else None
     if bound.n is None:
         records, done = run_unrecorded(command, out, wall, max_progress, status, detail,
                                        budget_s, tally)

@@ -154,23 +154,30 @@ def count_optimizer_steps(on_count: OnCount) -> bool:
     return True
 
 
-def _outermost(func: Callable[..., Any], depth: threading.local, on_call: Callable[[], None]
+class _Depth(threading.local):
+    """Calls in progress on this thread among those counted together."""
+
+    n = 0
+
+
+_forked = [False]  # in a forked child: its parent's units, not counted again
+os.register_at_fork(after_in_child=lambda: _forked.__setitem__(0, True))
+
+
+def _outermost(func: Callable[..., Any], depth: _Depth, on_call: Callable[[], None]
                ) -> Callable[..., Any]:
     """``func`` that calls ``on_call()`` after each call of it that no other call wrapped
     with the same ``depth`` encloses on its thread (what the recorder records of nested
-    calls: the outermost), in this process only (a forked child's are its parent's
-    bound)."""
-    pid = os.getpid()
-
+    calls: the outermost), not in a forked child (its parent's bound)."""
     @functools.wraps(func)
     def outer(*args: Any, **kwargs: Any) -> Any:
-        d = getattr(depth, "n", 0)
+        d = depth.n
         depth.n = d + 1
         try:
             out = func(*args, **kwargs)
         finally:
             depth.n = d
-        if d == 0 and os.getpid() == pid:
+        if not d and not _forked[0]:
             on_call()
         return out
 
@@ -200,7 +207,7 @@ def count_keras_steps(on_count: OnCount) -> bool:
     def install(mod: Any) -> None:
         cls = getattr(mod, cls_name, None)
         if isinstance(cls, type) and callable(getattr(cls, method, None)):
-            setattr(cls, method, _outermost(getattr(cls, method), threading.local(), on_call))
+            setattr(cls, method, _outermost(getattr(cls, method), _Depth(), on_call))
         else:
             print(f"rlscope: {module}.{cls_name}.{method} not found; its steps are not "
                   f"counted ({ENV_MAX_PROGRESS})", file=sys.stderr)
@@ -210,18 +217,27 @@ def count_keras_steps(on_count: OnCount) -> bool:
 
 
 class _Jitted:
-    """A jitted function whose outermost calls (:func:`_outermost`) are counted (by
-    ``on_call``; None: only nested in), its attributes (``lower``, ``trace``,
-    ``clear_cache``) and method binding forwarded."""
+    """A jitted function whose outermost calls (as :func:`_outermost`, inline: one Python
+    frame a call) are counted by ``on_call`` (None: only nested in), its attributes
+    (``lower``, ``trace``, ``clear_cache``) and method binding forwarded."""
 
-    def __init__(self, f: Any, depth: threading.local, on_call: Callable[[], None] | None
-                 ) -> None:
+    def __init__(self, f: Any, depth: _Depth, on_call: Callable[[], None] | None) -> None:
         self._rlscope_f = f
-        self._rlscope_call = _outermost(f, depth, on_call or (lambda: None))
+        self._rlscope_depth = depth
+        self._rlscope_on_call = on_call
         self.__wrapped__ = f
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._rlscope_call(*args, **kwargs)
+        depth = self._rlscope_depth
+        d = depth.n
+        depth.n = d + 1
+        try:
+            out = self._rlscope_f(*args, **kwargs)
+        finally:
+            depth.n = d
+        if not d and self._rlscope_on_call is not None and not _forked[0]:
+            self._rlscope_on_call()
+        return out
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rlscope_f, name)
@@ -236,7 +252,7 @@ def count_jit_calls(name: str, on_count: OnCount) -> bool:
     ``name``, once JAX is imported (functions jitted before are not seen)."""
     from rlscope.intercept import importhook
 
-    depth = threading.local()
+    depth = _Depth()
     on_call = _counter(on_count)
 
     def jit_counting(jit: Callable[..., Any]) -> Callable[..., Any]:
