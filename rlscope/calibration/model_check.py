@@ -303,6 +303,7 @@ class Profiled:
     # Other units a run can count, by RLSCOPE_PROGRESS_BY: its Keras optimizer steps, its
     # most-called jitted JAX function's calls (libraries.KERAS_STEPS, JIT_CALLS + name).
     calls_s: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    jit_calls: int = 0  # its calls of any jitted JAX function (a tally wraps each)
 
 
 @dataclass
@@ -335,8 +336,10 @@ def work_tally(prof: Profiled, cpu_s: float | None = None) -> Tally | None:
     if prof.progress_s and (not prof.progress_by or prof.progress_by in PROGRESS_BOUNDABLE):
         return Tally(len(prof.progress_s), prof.progress_by, unit_name(prof.progress_by))
     for by, t in _units(prof):
+        # Every jitted function is wrapped to tell outermost calls: all of them cost.
+        wrapped = max(prof.jit_calls, len(t))
         if by.startswith(JIT_CALLS) and cpu_s is not None and \
-                len(t) * JIT_COUNT_NS > TALLY_SHARE * cpu_s * 1e9:
+                wrapped * JIT_COUNT_NS > TALLY_SHARE * cpu_s * 1e9:
             return None
         return Tally(len(t), by, unit_name(by))
     return None
@@ -384,10 +387,11 @@ JIT_PREFIX = "jax.jit."  # the jax integration's name of a jitted function's cal
 
 
 def _main_process_times(p: ProcessTrace, start_ns: int
-                        ) -> tuple[list[float], list[float], dict[str, list[float]]]:
+                        ) -> tuple[list[float], list[float], dict[str, list[float]], int]:
     """(progress reports, torch optimizer steps, {RLSCOPE_PROGRESS_BY: times} of Keras
     optimizer steps and of the most-called jitted JAX function's calls) of a process, s
-    after ``start_ns``, up to its first aggregated stretch."""
+    after ``start_ns``, up to its first aggregated stretch; and its calls of any jitted
+    function there."""
     ev = p.events
     gaps = ev.time_ns[ev.kind == fmt.AGGREGATED_BEGIN]
     end = int(gaps.min()) if len(gaps) else None
@@ -409,13 +413,16 @@ def _main_process_times(p: ProcessTrace, start_ns: int
     if len(keras):
         calls[KERAS_STEPS] = seconds(keras)
     jitted = [i for s, i in ids.items() if s.startswith(JIT_PREFIX)]
-    if jitted:
-        c = ev.name[(ev.kind == fmt.BACKEND_CALL_BEGIN) & np.isin(ev.name, jitted)]
-        if len(c):
-            top = int(np.bincount(c).argmax())
-            calls[JIT_CALLS + p.strings[top][len(JIT_PREFIX):]] = seconds(
-                begins(fmt.BACKEND_CALL_BEGIN, [top]))
-    return seconds(p.progress.time_ns), seconds(steps), calls
+    c = ev.name[(ev.kind == fmt.BACKEND_CALL_BEGIN) & np.isin(ev.name, jitted)] if jitted \
+        else ev.name[:0]
+    if end is not None and len(c):
+        c = c[ev.time_ns[(ev.kind == fmt.BACKEND_CALL_BEGIN) &
+                         np.isin(ev.name, jitted)] < end]
+    if len(c):
+        top = int(np.bincount(c).argmax())
+        calls[JIT_CALLS + p.strings[top][len(JIT_PREFIX):]] = seconds(
+            begins(fmt.BACKEND_CALL_BEGIN, [top]))
+    return seconds(p.progress.time_ns), seconds(steps), calls, len(c)
 
 
 def unit_name(by: str) -> str:
@@ -445,7 +452,7 @@ def profiled_run(out: Path) -> Profiled:
     progress: list[float] = []
     steps: list[float] = []
     by = ""
-    whole, root_import = False, 0
+    whole, root_import, jit_calls = False, 0, 0
     calls: dict[str, list[float]] = {}
     for f in files:
         if f.name.startswith("cuda."):
@@ -456,11 +463,11 @@ def profiled_run(out: Path) -> Profiled:
             counts[k] += n
         extra += (install_ns(p) + own_threads_ns(p)) / 1e9
         if launcher is not None and p.header.ppid == launcher and start is not None:
-            progress, steps, calls = _main_process_times(p, int(start))
+            progress, steps, calls, jit_calls = _main_process_times(p, int(start))
             by = str(p.metadata.get(fmt.META_PROGRESS_BY, ""))
             whole = not bool(np.any(p.events.kind == fmt.AGGREGATED_BEGIN))
             root_import = own[RLSCOPE_IMPORT]
-    return Profiled(counts, extra, progress, by, steps, whole, root_import, calls)
+    return Profiled(counts, extra, progress, by, steps, whole, root_import, calls, jit_calls)
 
 
 def progress_bound(prof: Profiled, target_s: float) -> tuple[int | None, str]:

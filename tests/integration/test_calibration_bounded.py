@@ -282,6 +282,9 @@ def test_keras_steps_and_jitted_calls_bound_loops_without_progress_or_torch():
     # Counting 300 calls costs ~0.45 ms: not where that is over 0.1% of the run's CPU.
     assert model_check.work_tally(jax_only, 1.0) == model_check.work_tally(jax_only)
     assert model_check.work_tally(jax_only, 0.4) is None
+    # ... nor where the other jitted functions' calls, wrapped too, make it so.
+    busy = P({}, 0.0, [], "", [], calls_s={JIT_CALLS + "update": calls}, jit_calls=3000)
+    assert model_check.work_tally(busy, 1.0) is None
     both = P({}, 0.0, [], "", [], calls_s={JIT_CALLS + "update": calls,
                                            KERAS_STEPS: calls[:50]})
     assert model_check.work_bound(both, 1.2).by == KERAS_STEPS  # optimizer steps first
@@ -306,6 +309,8 @@ def test_a_jax_loop_that_does_other_work_is_compared_at_a_common_jitted_call(
     assert r.returncode == 0, r.stderr
     prof = model_check.profiled_run(out)
     assert len(prof.calls_s["jax-jit:update"]) == 1200
+    # Every jitted call, what a tally wraps: the updates, and JAX's own set-up (PRNG).
+    assert 1200 <= prof.jit_calls < 1250, prof.jit_calls
     (line,) = [x for x in r.stderr.splitlines() if "does not do the same work" in x]
     assert "did 900 jitted update calls against the profiled run's 1,200" in line, line
     u = json.loads((out / "calibration.json").read_text())["uninstrumented"]
