@@ -20,7 +20,7 @@ from rlscope.analysis.overhead.kinds import (
     RLSCOPE_IMPORT,
     in_situ_what,
 )
-from rlscope.analysis.overhead.model import Calibration, KindCost, machine_info
+from rlscope.analysis.overhead.model import NOT_TIMED, Calibration, KindCost, machine_info
 from rlscope.calibration.configs import Config
 from rlscope.calibration.estimate import (
     RunSample,
@@ -240,9 +240,6 @@ def build_calibration(command: list[str], samples: list[RunSample], configs: lis
                     "outlier_rounds": v.dropped,
                     **({"estimates_failed": failed} if failed else {})},
         microbenchmark=microbenchmark or {}, warnings=warnings, metric=metric, mode=mode)
-
-
-NOT_TIMED = "not timed"  # KindCost.fallback: too few events to be worth an in-situ timing
 
 
 def priced(kind: str, m: dict[str, float]) -> tuple[float, float, str]:

@@ -335,14 +335,15 @@ def work_tally(prof: Profiled, cpu_s: float | None = None) -> Tally | None:
         return None
     if prof.progress_s and (not prof.progress_by or prof.progress_by in PROGRESS_BOUNDABLE):
         return Tally(len(prof.progress_s), prof.progress_by, unit_name(prof.progress_by))
-    for by, t in _units(prof):
-        # Every jitted function is wrapped to tell outermost calls: all of them cost.
-        wrapped = max(prof.jit_calls, len(t))
-        if by.startswith(JIT_CALLS) and cpu_s is not None and \
-                wrapped * JIT_COUNT_NS > TALLY_SHARE * cpu_s * 1e9:
-            return None
-        return Tally(len(t), by, unit_name(by))
-    return None
+    units = _units(prof)
+    if not units:
+        return None
+    by, t = units[0]
+    # Every jitted function is wrapped to tell outermost calls: all of them cost.
+    if by.startswith(JIT_CALLS) and cpu_s is not None and \
+            max(prof.jit_calls, len(t)) * JIT_COUNT_NS > TALLY_SHARE * cpu_s * 1e9:
+        return None
+    return Tally(len(t), by, unit_name(by))
 
 
 def unlike_work(tally: Tally, done: list[int | None]) -> str:
@@ -413,16 +414,14 @@ def _main_process_times(p: ProcessTrace, start_ns: int
     if len(keras):
         calls[KERAS_STEPS] = seconds(keras)
     jitted = [i for s, i in ids.items() if s.startswith(JIT_PREFIX)]
-    c = ev.name[(ev.kind == fmt.BACKEND_CALL_BEGIN) & np.isin(ev.name, jitted)] if jitted \
-        else ev.name[:0]
-    if end is not None and len(c):
-        c = c[ev.time_ns[(ev.kind == fmt.BACKEND_CALL_BEGIN) &
-                         np.isin(ev.name, jitted)] < end]
-    if len(c):
-        top = int(np.bincount(c).argmax())
-        calls[JIT_CALLS + p.strings[top][len(JIT_PREFIX):]] = seconds(
-            begins(fmt.BACKEND_CALL_BEGIN, [top]))
-    return seconds(p.progress.time_ns), seconds(steps), calls, len(c)
+    mask = (ev.kind == fmt.BACKEND_CALL_BEGIN) & np.isin(ev.name, jitted)
+    names, times = ev.name[mask], ev.time_ns[mask]
+    if end is not None:
+        names, times = names[times < end], times[times < end]
+    if len(names):
+        top = int(np.bincount(names).argmax())
+        calls[JIT_CALLS + p.strings[top][len(JIT_PREFIX):]] = seconds(times[names == top])
+    return seconds(p.progress.time_ns), seconds(steps), calls, len(names)
 
 
 def unit_name(by: str) -> str:

@@ -84,24 +84,25 @@ def limited(func: Callable[..., Any], limit: int) -> Callable[..., Any]:
 
 
 def install_integration_limit(by: str, limit: int) -> bool:
-    """End the process at the ``limit``-th progress report integration ``by`` makes (or
-    would make, not recording), counted by its method in libraries.PROGRESS_COUNTED once
-    its module is imported: for sb3, SB3's updates of its progress counter; for rllib,
-    ``Algorithm.train`` calls; for libraries.OPTIMIZER_STEPS, torch optimizer steps
-    (:func:`install_optimizer_limit`). False for anything else."""
-    if by == OPTIMIZER_STEPS:
-        return install_optimizer_limit(limit)
-    if by == KERAS_STEPS:
-        return count_keras_steps(_stop_at(limit, "optimizer steps"))
+    """End the process at the ``limit``-th unit of work ``by`` names (RLSCOPE_PROGRESS_BY,
+    counted as :func:`count_units` says: an integration's progress reports, or would-be
+    reports when not recording; torch or Keras optimizer steps; a jitted function's
+    calls). False for anything else."""
+    return bool(by) and count_units(by, _stop_at(limit, _units_words(by)))
+
+
+def _units_words(by: str) -> str:
+    """The units ``by`` counts, plural, for the line a bound ends a process with."""
     if by.startswith(JIT_CALLS):
-        name = by[len(JIT_CALLS):]
-        return bool(name) and count_jit_calls(name, _stop_at(limit, f"calls of {name}"))
-    return count_integration(by, _stop_at(limit, "progress reports"))
+        return f"calls of {by[len(JIT_CALLS):]}"
+    return "optimizer steps" if by in (OPTIMIZER_STEPS, KERAS_STEPS) else "progress reports"
 
 
 def count_integration(by: str, on_count: OnCount) -> bool:
     """Call ``on_count`` after each progress report integration ``by`` makes (or would
-    make), counted as :func:`install_integration_limit` says; False for an unknown one."""
+    make), counted by its method in libraries.PROGRESS_COUNTED once its module is
+    imported: for sb3, SB3's updates of its progress counter; for rllib,
+    ``Algorithm.train`` calls. False for an unknown one."""
     where = PROGRESS_COUNTED.get(by)
     if where is None:
         return False
@@ -120,16 +121,10 @@ def count_integration(by: str, on_count: OnCount) -> bool:
     return True
 
 
-def install_optimizer_limit(limit: int) -> bool:
-    """End the process after its ``limit``-th torch optimizer step (any optimizer),
-    counted by torch's global step post-hook once ``torch.optim.optimizer`` is imported;
-    a forked child's steps are not counted (its parent's bound)."""
-    return count_optimizer_steps(_stop_at(limit, "optimizer steps"))
-
-
 def count_optimizer_steps(on_count: OnCount) -> bool:
-    """Call ``on_count`` after each of this process's torch optimizer steps (see
-    :func:`install_optimizer_limit`)."""
+    """Call ``on_count`` after each of this process's torch optimizer steps (any
+    optimizer), counted by torch's global step post-hook once ``torch.optim.optimizer`` is
+    imported; a forked child's steps are not counted (its parent's bound)."""
     from rlscope.intercept import importhook
 
     pid = os.getpid()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from rlscope.analysis.overhead.kinds import MICROBENCHMARK_ONLY, in_situ_what
-from rlscope.analysis.overhead.model import Calibration, KindCost
+from rlscope.analysis.overhead.model import NOT_TIMED, Calibration, KindCost
 
 _UNIT = {"annotation": "event", "backend_call": "call", "simulator_call": "call",
          "wait_call": "call", "env_call": "env step or reset", "cuda_api": "call",
@@ -37,7 +37,7 @@ def cost_line(kind: str, c: KindCost, measured: str) -> str:
         return (f"  rlscope_import: {c.per_event_ns / 1e6:.1f} ms per process whose script "
                 "does not use rlscope itself (importing it, outside the recorded span)")
     head = f"  {kind}: {_ns(c.per_event_ns)} per {_UNIT.get(kind, 'event')}"
-    if c.fallback == "not timed":
+    if c.fallback == NOT_TIMED:
         return f"{head} ({c.note})"
     mb = c.microbenchmark_ns
     has_estimate = math.isfinite(c.estimate_ns)
@@ -148,7 +148,7 @@ def plain_cost_line(kind: str, c: KindCost) -> str:
                 f"{_time(c.per_event_ns)} more, importing it (outside the time the report "
                 "covers)")
     head = f"  {_WHAT.get(kind, kind)}: {_time(c.per_event_ns)}"
-    if c.fallback == "not timed":  # calibration.build.NOT_TIMED: its note says why
+    if c.fallback == NOT_TIMED:  # its note says why
         return f"{head} ({c.note})"
     if c.source == "microbenchmark":
         if kind in MICROBENCHMARK_ONLY:

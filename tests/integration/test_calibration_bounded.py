@@ -233,6 +233,18 @@ def test_what_the_checks_runs_count_and_where_unlike_runs_are_ended():
     assert model_check.common_bound(prof, tally, [1], 2.0).n is None
 
 
+def _calibrated_unlike(tmp_path: Path, library: str, workload: str, *args: str):
+    """rls-prof --calibrate on a workload that does other work when recorded: the run,
+    its directory and the one line saying the runs did not do the same work."""
+    pytest.importorskip(library)
+    out = tmp_path / "run"
+    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--", sys.executable,
+                 str(Path(__file__).parent / "workloads" / workload), *args, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if "does not do the same work" in x]
+    return r, out, line
+
+
 def test_runs_that_do_other_work_are_compared_at_a_common_optimizer_step(
         tmp_path: Path):
     """A command whose work is not the same each run (here: 800 optimizer steps
@@ -241,13 +253,7 @@ def test_runs_that_do_other_work_are_compared_at_a_common_optimizer_step(
     ended at one step before the shorter run's end instead."""
     import json
 
-    pytest.importorskip("torch")
-    script = Path(__file__).parent / "workloads" / "optimizer_loop.py"
-    out = tmp_path / "run"
-    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--", sys.executable,
-                 str(script), "600", "800", timeout=300)
-    assert r.returncode == 0, r.stderr
-    (line,) = [x for x in r.stderr.splitlines() if "does not do the same work" in x]
+    r, out, line = _calibrated_unlike(tmp_path, "torch", "optimizer_loop.py", "600", "800")
     assert "the run without rlscope did 600 optimizer steps against the profiled run's " \
         "800" in line, line
     cal = json.loads((out / "calibration.json").read_text())
@@ -301,17 +307,11 @@ def test_a_jax_loop_that_does_other_work_is_compared_at_a_common_jitted_call(
     compares a pair of runs ended at one such call."""
     import json
 
-    pytest.importorskip("jax")
-    script = Path(__file__).parent / "workloads" / "jax_loop.py"
-    out = tmp_path / "run"
-    r = run_tool("rls-prof", "-o", str(out), "--calibrate", "--", sys.executable,
-                 str(script), "900", "1200", timeout=300)
-    assert r.returncode == 0, r.stderr
+    _r, out, line = _calibrated_unlike(tmp_path, "jax", "jax_loop.py", "900", "1200")
     prof = model_check.profiled_run(out)
     assert len(prof.calls_s["jax-jit:update"]) == 1200
     # Every jitted call, what a tally wraps: the updates, and JAX's own set-up (PRNG).
     assert 1200 <= prof.jit_calls < 1250, prof.jit_calls
-    (line,) = [x for x in r.stderr.splitlines() if "does not do the same work" in x]
     assert "did 900 jitted update calls against the profiled run's 1,200" in line, line
     u = json.loads((out / "calibration.json").read_text())["uninstrumented"]
     bound = u["bounded_progress"]

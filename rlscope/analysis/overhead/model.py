@@ -21,6 +21,11 @@ FORMAT = "rlscope-calibration"
 VERSION = 1
 
 
+# KindCost.fallback of a kind the run had too few events of for an in-situ timing to
+# matter (rlscope.calibration.microbench.negligible).
+NOT_TIMED = "not timed"
+
+
 @dataclass
 class KindCost:
     """Overhead of one book-keeping event of a kind, in ns.
